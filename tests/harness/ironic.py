@@ -1,0 +1,86 @@
+"""OpenStack Ironic (PyPI ``ironic``), the all-in-one process, in a virtualenv of its own.
+
+API and conductor in one process (required with sqlite), no auth, the ``fake-hardware`` type with
+fake boot/deploy/power/management interfaces, automated cleaning off so that ``provide`` is quick.
+Versioned notifications go to the stack's RabbitMQ on topic ``ironic_versioned_notifications``
+(exchange ``ironic``) when a transport URL is given; ``retry = 0`` keeps Ironic's API answering
+while the broker is down instead of blocking every write.
+
+Ready when ``GET /v1`` answers: never judge by the PID (a crash-looping worker leaves the master
+alive).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.harness import process, venvs
+from tests.harness.placement import http_json
+from tests.harness.service import Service
+
+REQUIREMENTS = ("ironic==39.0.0",)
+NOTIFICATION_TOPIC = "ironic_versioned_notifications"
+API_VERSION = "1.115"
+
+
+class Ironic(Service):
+    name = "ironic"
+
+    def __init__(self, workdir: Path, info: dict | None = None, transport_url: str = "",
+                 deploy_delay: float = 0.0):
+        super().__init__(workdir, info)
+        self.info.setdefault("transport_url", transport_url)
+        self.info.setdefault("deploy_delay", deploy_delay)
+
+    def start(self) -> None:
+        venv = venvs.ensure("ironic", REQUIREMENTS)
+        home = self.workdir / "ironic"
+        home.mkdir(parents=True, exist_ok=True)
+        conf = home / "ironic.conf"
+        port = self.info.get("port") or process.free_port()
+        conf.write_text(self._config(home, port))
+        if not (home / "ironic.sqlite").exists():
+            process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
+                         "create_schema"], "ironic-dbsync create_schema")
+        self.info.update(port=port, url=f"http://127.0.0.1:{port}")
+        self.info["pid"] = process.spawn([str(venv / "bin" / "ironic"), "--config-file",
+                                          str(conf)], self.log)
+        process.wait_until(self.ready, 120, "ironic", pid=self.pid, log=self.log)
+
+    def _config(self, home: Path, port: int) -> str:
+        lines = [
+            "[DEFAULT]",
+            "auth_strategy = noauth",
+            "rpc_transport = none",
+            "host = ironic-harness",
+            "enabled_hardware_types = fake-hardware",
+            "enabled_boot_interfaces = fake",
+            "enabled_deploy_interfaces = fake",
+            "enabled_management_interfaces = fake",
+            "enabled_power_interfaces = fake",
+            "enabled_network_interfaces = noop",
+            "enabled_vendor_interfaces = no-vendor",
+            "[api]",
+            "host_ip = 127.0.0.1",
+            f"port = {port}",
+            "[database]",
+            f"connection = sqlite:///{home / 'ironic.sqlite'}",
+            "[conductor]",
+            "automated_clean = false",
+            "[fake]",
+            f"deploy_delay = {self.info['deploy_delay']}",
+        ]
+        if self.info.get("transport_url"):
+            lines[1:1] = ["notification_level = info",
+                          f"versioned_notifications_topics = {NOTIFICATION_TOPIC}"]
+            lines += ["[oslo_messaging_notifications]",
+                      "driver = messagingv2",
+                      f"transport_url = {self.info['transport_url']}",
+                      "retry = 0"]
+        return "\n".join(lines) + "\n"
+
+    def ready(self) -> bool:
+        if not self.info.get("port"):
+            return False
+        root = http_json(self.url + "/v1")
+        return bool(root and root.get("id") == "v1")
