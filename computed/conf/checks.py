@@ -1,0 +1,127 @@
+"""Checks of option values that oslo.config types cannot express.
+
+Each check takes the value, returns nothing and raises ``ConfigError``
+naming the option when the value cannot work: a URL scheme computed does not
+support or has no installed driver for, a URL that does not parse, an empty
+host. None of them touches the network.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from urllib import parse
+
+from computed.conf import coordination
+from computed.conf.default import normalise_host
+from computed.conf.errors import ConfigError
+
+#: oslo.messaging drivers computed supports: RabbitMQ, and the in-process
+#: fake driver for tests (kafka only carries notifications, not RPC).
+TRANSPORT_SCHEMES = ('rabbit', 'fake')
+
+
+def _has_entry_point(group: str, name: str) -> bool:
+    return any(ep.name == name
+               for ep in importlib.metadata.entry_points(group=group))
+
+
+def _schemes(schemes: tuple[str, ...]) -> str:
+    return ' or '.join(f'{s}://' for s in schemes)
+
+
+def check_host(value: str) -> None:
+    if not normalise_host(value or ''):
+        raise ConfigError('DEFAULT', 'host', 'must not be empty')
+
+
+def _check_servers(group: str, option: str, netloc: str) -> None:
+    """Check a ``[user:pass@]host[:port],...`` list, as tooz and
+    oslo.messaging both accept several servers in one URL."""
+    for server in netloc.split(','):
+        # Credentials are dropped unread: they must not reach a message.
+        hostport = server.rpartition('@')[2]
+        # A bracketed IPv6 address without a port ends with ']'.
+        if hostport.endswith(']') or ':' not in hostport:
+            host, port = hostport, ''
+        else:
+            host, _, port = hostport.rpartition(':')
+        if not host:
+            raise ConfigError(group, option,
+                              f'server {hostport!r} has no host name')
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(group, option,
+                              f'server {hostport!r} has an invalid port')
+
+
+def check_backend_url(value: str) -> None:
+    """``[coordination] backend_url``: a tooz URL computed can use."""
+    url = parse.urlsplit(value)
+    if url.scheme not in coordination.SCHEMES:
+        raise ConfigError('coordination', 'backend_url',
+                          f'unsupported scheme {url.scheme!r} '
+                          '(use zookeeper:// or file://)')
+    if not _has_entry_point('tooz.backends', url.scheme):
+        raise ConfigError('coordination', 'backend_url',
+                          f'no tooz driver installed for {url.scheme}://')
+    if url.scheme == 'file':
+        if url.netloc or not url.path.startswith('/'):
+            raise ConfigError('coordination', 'backend_url',
+                              'file:// needs an absolute directory, e.g. '
+                              'file:///var/lib/computed/coordination')
+        return
+    if not url.netloc:
+        raise ConfigError('coordination', 'backend_url',
+                          'names no ZooKeeper server (e.g. '
+                          'zookeeper://127.0.0.1:2181)')
+    _check_servers('coordination', 'backend_url', url.netloc)
+    for key, values in parse.parse_qs(url.query).items():
+        # tooz reads this one as the ZooKeeper session timeout in seconds.
+        if key == 'timeout':
+            try:
+                ok = float(values[-1]) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ConfigError('coordination', 'backend_url',
+                                  f'timeout={values[-1]!r} is not a '
+                                  'positive number of seconds')
+
+
+def check_transport_url(group: str, value: str) -> None:
+    """An oslo.messaging ``transport_url`` computed can use."""
+    # Never echo the value: it carries the broker password.
+    try:
+        url = parse.urlsplit(value)
+    except ValueError:
+        raise ConfigError(group, 'transport_url', 'not a URL')
+    scheme = url.scheme.split('+')[0]
+    if scheme not in TRANSPORT_SCHEMES:
+        raise ConfigError(group, 'transport_url',
+                          f'unsupported scheme {url.scheme!r} '
+                          f'(use {_schemes(TRANSPORT_SCHEMES)})')
+    if not _has_entry_point('oslo.messaging.drivers', scheme):
+        raise ConfigError(group, 'transport_url',
+                          f'no oslo.messaging driver installed for '
+                          f'{scheme}://')
+    if url.netloc:
+        _check_servers(group, 'transport_url', url.netloc)
+
+
+def check_database_connection(value: str) -> None:
+    """``[database] connection``: an SQLAlchemy URL of a known dialect."""
+    # Imported here: only this check needs SQLAlchemy, and it is costly.
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(value)
+    except sa_exc.ArgumentError:
+        # The message would repeat the value, password included.
+        raise ConfigError('database', 'connection',
+                          'not an SQLAlchemy URL (e.g. '
+                          'postgresql+psycopg2://user:pass@host/computed)')
+    try:
+        url.get_dialect()
+    except sa_exc.NoSuchModuleError:
+        raise ConfigError('database', 'connection',
+                          f'unknown SQLAlchemy dialect {url.drivername!r}')

@@ -1,0 +1,50 @@
+"""Options of the ``[coordination]`` group: where the fleet meets.
+
+Every computed joins one tooz group on one backend; the group's members are
+the nodes of the consistent hash ring.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'coordination',
+    title='Coordination',
+    help='The tooz backend shared by all computed daemons of a fleet.')
+
+#: URL schemes accepted for ``backend_url``; both need only tooz + kazoo.
+SCHEMES = ('zookeeper', 'kazoo', 'file')
+
+ALL_OPTS = [
+    cfg.StrOpt(
+        'backend_url',
+        required=True,
+        help='Required. tooz backend URL. ZooKeeper in production, e.g. '
+             'zookeeper://10.0.0.1:2181,10.0.0.2:2181?timeout=10 (timeout '
+             'is the session timeout in seconds: a daemon that stops '
+             'heartbeating leaves the ring after it). file:///var/lib/'
+             'computed/coordination works for a single machine only '
+             '(tests, development).'),
+    cfg.StrOpt(
+        'group',
+        default='computed',
+        help='Name of the tooz group the daemons of one fleet join. Daemons '
+             'in different groups never share nodes.'),
+    cfg.IntOpt(
+        'join_timeout',
+        default=30,
+        min=0,
+        help='Seconds to keep retrying to join the group while a member with '
+             'this host name is still present (e.g. the ZooKeeper session of '
+             'a previous run of this daemon that has not expired yet).'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(GROUP)
+    conf.register_opts(ALL_OPTS, group=GROUP)
+
+
+def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
+    return {GROUP: ALL_OPTS}

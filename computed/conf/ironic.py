@@ -1,0 +1,55 @@
+"""Options of the ``[ironic]`` group: how computed reaches the Bare Metal API.
+
+A keystoneauth section (see ``computed.conf.ksa``) with service type
+``baremetal``, plus the filters that decide which Ironic nodes this fleet
+manages and the retry policy for conflicting requests.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from computed.conf import ksa
+
+GROUP = cfg.OptGroup(
+    'ironic',
+    title='Ironic',
+    help='Access to the OpenStack Bare Metal (Ironic) API. Authentication '
+         'uses keystoneauth: auth_type = password (+ auth_url, username, '
+         'password, project_name, user_domain_name, project_domain_name) '
+         'against Keystone, or auth_type = none + endpoint_override for an '
+         'Ironic running with noauth.')
+
+SERVICE_TYPE = 'baremetal'
+
+OPTS = [
+    cfg.StrOpt(
+        'conductor_group',
+        help='Manage only the nodes of this Ironic conductor group. Unset: '
+             'nodes of every group. Set to an empty value: only nodes in '
+             "Ironic's default (unnamed) group."),
+    cfg.StrOpt(
+        'shard',
+        help='Manage only the nodes of this Ironic shard. Unset: nodes of '
+             'every shard.'),
+    cfg.IntOpt(
+        'api_max_retries',
+        default=60,
+        min=0,
+        help='How many times to retry an Ironic request that fails with a '
+             'conflict (the node is locked by a conductor). 0: try once.'),
+    cfg.IntOpt(
+        'api_retry_interval',
+        default=2,
+        min=1,
+        help='Seconds between two retries of a conflicting Ironic request.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    ksa.register(conf, GROUP, SERVICE_TYPE)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
+    return {GROUP: OPTS + ksa.list_opts(SERVICE_TYPE)}

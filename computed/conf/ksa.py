@@ -1,0 +1,58 @@
+"""Shared shape of the keystoneauth sections (``[ironic]``, ``[placement]``).
+
+A keystoneauth section holds three option sets, all owned by keystoneauth1:
+the session (TLS, timeouts), the auth plugin (``auth_type`` and the chosen
+plugin's own options, registered only once the plugin is known) and the
+adapter (service type, interfaces, ``endpoint_override``, retries). This
+module registers and lists them the same way for every section so the sample
+file and the running daemon agree. It defines no options of its own.
+"""
+
+from __future__ import annotations
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+#: Auth plugins documented in the sample: ``password`` for a real Keystone,
+#: ``admin_token`` and ``none`` for services running with noauth.
+SAMPLE_AUTH_PLUGINS = ('password', 'admin_token', 'none')
+
+# Reaching a service from a controller node: prefer the internal endpoint.
+_VALID_INTERFACES = ['internal', 'public']
+
+
+def adapter_opts(service_type: str) -> list[cfg.Opt]:
+    """Adapter options with this section's service type as default.
+
+    Built here rather than through ``register_adapter_conf_options`` because
+    the default ``service_type`` must also show in the generated sample.
+    """
+    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
+    cfg.set_defaults(opts, service_type=service_type,
+                     valid_interfaces=_VALID_INTERFACES)
+    return opts
+
+
+def register(conf: cfg.ConfigOpts, group: cfg.OptGroup,
+             service_type: str) -> None:
+    """Register session, auth and adapter options under ``group``."""
+    conf.register_group(group)
+    ks_loading.register_session_conf_options(conf, group.name)
+    ks_loading.register_auth_conf_options(conf, group.name)
+    conf.register_opts(adapter_opts(service_type), group=group)
+
+
+def list_opts(service_type: str) -> list[cfg.Opt]:
+    """Every option a keystoneauth section may hold, for the sample file."""
+    opts: list[cfg.Opt] = []
+    opts += ks_loading.get_session_conf_options()
+    opts += ks_loading.get_auth_common_conf_options()
+    for plugin in SAMPLE_AUTH_PLUGINS:
+        opts += ks_loading.get_auth_plugin_conf_options(plugin)
+    opts += adapter_opts(service_type)
+    # Plugins share some options (admin_token and none both take
+    # 'endpoint'); the generator wants each name once.
+    unique: dict[str, cfg.Opt] = {}
+    for opt in opts:
+        unique.setdefault(opt.dest, opt)
+    return list(unique.values())

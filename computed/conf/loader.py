@@ -1,0 +1,141 @@
+"""Parse and eagerly validate computed's configuration.
+
+Owns the path from argv to a ready ``cfg.ConfigOpts``. Guarantees: when
+``load`` returns, every registered option of every group has been read (so
+unparsable values fail now, not hours later when first used), required
+options are set, URLs have a supported scheme with an installed driver, and
+the keystoneauth sections that are configured can build a session. When
+something is wrong, ``load`` ends the process with exactly one line on
+stderr, ``<prog>: error: [group] option: reason``, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from collections.abc import Sequence
+
+import oslo_messaging.opts
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from computed import conf as computed_conf
+from computed import keystone
+from computed.conf import checks
+from computed.conf.errors import ConfigError
+
+PROJECT = 'computed'
+EXIT_CONFIG = 2
+KEYSTONE_SECTIONS = ('ironic', 'placement')
+
+
+def register_all(conf: cfg.ConfigOpts) -> None:
+    """Register computed's options and those of the libraries it configures.
+
+    oslo.messaging would register its options lazily, on first use; doing
+    it now lets ``transport_url`` and friends be validated up front.
+    """
+    computed_conf.register_opts(conf)
+    logging.register_options(conf)
+    for group, opts in oslo_messaging.opts.list_opts():
+        conf.register_opts(opts, group=group)
+
+
+def _group_name(group: cfg.OptGroup | str | None) -> str:
+    if group is None:
+        return 'DEFAULT'
+    return getattr(group, 'name', group)
+
+
+def _version() -> str | None:
+    try:
+        return importlib.metadata.version(PROJECT)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
+    """Parse the command line and the config files it names (or defaults).
+
+    argparse itself still handles --help and malformed command lines.
+    """
+    try:
+        conf(args=list(argv), project=PROJECT, prog=prog, version=_version())
+    except (cfg.ConfigFilesNotFoundError,
+            cfg.ConfigFilesPermissionDeniedError) as exc:
+        raise ConfigError(None, None, 'config file '
+                          f'{", ".join(exc.config_files)}: not found or '
+                          'not readable')
+    except cfg.ConfigDirNotFoundError as exc:
+        raise ConfigError(None, None,
+                          f'config directory {exc.config_dir}: not found')
+    except cfg.ConfigFileParseError as exc:
+        raise ConfigError(None, None, f'config file {exc.config_file}: '
+                          f'cannot parse: {exc.msg}')
+    except cfg.RequiredOptError as exc:
+        raise ConfigError(_group_name(exc.group), exc.opt_name,
+                          'required but not set')
+    except (cfg.Error, ValueError) as exc:
+        raise ConfigError(None, None, str(exc))
+
+
+def _value_error(group: str, option: str, exc: Exception) -> ConfigError:
+    # oslo.config's message starts with where the value came from and may
+    # quote it; keep only the reason, which names the offending value for
+    # typed options (secret options are strings and cannot fail to parse).
+    reason = str(exc).rpartition(' is not valid: ')[2]
+    return ConfigError(group, option, f'invalid value: {reason}')
+
+
+def read_all(conf: cfg.ConfigOpts) -> None:
+    """Read every option of every group, forcing oslo.config to parse it."""
+    for name in list(conf):
+        try:
+            value = conf[name]
+        except (cfg.Error, ValueError) as exc:
+            raise _value_error('DEFAULT', name, exc)
+        if not isinstance(value, cfg.ConfigOpts.GroupAttr):
+            continue
+        for option in list(value):
+            try:
+                value[option]
+            except (cfg.Error, ValueError) as exc:
+                raise _value_error(name, option, exc)
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """Check a parsed configuration; raise ``ConfigError`` on the first fault.
+    """
+    for group in KEYSTONE_SECTIONS:
+        # Auth plugin options exist only once the plugin is known; register
+        # them first so read_all parses them too.
+        keystone.register_plugin_opts(conf, group)
+    read_all(conf)
+    for group in KEYSTONE_SECTIONS:
+        keystone.check_section(conf, group)
+    checks.check_host(conf.host)
+    checks.check_backend_url(conf.coordination.backend_url)
+    checks.check_transport_url('DEFAULT', conf.transport_url)
+    notifications_url = conf.oslo_messaging_notifications.transport_url
+    if notifications_url:
+        checks.check_transport_url('oslo_messaging_notifications',
+                                   notifications_url)
+    if conf.database.connection:
+        checks.check_database_connection(conf.database.connection)
+
+
+def load(argv: Sequence[str], prog: str,
+         conf: cfg.ConfigOpts | None = None) -> cfg.ConfigOpts:
+    """Register, parse and validate; exit with status 2 on bad configuration.
+
+    Pass ``conf`` to add command-line options (e.g. sub-commands) first.
+    """
+    conf = conf if conf is not None else cfg.ConfigOpts()
+    register_all(conf)
+    try:
+        parse(conf, argv, prog)
+        validate(conf)
+    except ConfigError as exc:
+        print(f'{prog}: error: {exc}', file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    return conf
