@@ -1,0 +1,41 @@
+"""What every console script shares: one-line failures and logging setup.
+
+Guarantees: no traceback reaches the terminal for a bad configuration
+(exit 2) or Ctrl-C (exit 130).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from computed.conf.errors import ConfigError
+from computed.conf.loader import EXIT_CONFIG
+
+EXIT_INTERRUPTED = 130
+
+
+def fail(prog: str, message: str, status: int) -> NoReturn:
+    print(f'{prog}: error: {message}', file=sys.stderr)
+    sys.exit(status)
+
+
+def run(prog: str, body: Callable[[], int]) -> NoReturn:
+    """Run ``body`` and exit with its status, turning the expected failures
+    into one line instead of a traceback."""
+    try:
+        status = body()
+    except ConfigError as exc:
+        # Late configuration problems (e.g. a section a command needs).
+        fail(prog, str(exc), EXIT_CONFIG)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(status)
+
+
+def setup_logging(conf: cfg.ConfigOpts) -> None:
+    logging.setup(conf, 'computed')

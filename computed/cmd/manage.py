@@ -1,0 +1,91 @@
+"""``computed-manage``: operator commands, ``computed-manage CATEGORY ACTION``.
+
+Today one command, ``config check``: load and validate the configuration
+and print ``configuration OK``. Later issues add categories (``fleet
+status``, ``db sync``, ``server ...``) by adding entries to ``CATEGORIES``;
+parsing, ``--help`` and dispatch need no other change.
+
+Commands run after the configuration has been loaded and validated, so a bad
+configuration fails the same way as in every computed program (one line,
+exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from oslo_config import cfg
+
+from computed.cmd import common
+from computed.conf import loader
+
+PROG = 'computed-manage'
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One action: ``run(conf)`` returns the exit status.
+
+    ``arguments`` are ``(args, kwargs)`` pairs for ``add_argument``; their
+    values are read back as ``conf.category.<dest>``.
+    """
+    run: Callable[[cfg.ConfigOpts], int]
+    help: str
+    arguments: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Category:
+    help: str
+    commands: dict[str, Command]
+
+
+def config_check(conf: cfg.ConfigOpts) -> int:
+    # Reaching here means loader.load accepted the configuration.
+    print('configuration OK')
+    return 0
+
+
+CATEGORIES: dict[str, Category] = {
+    'config': Category(
+        help='Configuration of this computed.',
+        commands={
+            'check': Command(
+                run=config_check,
+                help='Load and validate the configuration (every option, '
+                     'URL schemes, auth sections) and report.'),
+        }),
+}
+
+
+def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    for name, category in CATEGORIES.items():
+        parser = subparsers.add_parser(name, help=category.help)
+        actions = parser.add_subparsers(dest='action', metavar='ACTION')
+        actions.required = True
+        for action, command in category.commands.items():
+            sub = actions.add_parser(action, help=command.help)
+            for args, kwargs in command.arguments:
+                sub.add_argument(*args, **kwargs)
+            sub.set_defaults(command=command)
+
+
+def build_conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf.register_cli_opt(cfg.SubCommandOpt(
+        'category', title='Categories', handler=_add_parsers,
+        help='Command category; "CATEGORY --help" lists its actions.'))
+    return conf
+
+
+def _body(argv: Sequence[str]) -> int:
+    conf = loader.load(argv, PROG, build_conf())
+    return conf.category.command.run(conf)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    common.run(PROG, lambda: _body(sys.argv[1:] if argv is None else argv))
