@@ -1,0 +1,259 @@
+"""The consistent hash ring: which live member owns a key.
+
+Owns the mapping key -> member for a given membership and guarantees:
+
+* Determinism: the answer depends only on the bytes of the key, the bytes
+  and weights of the members and ``partitions``; never on insertion order,
+  process, host, byte order or Python version (see ``keys.py``).
+* Independence: a key's owner does not depend on which other keys exist,
+  so a single ``get_nodes`` and a bulk ``assign`` always agree, and
+  enrolling or deleting an Ironic node never moves another node.
+* Minimal, monotone movement: every member owns ``partitions * weight``
+  tokens fixed by its name, and a key belongs to the first token clockwise
+  from the key's position.  For each key this is a fixed ranking of all
+  possible members, so when a member joins it only takes keys (from
+  anyone), when it leaves only its own keys move, and no key ever moves
+  between two members that both stayed.  Raising a weight only adds
+  tokens, so it only pulls keys towards that member.
+* Weights: a member's expected share is its weight over the sum of
+  weights; ``shares()`` gives the exact share of the key space.
+
+Member names are NOT normalised: ``"Host-1"`` and ``"host-1"`` are two
+members (nova bug 1866380 split a ring that way).  The daemon normalises
+before it builds a ring.  ``"a"`` and ``b"a"`` share their bytes and are
+refused as two members.
+
+Why this scheme
+---------------
+SCHEME_FIGURES
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from types import MappingProxyType
+from typing import Any, Dict, Hashable, Iterable, Mapping, Optional, Set
+
+from hashring.errors import EmptyRing, UnknownNode
+from hashring.keys import (DEFAULT_HASH_FUNCTION, MAX_MEMBERS, POSITION_MASK,
+                           TAG_MASK, Key, key_hasher, member_tokens,
+                           tag_tokens, to_bytes)
+
+Member = Hashable  # str or bytes in practice; kept as given by the caller
+
+DEFAULT_PARTITIONS = 8192
+
+
+class HashRing:
+    """Map keys onto weighted members; drop-in for ``tooz.hashring.HashRing``.
+
+    ``partitions`` is, as in tooz, the number of ring tokens per member and
+    per unit of weight (tooz defaults to 32, this ring to 8192: see the
+    module docstring for why).  ``hash_function`` names the hashlib
+    algorithm used to place keys (one of ``hashlib.algorithms_guaranteed``).
+    """
+
+    DEFAULT_PARTITION_NUMBER = DEFAULT_PARTITIONS
+    DEFAULT_HASH_FUNCTION = DEFAULT_HASH_FUNCTION
+
+    def __init__(self, nodes: Iterable[Key] = (),
+                 partitions: int = DEFAULT_PARTITIONS,
+                 hash_function: str = DEFAULT_HASH_FUNCTION) -> None:
+        if isinstance(partitions, bool) or not isinstance(partitions, int) \
+                or partitions < 1:
+            raise ValueError(f"partitions must be a positive int, "
+                             f"not {partitions!r}")
+        self._partitions = partitions
+        self._position = key_hasher(hash_function)
+        self._weights: Dict[Member, int] = {}
+        self._encoded: Dict[bytes, Member] = {}
+        self._untagged: Dict[bytes, array] = {}
+        self._order: tuple = ()
+        self._tokens = array("Q")
+        self.add_nodes(nodes)
+
+    # -- membership -------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[Member, int]:
+        """Read-only view of member -> weight."""
+        return MappingProxyType(self._weights)
+
+    def add_node(self, node: Key, weight: int = 1) -> None:
+        """Add ``node`` with ``weight``, or update its weight if present."""
+        self.add_nodes((node,), weight)
+
+    def add_nodes(self, nodes: Iterable[Key], weight: int = 1) -> None:
+        """Add each of ``nodes`` with ``weight`` (updating existing ones)."""
+        _check_weight(weight)
+        staged = dict(self._weights)
+        encoded = dict(self._encoded)
+        for node in nodes:
+            data = to_bytes(node, "member")
+            known = encoded.get(data)
+            if known is not None and known != node:
+                # "a" and b"a" would share every token: refuse the alias.
+                raise ValueError(f"member {node!r} has the same bytes as "
+                                 f"existing member {known!r}")
+            encoded[data] = node
+            staged[node] = weight
+        self._commit(staged, encoded)
+
+    def remove_node(self, node: Key) -> None:
+        """Remove ``node``; raise ``UnknownNode`` if it is not a member."""
+        self.remove_nodes((node,))
+
+    def remove_nodes(self, nodes: Iterable[Key]) -> None:
+        """Remove all of ``nodes`` or, if any is unknown, none of them."""
+        staged = dict(self._weights)
+        encoded = dict(self._encoded)
+        for node in nodes:
+            if node not in staged:
+                raise UnknownNode(node)
+            del staged[node]
+            del encoded[to_bytes(node, "member")]
+        self._commit(staged, encoded)
+
+    def _commit(self, weights: Dict[Member, int],
+                encoded: Dict[bytes, Member]) -> None:
+        if len(weights) > MAX_MEMBERS:
+            raise ValueError(f"at most {MAX_MEMBERS} members are supported")
+        self._weights = weights
+        self._encoded = encoded
+        # The canonical order (by bytes) decides each member's tag, so ties
+        # between equal token positions break the same way in every process
+        # and for every membership: a member ranks above another on a key
+        # regardless of who else is on the ring.
+        order = sorted(encoded)
+        self._untagged = {data: self._member_tokens(data, weights[encoded[data]])
+                          for data in order}
+        merged: list = []
+        for tag, data in enumerate(order):
+            merged.extend(tag_tokens(self._untagged[data], tag))
+        # Each member's run is already sorted: timsort merges the runs.
+        merged.sort()
+        self._order = tuple(encoded[data] for data in order)
+        self._tokens = array("Q", merged)
+
+    def _member_tokens(self, data: bytes, weight: int) -> array:
+        count = self._partitions * weight
+        cached = self._untagged.get(data)
+        if cached is not None and len(cached) == count:
+            return cached
+        return member_tokens(data, count)
+
+    # -- lookups ----------------------------------------------------------
+
+    def get_nodes(self, data: Key, ignore_nodes: Optional[Iterable[Any]] = None,
+                  replicas: int = 1) -> Set[Member]:
+        """Return the set of ``replicas`` members owning ``data``.
+
+        Members in ``ignore_nodes`` are skipped, and the next members
+        clockwise take their place, so ``get_nodes(k, ignore_nodes={m})``
+        equals the answer of the same ring without ``m``.  Fewer members
+        than ``replicas`` (after ignoring) give a smaller set, as in tooz.
+        """
+        tokens = self._tokens
+        if type(data) is not bytes or not data:
+            data = to_bytes(data)
+        if not tokens:
+            raise EmptyRing()
+        start = bisect_left(tokens, self._position(data))
+        if replicas == 1 and not ignore_nodes:
+            # The common call, kept free of extra function calls.
+            if start == len(tokens):
+                start = 0
+            return {self._order[tokens[start] & TAG_MASK]}
+        if isinstance(replicas, bool) or not isinstance(replicas, int) \
+                or replicas < 0:
+            raise ValueError(f"replicas must be an int >= 0, not {replicas!r}")
+        return self._walk(start, set(ignore_nodes or ()), replicas)
+
+    def _walk(self, start: int, ignore: Set[Any], replicas: int) -> Set[Member]:
+        order = self._order
+        wanted = min(replicas, sum(1 for m in order if m not in ignore))
+        found: Set[Member] = set()
+        tokens = self._tokens
+        size = len(tokens)
+        index = start
+        while len(found) < wanted:
+            member = order[tokens[index % size] & TAG_MASK]
+            if member not in ignore:
+                found.add(member)
+            index += 1
+        return found
+
+    def owner(self, data: Key) -> Member:
+        """Return the one member owning ``data`` (``get_nodes`` unwrapped)."""
+        tokens = self._tokens
+        if not tokens:
+            raise EmptyRing()
+        if type(data) is not bytes or not data:
+            data = to_bytes(data)
+        index = bisect_left(tokens, self._position(data))
+        return self._order[tokens[index if index < len(tokens) else 0]
+                           & TAG_MASK]
+
+    def assign(self, keys: Iterable[Key]) -> Dict[Key, Member]:
+        """Return ``{key: owner}`` for every key; the bulk form of ``owner``.
+
+        Every key is validated before any is assigned, so a bad key raises
+        without a partial answer.  The answer for a key never depends on
+        the other keys.
+        """
+        keys = list(keys)
+        encoded = [to_bytes(key) for key in keys]
+        tokens = self._tokens
+        if not tokens:
+            raise EmptyRing()
+        order = self._order
+        position = self._position
+        last = len(tokens) - 1
+        result = {}
+        for key, data in zip(keys, encoded):
+            index = bisect_left(tokens, position(data))
+            if index > last:
+                index = 0
+            result[key] = order[tokens[index] & TAG_MASK]
+        return result
+
+    def shares(self) -> Dict[Member, float]:
+        """Return each member's exact fraction of the ring's key space.
+
+        This is the expected share of uniformly hashed keys; a finite key
+        set adds its own sampling noise on top (see the module docstring).
+        """
+        tokens = self._tokens
+        if not tokens:
+            raise EmptyRing()
+        order = self._order
+        arcs = [0] * len(order)
+        # Key positions have their tag bits cleared, so a token owns the
+        # positions (previous token's position, its own position]; the
+        # first token also owns the wrap-around arc.
+        previous = (tokens[-1] & POSITION_MASK) - (1 << 64)
+        for token in tokens:
+            position = token & POSITION_MASK
+            arcs[token & TAG_MASK] += position - previous
+            previous = position
+        total = float(1 << 64)
+        return {order[tag]: arc / total for tag, arc in enumerate(arcs)}
+
+    # -- tooz compatibility -------------------------------------------------
+
+    def __getitem__(self, key: Key) -> Set[Member]:
+        return self.get_nodes(key)
+
+    def __len__(self) -> int:
+        """Number of tokens on the ring (tooz: number of partitions)."""
+        return len(self._tokens)
+
+    def __repr__(self) -> str:
+        return (f"HashRing({len(self._weights)} members, "
+                f"{len(self._tokens)} tokens)")
+
+
+def _check_weight(weight: Any) -> None:
+    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+        raise ValueError(f"weight must be an int >= 1, not {weight!r}")
