@@ -6,6 +6,9 @@ top of it, ``keys`` owns hashing and encoding, ``errors`` the exceptions.
 """
 
 from hashring.errors import EmptyRing, UnknownNode
+from hashring.ownership import (Member, Move, Ownership, compute_ownership,
+                                moves, moves_between)
 from hashring.ring import HashRing
 
-__all__ = ["EmptyRing", "HashRing", "UnknownNode"]
+__all__ = ["EmptyRing", "HashRing", "Member", "Move", "Ownership",
+           "UnknownNode", "compute_ownership", "moves", "moves_between"]
