@@ -113,7 +113,7 @@ def load_session(conf: cfg.ConfigOpts, group: str) -> ks_session.Session:
 
 
 def load_adapter(conf: cfg.ConfigOpts, group: str) -> ks_adapter.Adapter:
-    """An adapter for the service of ``[group]`` (type, interface, endpoint)."""
+    """An adapter for ``[group]``'s service (type, interface, endpoint)."""
     session = load_session(conf, group)
     return ks_loading.load_adapter_from_conf_options(
         conf, group, session=session)

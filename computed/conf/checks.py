@@ -115,7 +115,7 @@ def check_database_connection(value: str) -> None:
 
     try:
         url = make_url(value)
-    except sa_exc.ArgumentError:
+    except (sa_exc.ArgumentError, ValueError):
         # The message would repeat the value, password included.
         raise ConfigError('database', 'connection',
                           'not an SQLAlchemy URL (e.g. '

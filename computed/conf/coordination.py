@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-GROUP = cfg.OptGroup(
-    'coordination',
-    title='Coordination',
-    help='The tooz backend shared by all computed daemons of a fleet.')
+NAME = 'coordination'
+
+
+def group() -> cfg.OptGroup:
+    # A fresh object per ConfigOpts: oslo.config keeps a group's options
+    # on the OptGroup itself, so sharing one would leak options (e.g. an
+    # auth plugin's) from one ConfigOpts into the next.
+    return cfg.OptGroup(
+        NAME,
+        title='Coordination',
+        help='The tooz backend shared by all computed daemons of a fleet.')
+
 
 #: URL schemes accepted for ``backend_url``; both need only tooz + kazoo.
 SCHEMES = ('zookeeper', 'kazoo', 'file')
+
 
 ALL_OPTS = [
     cfg.StrOpt(
@@ -42,9 +51,9 @@ ALL_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(GROUP)
-    conf.register_opts(ALL_OPTS, group=GROUP)
+    conf.register_group(group())
+    conf.register_opts(ALL_OPTS, group=NAME)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    return {GROUP: ALL_OPTS}
+    return {group(): ALL_OPTS}

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-GROUP = cfg.OptGroup(
-    'database',
-    title='Database',
-    help="computed's own database (not Ironic's nor Placement's).")
+NAME = 'database'
+
+
+def group() -> cfg.OptGroup:
+    # A fresh object per ConfigOpts: oslo.config keeps a group's options
+    # on the OptGroup itself, so sharing one would leak options (e.g. an
+    # auth plugin's) from one ConfigOpts into the next.
+    return cfg.OptGroup(
+        NAME,
+        title='Database',
+        help="computed's own database (not Ironic's nor Placement's).")
+
 
 ALL_OPTS = [
     cfg.StrOpt(
@@ -22,9 +30,9 @@ ALL_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(GROUP)
-    conf.register_opts(ALL_OPTS, group=GROUP)
+    conf.register_group(group())
+    conf.register_opts(ALL_OPTS, group=NAME)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    return {GROUP: ALL_OPTS}
+    return {group(): ALL_OPTS}

@@ -11,14 +11,22 @@ from oslo_config import cfg
 
 from computed.conf import ksa
 
-GROUP = cfg.OptGroup(
-    'ironic',
-    title='Ironic',
-    help='Access to the OpenStack Bare Metal (Ironic) API. Authentication '
-         'uses keystoneauth: auth_type = password (+ auth_url, username, '
-         'password, project_name, user_domain_name, project_domain_name) '
-         'against Keystone, or auth_type = none + endpoint_override for an '
-         'Ironic running with noauth.')
+NAME = 'ironic'
+
+
+def group() -> cfg.OptGroup:
+    # A fresh object per ConfigOpts: oslo.config keeps a group's options
+    # on the OptGroup itself, so sharing one would leak options (e.g. an
+    # auth plugin's) from one ConfigOpts into the next.
+    return cfg.OptGroup(
+        NAME,
+        title='Ironic',
+        help='Access to the OpenStack Bare Metal (Ironic) API. Authentication '
+             'uses keystoneauth: auth_type = password (+ auth_url, username, '
+             'password, project_name, user_domain_name, project_domain_name) '
+             'against Keystone, or auth_type = none + endpoint_override for '
+             'an Ironic running with noauth.')
+
 
 SERVICE_TYPE = 'baremetal'
 
@@ -47,9 +55,9 @@ OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    ksa.register(conf, GROUP, SERVICE_TYPE)
-    conf.register_opts(OPTS, group=GROUP)
+    ksa.register(conf, group(), SERVICE_TYPE)
+    conf.register_opts(OPTS, group=NAME)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    return {GROUP: OPTS + ksa.list_opts(SERVICE_TYPE)}
+    return {group(): OPTS + ksa.list_opts(SERVICE_TYPE)}

@@ -39,7 +39,7 @@ def register(conf: cfg.ConfigOpts, group: cfg.OptGroup,
     conf.register_group(group)
     ks_loading.register_session_conf_options(conf, group.name)
     ks_loading.register_auth_conf_options(conf, group.name)
-    conf.register_opts(adapter_opts(service_type), group=group)
+    conf.register_opts(adapter_opts(service_type), group=group.name)
 
 
 def list_opts(service_type: str) -> list[cfg.Opt]:

@@ -11,7 +11,10 @@ stderr, ``<prog>: error: [group] option: reason``, and exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
+import re
 import sys
 from collections.abc import Sequence
 
@@ -54,13 +57,41 @@ def _version() -> str | None:
         return None
 
 
+# What oslo.config writes before exiting 1 when a config file gives a
+# command-line option (e.g. debug) a value of the wrong type.
+_CLI_VALUE_ERROR = re.compile(
+    r'argument --(?P<dest>\S+): Invalid (?P<type>.*) value: (?P<value>.*)')
+
+
+def _call(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
+    """Run oslo.config's parser, turning its own stderr-and-exit for a bad
+    command-line option value into a ConfigError."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            conf(args=list(argv), project=PROJECT, prog=prog,
+                 version=_version())
+    except SystemExit:
+        match = _CLI_VALUE_ERROR.match(captured.getvalue().strip())
+        if match is None:
+            # argparse's own usage errors (exit 2) and the like: the user
+            # sees them as argparse wrote them.
+            sys.stderr.write(captured.getvalue())
+            raise
+        raise ConfigError('DEFAULT', match['dest'],
+                          f'invalid value {match["value"]!r} '
+                          f'(expected a {match["type"].lower()} value)')
+    # Anything else written while parsing still reaches the user.
+    sys.stderr.write(captured.getvalue())
+
+
 def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
     """Parse the command line and the config files it names (or defaults).
 
     argparse itself still handles --help and malformed command lines.
     """
     try:
-        conf(args=list(argv), project=PROJECT, prog=prog, version=_version())
+        _call(conf, argv, prog)
     except (cfg.ConfigFilesNotFoundError,
             cfg.ConfigFilesPermissionDeniedError) as exc:
         raise ConfigError(None, None, 'config file '
@@ -73,7 +104,10 @@ def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
         raise ConfigError(None, None, f'config file {exc.config_file}: '
                           f'cannot parse: {exc.msg}')
     except cfg.RequiredOptError as exc:
-        raise ConfigError(_group_name(exc.group), exc.opt_name,
+        # Report the name as written in a file (keystoneauth's options
+        # are named with dashes, e.g. auth-url for auth_url).
+        raise ConfigError(_group_name(exc.group),
+                          exc.opt_name.replace('-', '_'),
                           'required but not set')
     except (cfg.Error, ValueError) as exc:
         raise ConfigError(None, None, str(exc))

@@ -10,20 +10,28 @@ from oslo_config import cfg
 
 from computed.conf import ksa
 
-GROUP = cfg.OptGroup(
-    'placement',
-    title='Placement',
-    help='Access to the OpenStack Placement API. Authentication uses '
-         'keystoneauth: auth_type = password against Keystone, or '
-         'auth_type = none + endpoint_override (or admin_token + endpoint + '
-         'token) for a Placement running with noauth2.')
+NAME = 'placement'
+
+
+def group() -> cfg.OptGroup:
+    # A fresh object per ConfigOpts: oslo.config keeps a group's options
+    # on the OptGroup itself, so sharing one would leak options (e.g. an
+    # auth plugin's) from one ConfigOpts into the next.
+    return cfg.OptGroup(
+        NAME,
+        title='Placement',
+        help='Access to the OpenStack Placement API. Authentication uses '
+             'keystoneauth: auth_type = password against Keystone, or '
+             'auth_type = none + endpoint_override (or admin_token + '
+             'endpoint + token) for a Placement running with noauth2.')
+
 
 SERVICE_TYPE = 'placement'
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    ksa.register(conf, GROUP, SERVICE_TYPE)
+    ksa.register(conf, group(), SERVICE_TYPE)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    return {GROUP: ksa.list_opts(SERVICE_TYPE)}
+    return {group(): ksa.list_opts(SERVICE_TYPE)}

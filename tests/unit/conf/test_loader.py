@@ -1,0 +1,165 @@
+"""The loader: parse, force every value, and report faults by option."""
+
+import textwrap
+
+import pytest
+from oslo_config import cfg
+
+from computed.conf import loader
+from computed.conf.errors import ConfigError
+
+GOOD = """
+[DEFAULT]
+host = Ctl-1.Example.org
+transport_url = rabbit://computed:secret@10.0.0.5:5672,10.0.0.6:5672/
+
+[coordination]
+backend_url = zookeeper://10.0.0.1:2181,10.0.0.2:2181?timeout=10
+
+[ironic]
+auth_type = password
+auth_url = http://keystone.example:5000/v3
+username = computed
+password = secret
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+conductor_group = rack-2
+
+[placement]
+auth_type = none
+endpoint_override = http://127.0.0.1:8778
+
+[database]
+connection = sqlite:////var/lib/computed/computed.sqlite
+"""
+
+
+def parse(tmp_path, text, *extra_args):
+    path = tmp_path / 'computed.conf'
+    path.write_text(textwrap.dedent(text))
+    conf = cfg.ConfigOpts()
+    loader.register_all(conf)
+    loader.parse(conf, ['--config-file', str(path), *extra_args], 'computed')
+    loader.validate(conf)
+    return conf
+
+
+def fault(tmp_path, text):
+    with pytest.raises(ConfigError) as info:
+        parse(tmp_path, text)
+    return info.value
+
+
+def with_section(section, lines, base=GOOD):
+    """GOOD plus a repeated section at the end, whose values win."""
+    return f'{base}\n[{section}]\n{lines}\n'
+
+
+def test_good_configuration_loads(tmp_path):
+    conf = parse(tmp_path, GOOD)
+    assert conf.coordination.group == 'computed'
+    assert conf.ironic.service_type == 'baremetal'
+    assert conf.placement.service_type == 'placement'
+    assert conf.ironic.conductor_group == 'rack-2'
+    assert conf.ironic.shard is None
+    assert conf.ironic.api_max_retries == 60
+    # The plugin's own options were registered and parsed.
+    assert conf.ironic.username == 'computed'
+
+
+def test_minimal_configuration_needs_only_backend_url(tmp_path):
+    conf = parse(tmp_path, '[coordination]\nbackend_url = file:///tmp/x\n')
+    assert conf.ironic.auth_type is None
+    assert conf.database.connection is None
+
+
+def test_cli_overrides_file(tmp_path):
+    conf = parse(tmp_path, GOOD, '--debug')
+    assert conf.debug is True
+
+
+@pytest.mark.parametrize('text, group, option, words', [
+    ('[DEFAULT]\n', 'coordination', 'backend_url', 'required'),
+    (with_section('ironic', 'api_max_retries = abc'),
+     'ironic', 'api_max_retries', 'invalid value'),
+    (with_section('ironic', 'api_retry_interval = 0'),
+     'ironic', 'api_retry_interval', 'invalid value'),
+    (with_section('DEFAULT', 'debug = maybe'),
+     'DEFAULT', 'debug', 'invalid value'),
+    (with_section('placement', 'timeout = soon'),
+     'placement', 'timeout', 'invalid value'),
+    (with_section('DEFAULT', 'host = " "'), 'DEFAULT', 'host', 'empty'),
+    (with_section('coordination', 'backend_url = redis://127.0.0.1:6379'),
+     'coordination', 'backend_url', "unsupported scheme 'redis'"),
+    (with_section('coordination', 'backend_url = zookeeper://'),
+     'coordination', 'backend_url', 'no ZooKeeper server'),
+    (with_section('coordination', 'backend_url = zookeeper://h:99999'),
+     'coordination', 'backend_url', 'invalid port'),
+    (with_section('coordination', 'backend_url = zookeeper://h?timeout=x'),
+     'coordination', 'backend_url', 'timeout'),
+    (with_section('coordination', 'backend_url = file://relative/dir'),
+     'coordination', 'backend_url', 'absolute'),
+    (with_section('DEFAULT', 'transport_url = kafka://127.0.0.1:9092'),
+     'DEFAULT', 'transport_url', "unsupported scheme 'kafka'"),
+    (with_section('DEFAULT', 'transport_url = rabbit://u:p@h:port/'),
+     'DEFAULT', 'transport_url', 'invalid port'),
+    (with_section('oslo_messaging_notifications',
+                  'transport_url = redis://h'),
+     'oslo_messaging_notifications', 'transport_url', 'unsupported'),
+    (with_section('database', 'connection = not a url'),
+     'database', 'connection', 'not an SQLAlchemy URL'),
+    (with_section('database', 'connection = nosuchdb://h/computed'),
+     'database', 'connection', 'unknown SQLAlchemy dialect'),
+    (with_section('placement', 'auth_type = kerberos-ish'),
+     'placement', 'auth_type', 'unknown auth plugin'),
+    (GOOD.replace('auth_url = http://keystone.example:5000/v3\n', ''),
+     'ironic', 'auth_url', 'required by auth_type = password'),
+    (GOOD.replace('endpoint_override = http://127.0.0.1:8778\n', ''),
+     'placement', 'endpoint_override', 'required by auth_type = none'),
+    (with_section('placement', 'auth_type = admin_token\nendpoint = http://x'),
+     'placement', 'token', 'required by auth_type = admin_token'),
+    (with_section('placement', 'valid_interfaces = internal,private'),
+     'placement', 'valid_interfaces', "unknown interface 'private'"),
+])
+def test_fault_names_the_option(tmp_path, text, group, option, words):
+    error = fault(tmp_path, text)
+    assert (error.group, error.option) == (group, option)
+    assert words in str(error)
+    assert str(error).startswith(f'[{group}] {option}: ')
+    assert '\n' not in str(error)
+
+
+def test_secrets_stay_out_of_messages(tmp_path):
+    error = fault(tmp_path, with_section(
+        'database', 'connection = postgresql://u:hunter2@h:bad/db'))
+    assert error.option == 'connection'
+    assert 'hunter2' not in str(error)
+    error = fault(tmp_path, with_section(
+        'DEFAULT', 'transport_url = rabbit://u:hunter2@h:bad/'))
+    assert 'hunter2' not in str(error)
+
+
+def test_missing_config_file_names_the_file(tmp_path):
+    conf = cfg.ConfigOpts()
+    loader.register_all(conf)
+    missing = tmp_path / 'nope.conf'
+    with pytest.raises(ConfigError, match='nope.conf: not found'):
+        loader.parse(conf, ['--config-file', str(missing)], 'computed')
+
+
+def test_unparsable_config_file_names_the_file(tmp_path):
+    path = tmp_path / 'broken.conf'
+    path.write_text('this is not ini\n')
+    conf = cfg.ConfigOpts()
+    loader.register_all(conf)
+    with pytest.raises(ConfigError, match='broken.conf: cannot parse'):
+        loader.parse(conf, ['--config-file', str(path)], 'computed')
+
+
+def test_oslo_messaging_accepts_the_registered_options(tmp_path):
+    import oslo_messaging
+
+    conf = parse(tmp_path, with_section('DEFAULT', 'transport_url = fake://'))
+    transport = oslo_messaging.get_rpc_transport(conf)
+    transport.cleanup()
