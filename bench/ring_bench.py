@@ -1,0 +1,181 @@
+"""Benchmark hashring.HashRing against tooz.hashring.HashRing, side by side.
+
+Prints, for both rings in one run:
+  * balance: busiest member / mean over random UUID keys at 3..100 members,
+    mean and worst over several seeds, beside the "floor": the same figure
+    for an ideal assignment drawing each key's owner uniformly at random,
+    i.e. the sampling noise no per-key scheme can beat;
+  * movement: keys that change owner when one member joins or leaves, as a
+    share of the ideal 1/(n+1) or 1/n, and keys moved between two members
+    that both stayed;
+  * speed: single get_nodes lookups per second, a bulk assignment of
+    100,000 keys among 50 members (tooz has no bulk call: a get_nodes loop),
+    and ring build time.
+
+Run from the repository root:  python bench/ring_bench.py [--seeds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tooz import hashring as tooz_hashring  # noqa: E402
+import tooz  # noqa: E402
+
+import hashring  # noqa: E402
+
+SIZES = (3, 5, 10, 20, 50, 100)
+
+
+def ours(members):
+    return hashring.HashRing(members)
+
+
+def theirs(members):
+    return tooz_hashring.HashRing(members)  # tooz defaults: 32 md5 tokens
+
+
+def keys_for(seed, count):
+    rnd = random.Random(seed)
+    return [str(uuid.UUID(int=rnd.getrandbits(128), version=4)).encode()
+            for _ in range(count)]
+
+
+def members_for(seed, n):
+    return [f"compute-{seed}-{i}" for i in range(n)]
+
+
+def assign(ring, keys):
+    if isinstance(ring, hashring.HashRing):
+        return ring.assign(keys)
+    return {k: next(iter(ring.get_nodes(k))) for k in keys}
+
+
+def busiest(owners, n):
+    counts = {}
+    for owner in owners.values():
+        counts[owner] = counts.get(owner, 0) + 1
+    return max(counts.values()) * n / len(owners)
+
+
+def floor(seed, n, count):
+    rnd = random.Random(seed ^ 0x5EED)
+    return busiest({i: rnd.randrange(n) for i in range(count)}, n)
+
+
+def balance(seeds, count):
+    print(f"\n== Balance: busiest/mean over {count} UUID keys, "
+          f"{len(seeds)} seeds (mean / worst)")
+    print(f"{'members':>8} {'computed':>16} {'tooz 32 md5':>16} "
+          f"{'floor (ideal)':>16}")
+    for n in SIZES:
+        rows = {"ours": [], "tooz": [], "floor": []}
+        for seed in seeds:
+            keys = keys_for(seed, count)
+            names = members_for(seed, n)
+            rows["ours"].append(busiest(assign(ours(names), keys), n))
+            rows["tooz"].append(busiest(assign(theirs(names), keys), n))
+            rows["floor"].append(floor(seed, n, count))
+        print(f"{n:>8} " + " ".join(
+            f"{statistics.mean(v):>8.3f} /{max(v):>6.3f}"
+            for v in rows.values()))
+
+
+def movement(seeds, count, sizes=(10, 50)):
+    print(f"\n== Movement: keys moved / ideal share, {count} keys, "
+          f"{len(seeds)} seeds (mean / worst); stayer->stayer moves")
+    print(f"{'members':>8} {'ring':>9} {'join':>16} {'leave':>16} "
+          f"{'stayer moves':>13}")
+    for n in sizes:
+        for label, make in (("computed", ours), ("tooz", theirs)):
+            joins, leaves, stray = [], [], 0
+            for seed in seeds:
+                keys = keys_for(seed, count)
+                names = members_for(seed, n)
+                base = assign(make(names), keys)
+                grown = assign(make(names + [f"new-{seed}"]), keys)
+                leaver = names[seed % n]
+                shrunk = assign(make([m for m in names if m != leaver]), keys)
+                moved_in = [k for k in keys if base[k] != grown[k]]
+                moved_out = [k for k in keys if base[k] != shrunk[k]]
+                joins.append(len(moved_in) / count * (n + 1))
+                leaves.append(len(moved_out) / count * n)
+                stray += sum(1 for k in moved_in if grown[k] != f"new-{seed}")
+                stray += sum(1 for k in moved_out if base[k] != leaver)
+            print(f"{n:>8} {label:>9} "
+                  f"{statistics.mean(joins):>8.3f} /{max(joins):>6.3f} "
+                  f"{statistics.mean(leaves):>8.3f} /{max(leaves):>6.3f} "
+                  f"{stray:>13}")
+
+
+def rate(func, items, repeat=3):
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func(items)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def speed():
+    print("\n== Speed (best of 3)")
+    keys = keys_for(1, 100_000)
+    single = keys[:20_000]
+    print(f"{'members':>8} {'ring':>9} {'build s':>9} "
+          f"{'get_nodes/s':>12} {'bulk 100k s':>12}")
+    for n in (3, 50, 100):
+        names = members_for(0, n)
+        for label, make in (("computed", ours), ("tooz", theirs)):
+            build = rate(lambda _: make(names), None)
+            ring = make(names)
+            lookups = rate(lambda ks: [ring.get_nodes(k) for k in ks], single)
+            bulk = rate(lambda ks: assign(ring, ks), keys)
+            print(f"{n:>8} {label:>9} {build:>9.4f} "
+                  f"{len(single) / lookups:>12,.0f} {bulk:>12.3f}")
+
+
+def machine():
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    print(f"nproc={os.cpu_count()} cpu={model!r} "
+          f"python={platform.python_version()} tooz={tooz_version()}")
+
+
+def tooz_version():
+    try:
+        from importlib.metadata import version
+        return version("tooz")
+    except Exception:  # the figure is informative only
+        return getattr(tooz, "__version__", "?")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--keys", type=int, default=10_000)
+    args = parser.parse_args()
+    seeds = list(range(args.seeds))
+    machine()
+    balance(seeds, args.keys)
+    movement(seeds, args.keys)
+    speed()
+
+
+if __name__ == "__main__":
+    main()
