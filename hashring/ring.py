@@ -64,9 +64,9 @@ Among those, a token ring with many tokens per member was chosen:
 * Token ring: a member's share has relative deviation about
   1/sqrt(tokens).  At 32 tokens (tooz) that is 18%, the source of tooz's
   imbalance; at 8,192 it is 1.1%, small beside the key-sampling floor.
-  In the same measurement 4,096 tokens gave 1.042/1.073 at 5 members and
-  16,384 no better than 8,192 (1.028/1.046 vs 1.029/1.058), so 8,192 it
-  is.  Tokens come from one SHAKE-128 call per member and the rebuild is
+  A prototype run (10 seeds, 5 members) gave 1.042/1.073 with 4,096
+  tokens, 1.029/1.058 with 8,192 and 1.028/1.046 with 16,384 (floor
+  1.024/1.042): 8,192 is where more tokens stop paying for the build.  Tokens come from one SHAKE-128 call per member and the rebuild is
   a C-level merge of sorted runs: 8 ms at 3 members, 0.17 s at 50,
   0.36 s at 100 (tooz: under 3 ms) -- paid once per membership change.
 * Lookups are one BLAKE2s digest and one bisect over an ``array('Q')``:
