@@ -6,6 +6,7 @@ Guarantees: no traceback reaches the terminal for a bad configuration
 
 from __future__ import annotations
 
+import logging as std_logging
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -27,6 +28,11 @@ def fail(prog: str, message: str, status: int) -> NoReturn:
 def run(prog: str, body: Callable[[], int]) -> NoReturn:
     """Run ``body`` and exit with its status, turning the expected failures
     into one line instead of a traceback."""
+    # Until oslo.log is set up, Python would print library warnings (e.g.
+    # stevedore failing to load an unknown auth plugin) on stderr, around
+    # the one line a bad configuration is allowed; oslo.log's setup
+    # replaces this handler.
+    std_logging.getLogger().addHandler(std_logging.NullHandler())
     try:
         status = body()
     except ConfigError as exc:

@@ -1,0 +1,205 @@
+"""The installed console scripts, run as subprocesses.
+
+Needs computed installed in the test virtualenv (``pip install -e .``): the
+scripts are taken from the directory of the running Python.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from tooz import coordination
+
+BIN = pathlib.Path(sys.executable).parent
+SCRIPTS = ('computed', 'computed-reporter', 'computed-manage')
+
+GOOD = """
+[DEFAULT]
+host = Test-Host.Example
+transport_url = fake://
+
+[coordination]
+backend_url = file://{tmp}/coordination
+join_timeout = 0
+
+[placement]
+auth_type = none
+endpoint_override = http://127.0.0.1:8778
+"""
+
+
+def script(name):
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f'{path} missing: install computed with pip install -e .')
+    return str(path)
+
+
+def env(tmp_path):
+    # A private HOME keeps ~/.computed/computed.conf out of the tests.
+    return {**os.environ, 'HOME': str(tmp_path)}
+
+
+def run(tmp_path, name, *args):
+    return subprocess.run([script(name), *args], capture_output=True,
+                          text=True, timeout=60, env=env(tmp_path),
+                          cwd=tmp_path)
+
+
+def write_conf(tmp_path, text):
+    path = tmp_path / 'computed.conf'
+    path.write_text(textwrap.dedent(text).format(tmp=tmp_path))
+    return str(path)
+
+
+def assert_one_line_error(result, *words):
+    assert result.returncode == 2, result
+    assert 'Traceback' not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith('computed')
+    assert ': error: ' in lines[0]
+    for word in words:
+        assert word in lines[0]
+
+
+@pytest.mark.parametrize('name', SCRIPTS)
+def test_help_needs_no_config(tmp_path, name):
+    result = run(tmp_path, name, '--help')
+    assert result.returncode == 0, result.stderr
+    assert '--config-file' in result.stdout
+    assert result.stderr == ''
+
+
+def test_manage_category_help(tmp_path):
+    result = run(tmp_path, 'computed-manage', 'config', '--help')
+    assert result.returncode == 0, result.stderr
+    assert 'check' in result.stdout
+
+
+BAD = {
+    'missing required option': (
+        '[DEFAULT]\nhost = h\n', ['[coordination] backend_url', 'required']),
+    'unparsable value': (
+        GOOD + '[ironic]\napi_max_retries = many\n',
+        ['[ironic] api_max_retries', 'many']),
+    'unparsable command-line option value in a file': (
+        GOOD + '[DEFAULT]\ndebug = maybe\n', ['[DEFAULT] debug', 'maybe']),
+    'unsupported backend scheme': (
+        GOOD + '[coordination]\nbackend_url = redis://127.0.0.1:6379\n',
+        ['[coordination] backend_url', "unsupported scheme 'redis'",
+         'zookeeper://']),
+    'unsupported transport scheme': (
+        GOOD + '[DEFAULT]\ntransport_url = kafka://127.0.0.1\n',
+        ['[DEFAULT] transport_url', "'kafka'"]),
+    'bad database URL': (
+        GOOD + '[database]\nconnection = postgres ql://x\n',
+        ['[database] connection']),
+    'unknown auth plugin': (
+        GOOD + '[placement]\nauth_type = magic\n',
+        ['[placement] auth_type', "'magic'"]),
+    'missing auth plugin option': (
+        GOOD + '[ironic]\nauth_type = password\n',
+        ['[ironic] auth_url', 'password']),
+    'unparsable file': ('no section here\n', ['computed.conf', 'parse']),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD))
+def test_daemon_bad_configuration(tmp_path, case):
+    text, words = BAD[case]
+    result = run(tmp_path, 'computed', '--config-file',
+                 write_conf(tmp_path, text))
+    assert_one_line_error(result, *words)
+
+
+def test_missing_config_file(tmp_path):
+    result = run(tmp_path, 'computed', '--config-file',
+                 str(tmp_path / 'absent.conf'))
+    assert_one_line_error(result, 'absent.conf', 'not found')
+
+
+@pytest.mark.parametrize('name, args', [
+    ('computed-reporter', []), ('computed-manage', ['config', 'check'])])
+def test_other_scripts_validate_too(tmp_path, name, args):
+    path = write_conf(tmp_path, BAD['unsupported backend scheme'][0])
+    result = run(tmp_path, name, '--config-file', path, *args)
+    assert_one_line_error(result, '[coordination] backend_url')
+    assert result.stderr.startswith(f'{name}: error: ')
+
+
+def test_manage_config_check_ok(tmp_path):
+    result = run(tmp_path, 'computed-manage', '--config-file',
+                 write_conf(tmp_path, GOOD), 'config', 'check')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == 'configuration OK\n'
+
+
+def test_reporter_is_not_built_yet(tmp_path):
+    result = run(tmp_path, 'computed-reporter', '--config-file',
+                 write_conf(tmp_path, GOOD))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        'computed-reporter: the reporter service is not built yet (issue 5)']
+
+
+@pytest.fixture
+def probe(tmp_path):
+    """A tooz member watching the daemon's group (stopping one costs 1 s
+    with the file driver, so there is one per test)."""
+    coordinator = coordination.get_coordinator(
+        f'file://{tmp_path}/coordination', b'test-probe')
+    coordinator.start()
+    yield coordinator
+    coordinator.stop()
+
+
+def members(probe):
+    try:
+        return probe.get_members(b'computed').get()
+    except coordination.GroupNotCreated:
+        return set()
+
+
+def start_daemon(tmp_path, probe):
+    daemon = subprocess.Popen(
+        [script('computed'), '--config-file', write_conf(tmp_path, GOOD)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env(tmp_path), cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while b'test-host.example' not in members(probe):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            daemon.kill()
+            pytest.fail(f'daemon did not join: {daemon.communicate()}')
+        time.sleep(0.1)
+    return daemon
+
+
+@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
+def test_daemon_joins_and_leaves_cleanly(tmp_path, probe, signum):
+    daemon = start_daemon(tmp_path, probe)
+    daemon.send_signal(signum)
+    stdout, stderr = daemon.communicate(timeout=30)
+    assert daemon.returncode == 0, stderr
+    assert 'Traceback' not in stdout + stderr
+    # The host was normalised and announced.
+    assert 'host test-host.example joined group computed' in stdout
+    assert members(probe) == set()
+
+
+def test_second_daemon_with_same_host_fails(tmp_path, probe):
+    first = start_daemon(tmp_path, probe)
+    try:
+        result = run(tmp_path, 'computed', '--config-file',
+                     str(tmp_path / 'computed.conf'))
+        assert result.returncode == 1
+        assert 'already a member' in result.stdout + result.stderr
+        assert 'Traceback' not in result.stdout + result.stderr
+    finally:
+        first.terminate()
+        first.communicate(timeout=30)
