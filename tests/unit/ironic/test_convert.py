@@ -1,0 +1,53 @@
+"""Ironic node records to ``Node``: the happy path and every malformed field."""
+
+from __future__ import annotations
+
+import pytest
+
+from computed.driver import MalformedNode, Node
+from drivers.ironic.convert import node_from_api
+from tests.unit.ironic.fakes import record
+
+
+def test_complete_record_converts_with_sorted_traits_and_capabilities_only():
+    raw = record(name='n1', traits=['CUSTOM_B', 'CUSTOM_A'], conductor_group='cg1',
+                 shard='s1', maintenance=True, instance_uuid='AAAAAAAA-0000-0000-0000-000000000001',
+                 properties={'capabilities': 'boot_mode:uefi', 'cpus': 8, 'memory_mb': 1024},
+                 updated_at='2026-01-01T00:00:00+00:00')
+    node = node_from_api(raw)
+    assert node == Node(uuid=raw['uuid'], name='n1', resource_class='baremetal',
+                        provision_state='available', power_state='power off', maintenance=True,
+                        instance_uuid='aaaaaaaa-0000-0000-0000-000000000001',
+                        traits=('CUSTOM_A', 'CUSTOM_B'), conductor_group='cg1', shard='s1',
+                        updated_at='2026-01-01T00:00:00+00:00',
+                        properties={'capabilities': 'boot_mode:uefi'})
+    assert node.capabilities == 'boot_mode:uefi'
+    hash(node)  # usable in sets although properties is a dict
+
+
+def test_missing_optional_fields_take_defaults():
+    node = node_from_api({'uuid': '11111111-2222-3333-4444-555555555555'})
+    assert node.traits == () and node.properties == {} and node.conductor_group == ''
+    assert node.maintenance is False and node.updated_at is None
+
+
+@pytest.mark.parametrize('field, value', [
+    ('maintenance', 'false'), ('traits', 'CUSTOM_A'), ('traits', ['ok', 3]),
+    ('name', 5), ('provision_state', ['active']), ('instance_uuid', 'not-a-uuid'),
+    ('properties', []), ('properties', {'capabilities': {'boot_mode': 'uefi'}}),
+    ('conductor_group', 1),
+])
+def test_malformed_field_names_the_node_and_field(field, value):
+    raw = record(**{field: value})
+    with pytest.raises(MalformedNode) as info:
+        node_from_api(raw)
+    assert info.value.uuid == raw['uuid']
+    assert info.value.field.split('.')[0] == field
+    assert raw['uuid'] in str(info.value)
+
+
+@pytest.mark.parametrize('raw', [None, [], {'uuid': None}, {'uuid': 'xyz'}, {'uuid': 7}])
+def test_record_without_a_usable_uuid_is_malformed(raw):
+    with pytest.raises(MalformedNode) as info:
+        node_from_api(raw)
+    assert info.value.uuid is None

@@ -1,0 +1,173 @@
+"""IronicDriver against a fake connection: paging, filters, retries, bad records."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from keystoneauth1 import exceptions as ks_exc
+
+from computed.driver import DriverError, DriverUnavailable
+from drivers.ironic import API_VERSION, IronicDriver
+from drivers.ironic.convert import LIST_FIELDS
+from drivers.ironic.retry import RetryPolicy
+from tests.unit.ironic.fakes import FakeConnection, record
+
+
+def make(records, **kwargs):
+    conn = FakeConnection(records)
+    slept = []
+    kwargs.setdefault('retry_policy', RetryPolicy(max_retries=3, interval=1))
+    driver = IronicDriver(conn, sleep=slept.append, rand=lambda: 0.0, **kwargs)
+    return driver, conn.baremetal, slept
+
+
+def test_lists_every_node_once_over_pages_with_only_needed_fields():
+    records = [record() for _ in range(23)]
+    driver, api, _ = make(records, page_size=5)
+    nodes = driver.list_nodes()
+    assert sorted(n.uuid for n in nodes) == sorted(r['uuid'] for r in records)
+    assert len(api.requests) == 5
+    for path, params in api.requests:
+        assert path == '/nodes'
+        assert params['fields'].split(',') == list(LIST_FIELDS)
+        assert params['limit'] == '5' and params['microversion'] == API_VERSION
+
+
+def test_full_last_page_costs_one_empty_request():
+    driver, api, _ = make([record() for _ in range(10)], page_size=5)
+    assert len(driver.list_nodes()) == 10
+    assert len(api.requests) == 3
+
+
+def test_filters_are_sent_to_the_server():
+    records = [record(conductor_group='cg1', shard='s1'), record(conductor_group='cg1'),
+               record(shard='s1'), record()]
+    driver, api, _ = make(records, conductor_group='cg1', shard='s1')
+    assert [n.uuid for n in driver.list_nodes()] == [records[0]['uuid']]
+    assert api.requests[0][1]['conductor_group'] == 'cg1'
+    assert api.requests[0][1]['shard'] == 's1'
+
+
+def test_empty_conductor_group_filters_on_the_default_group():
+    driver, api, _ = make([record(conductor_group='cg1'), record()], conductor_group='')
+    assert len(driver.list_nodes()) == 1
+    assert api.requests[0][1]['conductor_group'] == ''
+
+
+def test_unset_filters_are_not_sent():
+    driver, api, _ = make([record()])
+    driver.list_nodes()
+    assert 'conductor_group' not in api.requests[0][1] and 'shard' not in api.requests[0][1]
+
+
+def test_failed_page_is_retried_from_the_marker_not_from_the_start():
+    records = [record() for _ in range(12)]
+    driver, api, slept = make(records, page_size=5)
+    api.get_real = api.get
+    calls = {'n': 0}
+
+    def flaky_get(path, params=None, **kwargs):
+        calls['n'] += 1
+        if calls['n'] == 2:  # the second page fails twice
+            api.failures[:] = [503]
+        return api.get_real(path, params, **kwargs)
+
+    api.get = flaky_get
+    nodes = driver.list_nodes()
+    assert len(nodes) == 12 and len({n.uuid for n in nodes}) == 12
+    markers = [p.get('marker') for _, p in api.requests]
+    assert markers[0] is None and markers[1] == markers[2] is not None
+    assert slept == [0.5]
+
+
+@pytest.mark.parametrize('failure', [ks_exc.ConnectFailure('refused'),
+                                     ks_exc.ConnectTimeout('slow'), 500, 503, 504])
+def test_transient_failures_are_retried(failure):
+    driver, api, slept = make([record()])
+    api.failures = [failure, failure]
+    assert len(driver.list_nodes()) == 1
+    assert slept == [0.5, 1.0]
+
+
+def test_outage_raises_driver_unavailable_after_the_retries():
+    driver, api, slept = make([record()])
+    api.failures = [ks_exc.ConnectFailure('refused')] * 10
+    with pytest.raises(DriverUnavailable) as info:
+        driver.list_nodes()
+    assert info.value.attempts == 4 and len(api.requests) == 4
+    assert info.value.what == 'list nodes'
+    assert isinstance(info.value.cause, ks_exc.ConnectFailure)
+    assert slept == [0.5, 1.0, 2.0]
+
+
+@pytest.mark.parametrize('status, hint', [(400, 'HTTP 400'), (406, API_VERSION), (403, 'HTTP 403')])
+def test_client_errors_are_not_retried(status, hint):
+    driver, api, slept = make([record()])
+    api.failures = [status]
+    with pytest.raises(DriverError) as info:
+        driver.list_nodes()
+    assert not isinstance(info.value, DriverUnavailable)
+    assert hint in str(info.value) and slept == []
+
+
+def test_malformed_nodes_are_skipped_and_logged_with_their_uuid(caplog):
+    good = [record() for _ in range(6)]
+    bad = record(maintenance='yes')
+    nameless = record(uuid=None)
+    driver, _, _ = make(good + [bad, nameless], page_size=3)
+    with caplog.at_level(logging.WARNING):
+        nodes = driver.list_nodes()
+    assert sorted(n.uuid for n in nodes) == sorted(r['uuid'] for r in good)
+    assert bad['uuid'] in caplog.text and 'maintenance' in caplog.text
+
+
+def test_marker_deleted_between_attempts_restarts_the_listing():
+    records = [record() for _ in range(8)]
+    driver, api, slept = make(records, page_size=3)
+    real_get = api.get
+    state = {'n': 0}
+
+    def get(path, params=None, **kwargs):
+        state['n'] += 1
+        if state['n'] == 2:
+            # The node the next page starts after disappears, and this
+            # attempt fails: the retry must not resume from it.
+            api.records = [r for r in api.records if r['uuid'] != params['marker']]
+            api.failures[:] = [502]
+        return real_get(path, params, **kwargs)
+
+    api.get = get
+    nodes = driver.list_nodes()
+    assert sorted(n.uuid for n in nodes) == sorted(r['uuid'] for r in api.records)
+    assert len(nodes) == 7
+
+
+def test_get_node_returns_the_node_or_none():
+    records = [record(name='a')]
+    driver, api, _ = make(records)
+    assert driver.get_node(records[0]['uuid']).name == 'a'
+    assert driver.get_node('00000000-0000-0000-0000-000000000000') is None
+    assert api.requests[0][0] == f"/nodes/{records[0]['uuid']}"
+
+
+def test_get_node_retries_then_gives_up():
+    driver, api, _ = make([record()])
+    api.failures = [500] * 4
+    with pytest.raises(DriverUnavailable) as info:
+        driver.get_node('00000000-0000-0000-0000-000000000000')
+    assert '00000000-0000-0000-0000-000000000000' in info.value.what
+
+
+def test_detail_mode_lists_the_detail_endpoint_without_fields():
+    driver, api, _ = make([record()], detail=True)
+    driver.list_nodes()
+    path, params = api.requests[0]
+    assert path == '/nodes/detail' and 'fields' not in params
+
+
+def test_close_closes_the_connection():
+    conn = FakeConnection([])
+    with IronicDriver(conn):
+        pass
+    assert conn.closed
