@@ -61,7 +61,10 @@ class _MarkerGone(Exception):
 
 def _is_retriable(exc: BaseException) -> bool:
     # keystoneauth's ConnectionError covers refused, reset, timeouts, TLS.
-    return isinstance(exc, (_Retriable, _MarkerGone, ks_exc.ConnectionError))
+    # DiscoveryFailure is what the first request raises instead when Ironic
+    # is down: openstacksdk discovers the API version before it.
+    return isinstance(exc, (_Retriable, _MarkerGone, ks_exc.ConnectionError,
+                            ks_exc.DiscoveryFailure))
 
 
 class IronicDriver(BaremetalDriver):

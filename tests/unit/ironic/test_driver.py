@@ -171,3 +171,21 @@ def test_close_closes_the_connection():
     with IronicDriver(conn):
         pass
     assert conn.closed
+
+
+def test_version_discovery_failure_counts_as_ironic_being_down():
+    # The first request of a connection discovers the API version; with
+    # Ironic down that fails with DiscoveryFailure, not ConnectFailure.
+    driver, api, _ = make([record()])
+    api.failures = [ks_exc.DiscoveryFailure('unable to find a version discovery document')] * 4
+    with pytest.raises(DriverUnavailable):
+        driver.list_nodes()
+
+
+def test_other_keystoneauth_errors_are_configuration_errors():
+    driver, api, slept = make([record()])
+    api.failures = [ks_exc.EndpointNotFound('no baremetal endpoint in the catalog')]
+    with pytest.raises(DriverError) as info:
+        driver.list_nodes()
+    assert not isinstance(info.value, DriverUnavailable) and slept == []
+    assert 'EndpointNotFound' in str(info.value)
