@@ -19,6 +19,9 @@ from computed.conf.errors import ConfigError
 #: fake driver for tests (kafka only carries notifications, not RPC).
 TRANSPORT_SCHEMES = ('rabbit', 'fake')
 
+#: kazoo connection handlers tooz accepts in a ZooKeeper URL.
+ZOOKEEPER_HANDLERS = ('eventlet', 'threading')
+
 
 def _has_entry_point(group: str, name: str) -> bool:
     return any(ep.name == name
@@ -75,6 +78,11 @@ def check_backend_url(value: str) -> None:
                           'zookeeper://127.0.0.1:2181)')
     _check_servers('coordination', 'backend_url', url.netloc)
     for key, values in parse.parse_qs(url.query).items():
+        # tooz raises a bare ValueError for other kazoo handlers.
+        if key == 'handler' and values[-1] not in ZOOKEEPER_HANDLERS:
+            raise ConfigError('coordination', 'backend_url',
+                              f'handler={values[-1]!r} is not one of '
+                              f'{", ".join(ZOOKEEPER_HANDLERS)}')
         # tooz reads this one as the ZooKeeper session timeout in seconds.
         if key == 'timeout':
             try:

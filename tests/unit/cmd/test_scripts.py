@@ -203,3 +203,20 @@ def test_second_daemon_with_same_host_fails(tmp_path, probe):
     finally:
         first.terminate()
         first.communicate(timeout=30)
+
+
+def test_daemon_gives_kazoo_the_eventlet_handler(tmp_path):
+    # In a subprocess: importing computed.cmd would monkey-patch pytest.
+    code = textwrap.dedent('''
+        from computed.cmd.daemon import coordinator_url
+        print(coordinator_url('zookeeper://h:2181?timeout=5'))
+        print(coordinator_url('kazoo://h:2181?handler=threading'))
+        print(coordinator_url('file:///tmp/x'))
+        ''')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                            text=True, timeout=60, env=env(tmp_path))
+    assert result.stdout.splitlines() == [
+        'zookeeper://h:2181?timeout=5&handler=eventlet',
+        'kazoo://h:2181?handler=threading',
+        'file:///tmp/x',
+    ], result.stderr

@@ -98,6 +98,8 @@ def test_cli_overrides_file(tmp_path):
      'coordination', 'backend_url', 'invalid port'),
     (with_section('coordination', 'backend_url = zookeeper://h?timeout=x'),
      'coordination', 'backend_url', 'timeout'),
+    (with_section('coordination', 'backend_url = zookeeper://h?handler=gevent'),
+     'coordination', 'backend_url', "handler='gevent'"),
     (with_section('coordination', 'backend_url = file://relative/dir'),
      'coordination', 'backend_url', 'absolute'),
     (with_section('DEFAULT', 'transport_url = kafka://127.0.0.1:9092'),
