@@ -51,7 +51,12 @@ def register_plugin_opts(conf: cfg.ConfigOpts, group: str) -> str | None:
     except ks_exc.NoMatchingPlugin:
         raise ConfigError(auth_group, 'auth_type',
                           f'unknown auth plugin {name!r} (use {_HINT})')
-    conf.register_opts(opts, group=auth_group)
+    try:
+        conf.register_opts(opts, group=auth_group)
+    except cfg.DuplicateOptError as exc:
+        # A plugin option named like a session or adapter option.
+        raise ConfigError(auth_group, 'auth_type',
+                          f'auth plugin {name!r} cannot be used here: {exc}')
     return name
 
 
