@@ -16,7 +16,9 @@ import uuid
 
 import openstack.connection
 import pytest
+from oslo_config import cfg
 
+from computed import conf as computed_conf
 from computed import keystone
 from computed.driver import DriverUnavailable
 from computed.node import Freshness, NodeCatalog
@@ -47,8 +49,6 @@ def _set_conductor_group(stack, uuids, group):
 @pytest.fixture(scope="module")
 def fleet(stack, tmp_path_factory):
     """COUNT nodes: every 3rd in conductor group cg-TOKEN, every 4th in shard s-TOKEN."""
-    from oslo_config import cfg
-    from computed import conf as computed_conf
     path = tmp_path_factory.mktemp("ironic-driver") / "computed.conf"
     path.write_text(stack.computed_conf(host="test-host"))
     conf = cfg.ConfigOpts()
