@@ -1,15 +1,12 @@
 """``computed``: the compute daemon, one per controller node.
 
-What it does today, and nothing more: load and validate the configuration,
-join the fleet's tooz group (``[coordination] group`` on ``backend_url``)
-as member ``host`` (normalised to lower case) with capabilities
-``{"host": host, "weight": 1}``, keep the membership alive with tooz's
-heartbeat, and on SIGTERM or SIGINT leave the group and exit 0. Node
-management (taking Ironic nodes from the hash ring, reporting them to
-Placement) comes with the fleet work, issue 4.
+Loads and validates the configuration, then runs :class:`computed.service.ComputeService`:
+joins the fleet's tooz group on ZooKeeper as member ``host`` (normalised to lower case), claims
+its share of the Ironic nodes on the hash ring with fencing (see :mod:`computed.fleet`), and keeps
+syncing them. On SIGTERM or SIGINT it drains: its free nodes go to its peers before it leaves.
 
-Exit status: 0 after a clean stop, 1 when the coordination backend cannot be
-used, 2 for bad configuration.
+Exit status: 0 after a clean stop, 1 when the coordination backend or Ironic cannot be used, 2 for
+bad configuration.
 """
 
 from __future__ import annotations
@@ -28,6 +25,9 @@ from tooz import coordination
 from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
+from computed.conf.errors import ConfigError
+from computed.service import ComputeService, session_timeout
+from drivers.ironic.driver import IronicDriver
 
 PROG = 'computed'
 EXIT_BACKEND = 1
@@ -60,106 +60,53 @@ def _backend_label(url: str) -> str:
     return f'{parts.scheme}://{parts.netloc.rpartition("@")[2]}{parts.path}'
 
 
-def coordinator_url(url: str) -> str:
-    """The backend URL as this (monkey-patched) process must use it.
-
-    Under eventlet, kazoo's default threading handler was seen to lose its
-    ZooKeeper connection right after connecting (ConnectionLoss on join in
-    3 of 8 starts); its eventlet handler did not (0 of 8). An explicit
-    ``handler`` in the URL is the operator's choice and is kept.
-    """
-    parts = parse.urlsplit(url)
-    query = parse.parse_qsl(parts.query)
-    if parts.scheme not in ('zookeeper', 'kazoo') or any(
-            key == 'handler' for key, _ in query):
-        return url
-    query.append(('handler', 'eventlet'))
-    return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
-
-
 def _reason(exc: Exception) -> str:
     # tooz wraps kazoo errors, often with an empty message of its own.
     return str(exc) or repr(exc.__cause__ or exc)
 
 
-def _join(coordinator: coordination.CoordinationDriver, group: bytes,
-          host: str, timeout: float, stop: _Stop) -> bool:
-    """Join ``group``; False when stopped before joining.
-
-    A member with our name may be the not-yet-expired session of our own
-    previous run, so that conflict is retried until ``timeout``.
-    """
-    try:
-        coordinator.create_group(group).get()
-    except coordination.GroupAlreadyExist:
-        pass
-    deadline = time.monotonic() + timeout
-    warned = False
-    while not stop.requested:
-        try:
-            coordinator.join_group(
-                group, capabilities={'host': host, 'weight': 1}).get()
-            return True
-        except coordination.MemberAlreadyExist:
-            if time.monotonic() >= deadline:
-                raise
-            if not warned:
-                LOG.warning('A member named %s is already in group %s; '
-                            'retrying for up to %s s in case it is our '
-                            'own previous session', host, group.decode(),
-                            timeout)
-                warned = True
-            time.sleep(_TICK)
-    return False
-
-
-def _leave(coordinator: coordination.CoordinationDriver,
-           group: bytes) -> None:
-    try:
-        coordinator.leave_group(group).get()
-    except coordination.ToozError as exc:
-        # Nothing left to do about it: the session ends with stop() and
-        # the backend drops the member at the latest when it expires.
-        LOG.warning('Could not leave group %s cleanly: %s', group.decode(),
-                    _reason(exc))
+def _service(conf: cfg.ConfigOpts) -> ComputeService:
+    url = conf.coordination.backend_url
+    if parse.urlsplit(url).scheme == 'file':
+        raise ConfigError('coordination', 'backend_url',
+                          'file:// keeps group membership only; the daemon needs '
+                          'zookeeper://HOST:PORT to claim nodes exclusively')
+    driver = IronicDriver.from_conf(conf)
+    coordinator = coordination.get_coordinator(
+        common.coordinator_url(url), normalise_host(conf.host).encode())
+    return ComputeService(
+        coordinator, driver, host=conf.host, group=conf.coordination.group,
+        session_timeout=session_timeout(url), weight=conf.fleet.weight,
+        node_refresh_interval=conf.fleet.node_refresh_interval,
+        audit_path=conf.fleet.audit_log, join_timeout=conf.coordination.join_timeout,
+        drain_timeout=conf.fleet.drain_timeout)
 
 
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
-    host = normalise_host(conf.host)
-    group = conf.coordination.group.encode()
     backend = _backend_label(conf.coordination.backend_url)
-    coordinator = coordination.get_coordinator(
-        coordinator_url(conf.coordination.backend_url), host.encode())
+    service = _service(conf)
     try:
-        coordinator.start(start_heart=True)
+        service.start()
     except coordination.ToozError as exc:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
         return EXIT_BACKEND
     try:
-        try:
-            joined = _join(coordinator, group, host,
-                           conf.coordination.join_timeout, stop)
-        except coordination.MemberAlreadyExist:
-            LOG.error('Host %s is already a member of group %s: another '
-                      'computed runs with the same [DEFAULT] host',
-                      host, group.decode())
-            return EXIT_BACKEND
-        except coordination.ToozError as exc:
-            LOG.error('Cannot join group %s on %s: %s', group.decode(),
-                      backend, _reason(exc))
-            return EXIT_BACKEND
-        if not joined:
-            return 0
-        LOG.info('computed is up: host %s joined group %s on %s',
-                 host, group.decode(), backend)
-        while not stop.requested:
+        LOG.info('computed is up: host %s in group %s on %s',
+                 service.membership.host, conf.coordination.group, backend)
+        while not stop.requested and not service.stopped:
             time.sleep(_TICK)
-        LOG.info('Received %s, leaving group %s', stop.signal_name,
-                 group.decode())
-        _leave(coordinator, group)
+        if stop.requested:
+            LOG.info('Received %s: draining, then leaving group %s',
+                     stop.signal_name, conf.coordination.group)
+            service.stop()
+            service.wait(conf.fleet.drain_timeout + 10)
+        failed = service.error
     finally:
-        coordinator.stop()
+        service.close()
+    if failed is not None:
+        LOG.error('computed stopped: %s', failed)
+        return EXIT_BACKEND
     LOG.info('computed stopped')
     return 0
 

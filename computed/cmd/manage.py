@@ -1,8 +1,9 @@
 """``computed-manage``: operator commands, ``computed-manage CATEGORY ACTION``.
 
-Today one command, ``config check``: load and validate the configuration
-and print ``configuration OK``. Later issues add categories (``fleet
-status``, ``db sync``, ``server ...``) by adding entries to ``CATEGORIES``;
+Commands: ``config check`` (load and validate the configuration and print
+``configuration OK``); ``fleet status [--json]``, ``fleet drain HOST``,
+``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`). Later issues add
+categories (``db sync``, ``server ...``) by adding entries to ``CATEGORIES``;
 parsing, ``--help`` and dispatch need no other change.
 
 Commands run after the configuration has been loaded and validated, so a bad
@@ -21,6 +22,7 @@ from typing import Any, NoReturn
 from oslo_config import cfg
 
 from computed.cmd import common
+from computed.cmd import fleet
 from computed.conf import loader
 
 PROG = 'computed-manage'
@@ -58,6 +60,25 @@ CATEGORIES: dict[str, Category] = {
                 run=config_check,
                 help='Load and validate the configuration (every option, '
                      'URL schemes, auth sections) and report.'),
+        }),
+    'fleet': Category(
+        help='The daemons sharing the hash ring, and their nodes.',
+        commands={
+            'status': Command(
+                run=fleet.fleet_status,
+                help='Members (host, weight, draining, epoch, node count) and '
+                     'the owner of every node.',
+                arguments=((('--json',), {'action': 'store_true',
+                                          'help': 'print the stable JSON document'}),)),
+            'drain': Command(
+                run=fleet.fleet_drain,
+                help="Move a member's free nodes to its peers (persistent "
+                     'until undrain).',
+                arguments=((('member',), {'metavar': 'HOST'}),)),
+            'undrain': Command(
+                run=fleet.fleet_undrain,
+                help='Let a drained member take its share of nodes again.',
+                arguments=((('member',), {'metavar': 'HOST'}),)),
         }),
 }
 

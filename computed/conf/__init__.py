@@ -13,10 +13,11 @@ from oslo_config import cfg
 from computed.conf import coordination
 from computed.conf import database
 from computed.conf import default
+from computed.conf import fleet
 from computed.conf import ironic
 from computed.conf import placement
 
-MODULES = (default, coordination, ironic, placement, database)
+MODULES = (default, coordination, fleet, ironic, placement, database)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -84,3 +84,41 @@ class Ironic(Service):
             return False
         root = http_json(self.url + "/v1")
         return bool(root and root.get("id") == "v1")
+
+
+def _request(method: str, url: str, body: dict | None = None, timeout: float = 30.0) -> dict:
+    import json
+    import urllib.request
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={
+        "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": API_VERSION})
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        text = resp.read()
+    return json.loads(text) if text else {}
+
+
+def enroll_nodes(url: str, count: int, resource_class: str = "baremetal", prefix: str = "node",
+                 workers: int = 8, **fields: object) -> list[str]:
+    """Create ``count`` fake-hardware nodes through the API, concurrently; returns their uuids."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def create(index: int) -> str:
+        body = {"driver": "fake-hardware", "name": f"{prefix}-{index:05d}",
+                "resource_class": resource_class, **fields}
+        return _request("POST", f"{url}/v1/nodes", body)["uuid"]
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(create, range(count)))
+
+
+def delete_nodes(url: str, uuids: list[str], workers: int = 8) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def delete(uuid: str) -> None:
+        try:
+            _request("DELETE", f"{url}/v1/nodes/{uuid}")
+        except OSError:
+            pass
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(delete, uuids))

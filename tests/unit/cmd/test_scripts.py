@@ -6,14 +6,11 @@ scripts are taken from the directory of the running Python.
 
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
-from tooz import coordination
 
 BIN = pathlib.Path(sys.executable).parent
 SCRIPTS = ('computed', 'computed-reporter', 'computed-manage')
@@ -148,67 +145,19 @@ def test_reporter_is_not_built_yet(tmp_path):
         'computed-reporter: the reporter service is not built yet (issue 5)']
 
 
-@pytest.fixture
-def probe(tmp_path):
-    """A tooz member watching the daemon's group (stopping one costs 1 s
-    with the file driver, so there is one per test)."""
-    coordinator = coordination.get_coordinator(
-        f'file://{tmp_path}/coordination', b'test-probe')
-    coordinator.start()
-    yield coordinator
-    coordinator.stop()
-
-
-def members(probe):
-    try:
-        return probe.get_members(b'computed').get()
-    except coordination.GroupNotCreated:
-        return set()
-
-
-def start_daemon(tmp_path, probe):
-    daemon = subprocess.Popen(
-        [script('computed'), '--config-file', write_conf(tmp_path, GOOD)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env(tmp_path), cwd=tmp_path)
-    deadline = time.monotonic() + 30
-    while b'test-host.example' not in members(probe):
-        if daemon.poll() is not None or time.monotonic() > deadline:
-            daemon.kill()
-            pytest.fail(f'daemon did not join: {daemon.communicate()}')
-        time.sleep(0.1)
-    return daemon
-
-
-@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
-def test_daemon_joins_and_leaves_cleanly(tmp_path, probe, signum):
-    daemon = start_daemon(tmp_path, probe)
-    daemon.send_signal(signum)
-    stdout, stderr = daemon.communicate(timeout=30)
-    assert daemon.returncode == 0, stderr
-    assert 'Traceback' not in stdout + stderr
-    # The host was normalised and announced.
-    assert 'host test-host.example joined group computed' in stdout
-    assert members(probe) == set()
-
-
-def test_second_daemon_with_same_host_fails(tmp_path, probe):
-    first = start_daemon(tmp_path, probe)
-    try:
-        result = run(tmp_path, 'computed', '--config-file',
-                     str(tmp_path / 'computed.conf'))
-        assert result.returncode == 1
-        assert 'already a member' in result.stdout + result.stderr
-        assert 'Traceback' not in result.stdout + result.stderr
-    finally:
-        first.terminate()
-        first.communicate(timeout=30)
+def test_daemon_refuses_a_file_backend(tmp_path):
+    # file:// gives membership but no exclusive claims: the daemon must not run on it.
+    result = run(tmp_path, 'computed', '--config-file', write_conf(tmp_path, GOOD))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        'computed: error: [coordination] backend_url: file:// keeps group membership only; '
+        'the daemon needs zookeeper://HOST:PORT to claim nodes exclusively']
 
 
 def test_daemon_gives_kazoo_the_eventlet_handler(tmp_path):
     # In a subprocess: importing computed.cmd would monkey-patch pytest.
     code = textwrap.dedent('''
-        from computed.cmd.daemon import coordinator_url
+        from computed.cmd.common import coordinator_url
         print(coordinator_url('zookeeper://h:2181?timeout=5'))
         print(coordinator_url('kazoo://h:2181?handler=threading'))
         print(coordinator_url('file:///tmp/x'))

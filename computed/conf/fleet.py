@@ -1,0 +1,53 @@
+"""Options of the ``[fleet]`` group: how a daemon shares nodes with its peers."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+NAME = 'fleet'
+
+
+def group() -> cfg.OptGroup:
+    # A fresh object per ConfigOpts (see computed.conf.database).
+    return cfg.OptGroup(
+        NAME,
+        title='Fleet',
+        help='Membership of the hash ring, node claims and handover.')
+
+
+ALL_OPTS = [
+    cfg.IntOpt(
+        'weight',
+        default=1,
+        min=1,
+        max=1000,
+        help='Share of the ring this daemon takes, relative to its peers: a '
+             'daemon of weight 2 manages twice the nodes of one of weight 1.'),
+    cfg.FloatOpt(
+        'node_refresh_interval',
+        default=30.0,
+        min=0.5,
+        help='Seconds between two full listings of the Ironic nodes. New and '
+             'deleted nodes are noticed within this interval.'),
+    cfg.IntOpt(
+        'drain_timeout',
+        default=60,
+        min=0,
+        help='On SIGTERM, seconds to wait for peers to take over this '
+             "daemon's free nodes before it leaves anyway (its claims then "
+             'go with it and peers take the nodes at once).'),
+    cfg.StrOpt(
+        'audit_log',
+        help='File to append one JSON line to for every claim, release and '
+             'action on a node, with host and fencing epoch (evidence for '
+             'audits and chaos tests). Unset: no audit log.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group())
+    conf.register_opts(ALL_OPTS, group=NAME)
+
+
+def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
+    return {group(): ALL_OPTS}

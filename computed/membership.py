@@ -1,0 +1,193 @@
+"""Membership: which computed daemons are live in the fleet, with their weight and drain flag.
+
+Owns the daemon's membership of the fleet's tooz group and the drain markers. A member is the
+ephemeral znode tooz creates when the daemon joins (``/tooz/<group>/<host>``, capabilities
+``{"host", "weight"}``); it disappears when the daemon leaves or its ZooKeeper session expires.
+A *drain marker* ``/computed/<group>/draining/<host>`` takes a member's free nodes away from it:
+``computed-manage fleet drain HOST`` writes a persistent one (until ``undrain``), a daemon
+stopping on SIGTERM writes an ephemeral one (gone with its session, so a restart is not drained).
+
+Guarantees:
+
+* Changes are events: kazoo children watches on the group and on the drain markers call
+  ``on_change`` as soon as ZooKeeper reports them (tooz's own watchers poll), and the watches
+  re-arm themselves across reconnects.
+* A member's epoch is the creation zxid of its membership znode: unique, and larger on every join.
+* Host names are normalised (lower case, no trailing dot) before they name a member or a marker:
+  Nova's ring split when one service said ``Host-1`` and another ``host-1``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kazoo import exceptions as zk_exc
+from tooz import coordination
+from tooz import utils as tooz_utils
+
+from computed.conf.default import normalise_host
+from hashring.ownership import Member
+
+LOG = logging.getLogger(__name__)
+
+# tooz's ZooKeeper driver keeps groups under this namespace unless its URL names another.
+TOOZ_NAMESPACE = "tooz"
+
+
+class MembershipError(RuntimeError):
+    """The daemon could not become (or stay) a member; the message names host and group."""
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    name: str
+    weight: int
+    draining: bool
+    epoch: int
+
+    def as_ring_member(self) -> Member:
+        return Member(self.name, self.weight, self.draining)
+
+
+def fleet_root(group: str) -> str:
+    """Where computed keeps its own znodes for ``group`` (claims, drain markers)."""
+    return f"/computed/{group}"
+
+
+def kazoo_client(coordinator: Any) -> Any:
+    """The KazooClient inside tooz's ZooKeeper driver.
+
+    Claims and watches must live in the same ZooKeeper session as the membership, so that they
+    expire together; tooz does not expose its client, hence this one reach inside.
+    """
+    client = getattr(coordinator, "_coord", None)
+    if client is None or not hasattr(client, "create_async"):
+        raise MembershipError("the coordination backend is not ZooKeeper: node claims need "
+                              "[coordination] backend_url = zookeeper://...")
+    return client
+
+
+class Membership:
+    """This daemon's membership, and the live view of everybody's."""
+
+    def __init__(self, coordinator: Any, group: str, host: str, weight: int = 1,
+                 on_change: Callable[[], None] = lambda: None):
+        self._coordinator = coordinator
+        self._client = kazoo_client(coordinator)
+        self.group = group
+        self.host = normalise_host(host)
+        self.weight = weight
+        self._on_change = on_change
+        namespace = getattr(coordinator, "_namespace", TOOZ_NAMESPACE)
+        if isinstance(namespace, bytes):
+            namespace = namespace.decode()
+        self.members_path = f"/{namespace}/{group}"
+        self.draining_path = f"{fleet_root(group)}/draining"
+        self.epoch = 0
+
+    def join(self, timeout: float, stopping: Callable[[], bool] = lambda: False) -> int:
+        """Join the group and return the member epoch.
+
+        A member with our name may be our own previous session that has not expired yet (a
+        restart right after a crash): that conflict is retried until ``timeout``.
+        """
+        group = self.group.encode()
+        try:
+            self._coordinator.create_group(group).get()
+        except coordination.GroupAlreadyExist:
+            pass
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._coordinator.join_group(
+                    group, capabilities={"host": self.host, "weight": self.weight}).get()
+                break
+            except coordination.MemberAlreadyExist:
+                if stopping() or time.monotonic() >= deadline:
+                    raise MembershipError(
+                        f"host {self.host} is already a member of group {self.group}: another "
+                        f"computed runs with the same [DEFAULT] host") from None
+                time.sleep(0.2)
+        stat = self._client.exists(f"{self.members_path}/{self.host}")
+        if stat is None:
+            raise MembershipError(f"host {self.host} joined group {self.group} but its "
+                                  f"membership znode is gone")
+        self.epoch = stat.czxid
+        return self.epoch
+
+    def leave(self) -> None:
+        try:
+            self._coordinator.leave_group(self.group.encode()).get()
+        except coordination.ToozError as exc:
+            # The member dies with the session at the latest.
+            LOG.warning("could not leave group %s cleanly: %s", self.group, exc)
+
+    def watch(self) -> None:
+        """Call ``on_change`` on every change of members or drain markers, from now on."""
+        self._client.ensure_path(self.draining_path)
+        self._client.ChildrenWatch(self.members_path, self._changed)
+        self._client.ChildrenWatch(self.draining_path, self._changed)
+
+    def _changed(self, _children: list[str]) -> None:
+        self._on_change()
+
+    def members(self) -> list[MemberInfo]:
+        return read_members(self._client, self.members_path, self.draining_path)
+
+    def set_draining(self, reason: str, persistent: bool) -> None:
+        mark_draining(self._client, self.draining_path, self.host, reason, persistent)
+
+
+def read_members(client: Any, members_path: str, draining_path: str) -> list[MemberInfo]:
+    """Every live member with its weight, drain flag and epoch (pipelined reads)."""
+    try:
+        names = client.get_children(members_path)
+    except zk_exc.NoNodeError:
+        return []
+    try:
+        draining = set(client.get_children(draining_path))
+    except zk_exc.NoNodeError:
+        draining = set()
+    pending = [(name, client.get_async(f"{members_path}/{name}")) for name in names]
+    members = []
+    for name, async_result in pending:
+        try:
+            data, stat = async_result.get()
+        except zk_exc.NoNodeError:
+            continue  # left while we looked
+        members.append(MemberInfo(name, _weight(name, data), name in draining, stat.czxid))
+    return sorted(members, key=lambda member: member.name)
+
+
+def _weight(name: str, data: bytes) -> int:
+    try:
+        capabilities = tooz_utils.loads(data)
+        weight = int(capabilities.get("weight", 1))
+    except Exception:  # a member written by something else: weigh it like everybody
+        LOG.warning("member %s has unreadable capabilities; using weight 1", name)
+        return 1
+    return weight if weight > 0 else 1
+
+
+def mark_draining(client: Any, draining_path: str, host: str, reason: str,
+                  persistent: bool) -> None:
+    """Write the drain marker of ``host`` (idempotent)."""
+    value = json.dumps({"reason": reason, "at": time.time()}).encode()
+    try:
+        client.create(f"{draining_path}/{normalise_host(host)}", value,
+                      ephemeral=not persistent, makepath=True)
+    except zk_exc.NodeExistsError:
+        pass
+
+
+def clear_draining(client: Any, draining_path: str, host: str) -> bool:
+    """Remove the drain marker of ``host``; False when there was none."""
+    try:
+        client.delete(f"{draining_path}/{normalise_host(host)}")
+    except zk_exc.NoNodeError:
+        return False
+    return True

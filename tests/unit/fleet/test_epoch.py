@@ -1,0 +1,113 @@
+"""The fence: session states, generations and the lease (fake clock, no ZooKeeper)."""
+
+import pytest
+
+from computed.epoch import LEASE_FRACTION, Fence, SessionState
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def connected_fence(timeout=3.0):
+    clock = Clock()
+    fence = Fence(timeout, clock=clock)
+    fence.connected()
+    assert fence.renew(lambda: None)
+    return fence, clock
+
+
+def test_a_new_fence_may_not_act_before_it_connects_and_renews():
+    clock = Clock()
+    fence = Fence(3.0, clock=clock)
+    assert fence.state is SessionState.LOST
+    assert not fence.may_act(fence.generation)
+    fence.connected()
+    assert not fence.may_act(fence.generation)  # connected, but no round trip yet
+    assert fence.renew(lambda: None)
+    assert fence.may_act(fence.generation)
+
+
+def test_lease_runs_out_without_a_round_trip_even_while_connected():
+    # A process frozen past its session timeout wakes up "connected" but must not act.
+    fence, clock = connected_fence(timeout=3.0)
+    clock.now += 3.0 * LEASE_FRACTION - 0.01
+    assert fence.may_act(fence.generation)
+    clock.now += 0.02
+    assert not fence.may_act(fence.generation)
+
+
+def test_lease_counts_from_when_the_round_trip_was_sent():
+    fence, clock = connected_fence(timeout=3.0)
+
+    def slow_round_trip():
+        clock.now += 1.5  # the answer took 1.5 s
+
+    clock.now += 1.0
+    sent = clock.now
+    assert fence.renew(slow_round_trip)
+    assert fence.lease_remaining() == pytest.approx(sent + 3.0 * LEASE_FRACTION - clock.now)
+
+
+def test_failed_round_trip_does_not_renew():
+    fence, clock = connected_fence()
+    clock.now += 10
+
+    def fails():
+        raise OSError("connection refused")
+
+    assert not fence.renew(fails)
+    assert not fence.may_act(fence.generation)
+
+
+def test_suspended_stops_acting_at_once_and_reconnect_keeps_the_generation():
+    fence, _ = connected_fence()
+    generation = fence.generation
+    fence.suspended()
+    assert fence.state is SessionState.SUSPENDED
+    assert not fence.may_act(generation)
+    fence.connected()
+    assert fence.generation == generation
+    assert not fence.may_act(generation)  # the lease must be renewed first
+    assert fence.renew(lambda: None)
+    assert fence.may_act(generation)
+
+
+def test_lost_session_kills_claims_of_the_old_generation():
+    fence, _ = connected_fence()
+    old = fence.generation
+    fence.lost()
+    fence.connected()
+    assert fence.generation == old + 1
+    assert fence.renew(lambda: None)
+    assert not fence.may_act(old)
+    assert fence.may_act(fence.generation)
+
+
+def test_round_trip_across_a_session_loss_does_not_renew_the_new_session():
+    fence, _ = connected_fence()
+
+    def loses_session_meanwhile():
+        fence.lost()
+        fence.connected()
+
+    assert not fence.renew(loses_session_meanwhile)
+
+
+def test_listener_sees_every_state_change():
+    seen = []
+    fence = Fence(3.0, clock=Clock(), on_change=seen.append)
+    fence.connected()
+    fence.suspended()
+    fence.suspended()  # repeated: no second event
+    fence.lost()
+    assert seen == [SessionState.CONNECTED, SessionState.SUSPENDED, SessionState.LOST]
+
+
+def test_timeout_must_be_positive():
+    with pytest.raises(ValueError, match="session timeout"):
+        Fence(0)
