@@ -54,3 +54,41 @@ def read(path: str | Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return records
+
+
+def fencing_violations(records: list[dict[str, Any]]) -> list[str]:
+    """Actions that broke exclusivity, from the merged audit records of every daemon.
+
+    Two rules, per node: an action with claim epoch ``e`` must come after that same host's claim
+    ``e`` and before its release of ``e``; and no action with epoch ``e`` may come after any claim
+    on the node with a larger epoch (a later owner existed: the fencing-token rule). Returns one
+    line per violation; empty means the evidence shows no overlap.
+    """
+    claims: dict[str, list[tuple[float, int, str]]] = {}
+    held: dict[tuple[str, str, int], list[float]] = {}
+    for record in records:
+        node, epoch = record.get("node"), record.get("epoch")
+        if node is None or epoch is None:
+            continue
+        if record["event"] == "claim":
+            claims.setdefault(node, []).append((record["t"], epoch, record["host"]))
+            held[(node, record["host"], epoch)] = [record["t"], float("inf")]
+        elif record["event"] == "release":
+            span = held.get((node, record["host"], epoch))
+            if span is not None:
+                span[1] = min(span[1], record["t"])
+    violations = []
+    for record in records:
+        if record["event"] != "act":
+            continue
+        node, epoch, host, t = record["node"], record["epoch"], record["host"], record["t"]
+        span = held.get((node, host, epoch))
+        if span is None or not span[0] <= t <= span[1]:
+            violations.append(f"{host} acted on node {node} at {t:.6f} outside its claim "
+                              f"epoch {epoch}")
+        for claimed_at, newer, other in claims.get(node, ()):
+            if newer > epoch and claimed_at < t:
+                violations.append(f"{host} acted on node {node} at {t:.6f} with epoch {epoch} "
+                                  f"after {other} claimed it with epoch {newer} at "
+                                  f"{claimed_at:.6f}")
+    return violations

@@ -122,3 +122,16 @@ def delete_nodes(url: str, uuids: list[str], workers: int = 8) -> None:
 
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(delete, uuids))
+
+
+def list_node_uuids(url: str) -> list[str]:
+    """Every node's uuid, following Ironic's pages."""
+    uuids: list[str] = []
+    marker = ""
+    while True:
+        query = "fields=uuid&limit=1000" + (f"&marker={marker}" if marker else "")
+        page = _request("GET", f"{url}/v1/nodes?{query}")["nodes"]
+        uuids += [node["uuid"] for node in page]
+        if len(page) < 1000:
+            return uuids
+        marker = page[-1]["uuid"]

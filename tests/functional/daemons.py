@@ -1,0 +1,135 @@
+"""computed daemons as separate processes, and what tests read back from them.
+
+A :class:`Daemon` is the real ``computed`` console script with its own config file (pointing at the
+stack), log and audit log. :func:`ownership_now` reads the fleet straight from ZooKeeper and
+:func:`expected_ownership` computes what the rules say it should be, so a test can wait for the
+two to agree.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterable
+
+from kazoo.client import KazooClient
+
+from computed import audit
+from computed.claim import read_claims
+from computed.membership import fleet_root, read_members
+from hashring.ownership import compute_ownership
+
+BIN = Path(sys.executable).parent
+GROUP = "computed"
+
+
+class Daemon:
+    def __init__(self, stack, workdir: Path, host: str, session_timeout: int = 2,
+                 refresh: float = 1.0, weight: int = 1, drain_timeout: int = 20,
+                 group: str = GROUP):
+        self.host = host
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.conf = self.workdir / f"{host}.conf"
+        self.log = self.workdir / f"{host}.log"
+        self.audit = self.workdir / f"{host}.audit"
+        zk = stack["zookeeper"].url
+        self.conf.write_text(stack.computed_conf(host=host, extra=(
+            f"[fleet]\nnode_refresh_interval = {refresh}\naudit_log = {self.audit}\n"
+            f"weight = {weight}\ndrain_timeout = {drain_timeout}\n")).replace(
+            f"backend_url = {zk}?timeout=2",
+            f"backend_url = {zk}?timeout={session_timeout}\ngroup = {group}"))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Daemon":
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([str(BIN / "computed"), "--config-file", str(self.conf)],
+                                         stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        return self
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM and wait: the daemon drains and leaves."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def records(self) -> list[dict]:
+        return audit.read(self.audit) if self.audit.exists() else []
+
+    def ensure_stopped(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def zk_client(stack) -> KazooClient:
+    client = KazooClient(hosts=stack["zookeeper"].hosts, timeout=10)
+    client.start(timeout=15)
+    return client
+
+
+def ownership_now(client: KazooClient, group: str = GROUP) -> tuple[list, dict]:
+    """(members, {node: claiming host}) as ZooKeeper has them now."""
+    members = read_members(client, f"/tooz/{group}", f"{fleet_root(group)}/draining")
+    claims = read_claims(client, fleet_root(group))
+    return members, {node: record.host for node, record in claims.items()}
+
+
+def expected_ownership(members: list, nodes: Iterable[str]) -> dict[str, str]:
+    ownership = compute_ownership([m.as_ring_member() for m in members], list(nodes), {})
+    return ownership.owners()
+
+
+def wait_converged(client: KazooClient, nodes: list[str], hosts: set[str], timeout: float = 60,
+                   group: str = GROUP) -> float:
+    """Wait until exactly ``hosts`` are members and the claims equal the rules' answer for them;
+    returns the seconds it took."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        members, claims = ownership_now(client, group)
+        names = {m.name for m in members}
+        if names == hosts and claims == expected_ownership(members, nodes):
+            return time.monotonic() - started
+        if time.monotonic() > deadline:
+            owners = {}
+            for host in claims.values():
+                owners[host] = owners.get(host, 0) + 1
+            raise AssertionError(f"not converged after {timeout}s: members {sorted(names)}, "
+                                 f"want {sorted(hosts)}; claims per host {owners}; "
+                                 f"{len(set(nodes) - set(claims))} nodes unclaimed")
+        time.sleep(0.1)
+
+
+def merged_records(daemons: Iterable[Daemon]) -> list[dict]:
+    records = [r for daemon in daemons for r in daemon.records()]
+    return sorted(records, key=lambda r: r["t"])
+
+
+def dump_logs(daemons: Iterable[Daemon]) -> str:
+    return "\n".join(f"--- {d.host}\n" + d.log.read_text()[-3000:]
+                     for d in daemons if d.log.exists())
+
+
+def json_status(daemon: Daemon) -> dict:
+    result = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemon.conf),
+                             "fleet", "status", "--json"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)

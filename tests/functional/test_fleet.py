@@ -1,0 +1,205 @@
+"""The fleet against real ZooKeeper and Ironic, with daemons as separate processes.
+
+Every scenario ends the same way: after convergence, the claims in ZooKeeper are exactly what the
+ownership rules give the live members (so every node is claimed by exactly one live daemon), and
+the merged audit logs show no action taken outside its claim or after a newer claim on the same
+node (:func:`computed.audit.fencing_violations`).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from computed.audit import fencing_violations
+from tests.functional.daemons import (BIN, Daemon, dump_logs, json_status, merged_records,
+                                      ownership_now, wait_converged, zk_client)
+from tests.harness.ironic import _request, delete_nodes, enroll_nodes, list_node_uuids
+
+NODES = 150
+SESSION = 2  # seconds: the fleet's ZooKeeper session timeout in these tests
+
+
+@pytest.fixture(scope="module")
+def nodes(stack):
+    uuids = enroll_nodes(stack["ironic"].url, NODES, prefix=f"fleet-{uuid.uuid4().hex[:6]}",
+                         workers=1)
+    yield uuids
+    delete_nodes(stack["ironic"].url, uuids, workers=1)
+
+
+@pytest.fixture
+def zk(stack):
+    client = zk_client(stack)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def fleet(stack, tmp_path, nodes):
+    """Start daemons with ``fleet(*hosts)``; all are killed at the end of the test."""
+    started: list[Daemon] = []
+    group = f"g{uuid.uuid4().hex[:8]}"
+
+    def start(*hosts, **kwargs):
+        daemons = [Daemon(stack, tmp_path, host, session_timeout=SESSION, group=group,
+                          **kwargs).start() for host in hosts]
+        started.extend(daemons)
+        return daemons
+
+    start.group = group
+    start.ironic_url = stack["ironic"].url
+    start.all = started
+    yield start
+    for daemon in started:
+        daemon.ensure_stopped()
+
+
+def converge(zk, fleet, nodes, hosts, timeout=60):
+    # Ironic may hold other tests' nodes too: the fleet manages all of them.
+    every_node = list_node_uuids(fleet.ironic_url)
+    assert set(nodes) <= set(every_node)
+    try:
+        return wait_converged(zk, every_node, set(hosts), timeout=timeout, group=fleet.group)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{dump_logs(fleet.all)}") from None
+
+
+def assert_fenced(daemons):
+    violations = fencing_violations(merged_records(daemons))
+    assert violations == [], "\n".join(violations[:20])
+
+
+def test_three_daemons_share_the_nodes_and_sync_each_once(zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    _, claims = ownership_now(zk, fleet.group)
+    shares = {host: list(claims.values()).count(host) for host in ("c1", "c2", "c3")}
+    assert all(share > 0 for share in shares.values()), shares
+    # Each daemon syncs exactly the nodes it claims (once each, nothing changed in Ironic).
+    deadline = time.monotonic() + 30
+    while True:
+        synced = {d.host: {r["node"] for r in d.records() if r["event"] == "act"} for d in daemons}
+        if all(synced[host] == {n for n, h in claims.items() if h == host} for host in synced):
+            break
+        assert time.monotonic() < deadline, {h: len(s) for h, s in synced.items()}
+        time.sleep(0.2)
+    assert_fenced(daemons)
+
+
+def test_kill_9_survivors_take_over_within_session_timeout(zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    victim = daemons[1]
+    victim.kill()
+    took = converge(zk, fleet, nodes, {"c1", "c3"})
+    # Generous bound on behaviour (not a benchmark): takeover is driven by the session expiry.
+    assert took < SESSION + 10, took
+    assert_fenced(daemons)
+
+
+def test_frozen_daemon_does_not_act_after_it_resumes(stack, zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    frozen = daemons[2]
+    _, claims = ownership_now(zk, fleet.group)
+    its_nodes = [node for node, host in claims.items() if host == frozen.host]
+    frozen.signal(signal.SIGSTOP)
+    try:
+        converge(zk, fleet, nodes, {"c1", "c2"})
+        # Change its former nodes in Ironic while it sleeps: on waking, it sees changes to nodes
+        # it still believes it holds, and must not act on them.
+        for node in its_nodes[:10]:
+            _request("PATCH", f"{stack['ironic'].url}/v1/nodes/{node}",
+                     [{"op": "add", "path": "/extra/touched", "value": "yes"}])
+            _request("PUT", f"{stack['ironic'].url}/v1/nodes/{node}/maintenance",
+                     {"reason": "fleet test"})
+        resumed_at = time.time()
+    finally:
+        frozen.signal(signal.SIGCONT)
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    stale = [r for r in frozen.records() if r["event"] == "act" and r["t"] >= resumed_at
+             and r["node"] in its_nodes and
+             r["epoch"] in {c["epoch"] for c in frozen.records() if c["event"] == "claim"
+                            and c["t"] < resumed_at}]
+    assert stale == []
+    assert_fenced(daemons)
+    for node in its_nodes[:10]:
+        _request("DELETE", f"{stack['ironic'].url}/v1/nodes/{node}/maintenance")
+
+
+def test_scale_out_moves_only_the_newcomers_share(zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    _, before = ownership_now(zk, fleet.group)
+    joined_at = time.time()
+    daemons += fleet("c4")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3", "c4"})
+    _, after = ownership_now(zk, fleet.group)
+    moved = {node for node in after if before[node] != after[node]}
+    assert moved and all(after[node] == "c4" for node in moved)
+    # Nodes that did not move were never released: no pause for them.
+    released = {r["node"] for d in daemons[:3] for r in d.records()
+                if r["event"] == "release" and r["t"] >= joined_at}
+    assert released == moved
+    assert_fenced(daemons)
+
+
+def test_graceful_stop_hands_nodes_over_before_leaving(zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    leaving = daemons[0]
+    assert leaving.stop() == 0
+    # Its nodes were taken over without waiting for a session to expire: it released them.
+    records = leaving.records()
+    assert {r["event"] for r in records} >= {"join", "release", "leave"}
+    converge(zk, fleet, nodes, {"c2", "c3"}, timeout=10)
+    assert_fenced(daemons)
+
+
+def test_drain_moves_free_nodes_away_and_undrain_brings_them_back(zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    status = json_status(daemons[0])
+    total = len(list_node_uuids(fleet.ironic_url))
+    assert status["summary"] == {"nodes": total, "claimed": total, "unclaimed": 0,
+                                 "claims_by_non_members": 0}
+    drain = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
+                            "fleet", "drain", "C2"], capture_output=True, text=True, timeout=60)
+    assert drain.returncode == 0, drain.stderr
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    status = json_status(daemons[0])
+    by_host = {m["host"]: m for m in status["members"]}
+    assert by_host["c2"]["draining"] is True and by_host["c2"]["nodes"] == 0
+    assert by_host["c1"]["nodes"] + by_host["c3"]["nodes"] == total
+    undrain = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
+                              "fleet", "undrain", "c2"], capture_output=True, text=True,
+                             timeout=60)
+    assert undrain.returncode == 0, undrain.stderr
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    assert json_status(daemons[0])["members"][1]["nodes"] > 0
+    assert_fenced(daemons)
+
+
+def test_zookeeper_restart_converges_again(stack, zk, fleet, nodes):
+    daemons = fleet("c1", "c2", "c3")
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"})
+    stack["zookeeper"].restart()
+    stack.save()
+    converge(zk, fleet, nodes, {"c1", "c2", "c3"}, timeout=90)
+    assert all(d.alive for d in daemons), dump_logs(daemons)
+    assert_fenced(daemons)
+
+
+def test_weights_shift_the_share(zk, fleet, nodes):
+    fleet("c1")
+    fleet("c2", weight=3)
+    converge(zk, fleet, nodes, {"c1", "c2"})
+    _, claims = ownership_now(zk, fleet.group)
+    heavy = list(claims.values()).count("c2")
+    assert heavy > 2 * list(claims.values()).count("c1")

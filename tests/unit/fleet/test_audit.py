@@ -1,0 +1,50 @@
+"""The fencing check over audit records (pure)."""
+
+from computed.audit import AuditLog, fencing_violations, read
+
+
+def rec(t, host, event, node="n1", epoch=10):
+    return {"t": t, "host": host, "event": event, "node": node, "epoch": epoch}
+
+
+def test_clean_handover_has_no_violation():
+    records = [rec(1, "a", "claim"), rec(2, "a", "act"), rec(3, "a", "release"),
+               rec(4, "b", "claim", epoch=20), rec(5, "b", "act", epoch=20)]
+    assert fencing_violations(records) == []
+
+
+def test_action_after_a_newer_claim_is_a_violation():
+    # a was frozen, its session expired, b claimed; a woke up and acted on its old claim.
+    records = [rec(1, "a", "claim"), rec(4, "b", "claim", epoch=20), rec(5, "a", "act")]
+    (violation,) = fencing_violations(records)
+    assert "a acted on node n1" in violation and "after b claimed it with epoch 20" in violation
+
+
+def test_action_outside_own_claim_is_a_violation():
+    records = [rec(1, "a", "claim"), rec(2, "a", "release"), rec(3, "a", "act")]
+    assert len(fencing_violations(records)) == 1
+    assert len(fencing_violations([rec(1, "a", "act")])) == 1
+
+
+def test_other_nodes_do_not_interfere():
+    records = [rec(1, "a", "claim", node="n1"), rec(2, "b", "claim", node="n2", epoch=30),
+               rec(3, "a", "act", node="n1")]
+    assert fencing_violations(records) == []
+
+
+def test_audit_log_round_trip_skips_a_torn_line(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(str(path), "a")
+    log.record("claim", node="n1", epoch=1)
+    log.close()
+    with open(path, "a") as torn:
+        torn.write('{"t": 1, "host"')
+    (record,) = read(path)
+    assert record["host"] == "a" and record["event"] == "claim" and record["epoch"] == 1
+
+
+def test_no_path_writes_nothing(tmp_path):
+    log = AuditLog(None, "a")
+    log.record("claim", node="n1", epoch=1)
+    log.close()
+    assert list(tmp_path.iterdir()) == []
