@@ -1,0 +1,59 @@
+"""computed's own database: schema (:mod:`.models`), queries (:mod:`.api`), migrations.
+
+Owns bringing a database to the current schema. :func:`sync` upgrades a
+database to the newest migration (idempotent: a current database is left as
+it is); :func:`current_revision` and :func:`head_revision` say where a
+database is and where the code is. Alembic is configured here in code, from
+the migrations shipped inside this package: no alembic.ini at run time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from computed.db import api
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def alembic_config(url: str | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    if url is not None:
+        # ConfigParser interpolation would choke on a '%' of a URL-encoded password.
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str | None:
+    """The newest migration this code ships."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def sync(url: str) -> str | None:
+    """Upgrade the database at ``url`` to the newest migration; returns the revision."""
+    engine = api.engine_from_url(url)
+    try:
+        with engine.connect() as connection:
+            config = alembic_config(url)
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+            connection.commit()
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    """The migration the database at ``url`` is at; None for an empty database."""
+    engine = api.engine_from_url(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()

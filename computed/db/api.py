@@ -1,0 +1,449 @@
+"""Reading and writing computed's database: small functions, one transaction each.
+
+Owns every statement computed runs against its database. Each public function
+takes the ``Engine`` to use (from :func:`engine_from_url`; nothing here is
+global), runs in its own transaction and returns plain frozen dataclasses, not
+ORM objects, so results can cross threads and green threads freely. Nothing
+here imports eventlet: under the monkey-patched daemon the drivers' sockets
+are green already.
+
+Guarantees:
+
+* :func:`apply_report_if_newer` applies the reports of one provider in
+  strictly increasing (epoch, seq) order, across threads and processes: the
+  provider's row is locked for the whole read-compare-apply-store
+  (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
+  write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
+  both apply, and an older report is never applied after a newer one.
+* At most one live (not DELETED) instance per node: the database refuses a
+  second (see :mod:`computed.db.models`); the refusal surfaces as
+  :class:`NodeInUse` carrying the node uuid.
+* :func:`rehome_instance` is a compare-and-set on (host, epoch): of two
+  adopters racing for one instance, exactly one wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc as sa_exc
+from sqlalchemy.engine import Connection, Engine
+
+from computed.db import models
+from computed.db.models import Instance, Provider
+
+# Connection execution option read by the sqlite "begin" hook: which BEGIN to emit.
+_SQLITE_BEGIN = "computed_sqlite_begin"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# psycopg2's default is to wait for the OS (minutes) on an unreachable host.
+POSTGRES_CONNECT_TIMEOUT_S = 10
+# (epoch, seq) of a provider row inserted only to be locked; real reports have epoch, seq >= 0.
+_UNAPPLIED = -1
+DEADLOCK_RETRIES = 5
+
+_providers = Provider.__table__
+_instances = Instance.__table__
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+class DatabaseError(Exception):
+    """Base of the errors this module raises on purpose."""
+
+
+class NodeInUse(DatabaseError):
+    """The node already has a live instance."""
+
+    def __init__(self, node_uuid: str, instance_uuid: str | None = None):
+        self.node_uuid = node_uuid
+        self.instance_uuid = instance_uuid
+        super().__init__(f"node {node_uuid} already hosts a live instance"
+                         + (f"; cannot place instance {instance_uuid}" if instance_uuid else ""))
+
+
+class InstanceExists(DatabaseError):
+    def __init__(self, instance_uuid: str):
+        self.instance_uuid = instance_uuid
+        super().__init__(f"instance {instance_uuid} already exists")
+
+
+class InstanceNotFound(DatabaseError):
+    def __init__(self, instance_uuid: str):
+        self.instance_uuid = instance_uuid
+        super().__init__(f"instance {instance_uuid} not found")
+
+
+class InstanceConflict(DatabaseError):
+    """The instance is not in the state (or with the owner) the caller expected."""
+
+    def __init__(self, instance_uuid: str, expected: str, actual: str):
+        self.instance_uuid = instance_uuid
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"instance {instance_uuid}: expected {expected}, found {actual}")
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ProviderRow:
+    uuid: str
+    epoch: int
+    seq: int
+    host: str
+    state: str | None
+    deleted: bool
+    updated_at: datetime.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceRow:
+    uuid: str
+    node_uuid: str | None
+    host: str | None
+    epoch: int | None
+    state: str
+    resource_class: str
+    traits: tuple[str, ...]
+    image: str | None
+    fault: str | None
+    created_at: datetime.datetime
+    updated_at: datetime.datetime
+    deleted_at: datetime.datetime | None
+
+    @property
+    def live(self) -> bool:
+        return self.state != models.DELETED
+
+
+def _provider_row(row: Any) -> ProviderRow:
+    return ProviderRow(uuid=row.uuid, epoch=row.epoch, seq=row.seq, host=row.host,
+                       state=row.state, deleted=bool(row.deleted), updated_at=row.updated_at)
+
+
+def _instance_row(row: Any) -> InstanceRow:
+    return InstanceRow(uuid=row.uuid, node_uuid=row.node_uuid, host=row.host, epoch=row.epoch,
+                       state=row.state, resource_class=row.resource_class,
+                       traits=tuple(json.loads(row.traits)), image=row.image, fault=row.fault,
+                       created_at=row.created_at, updated_at=row.updated_at,
+                       deleted_at=row.deleted_at)
+
+
+# -- engine and transactions -----------------------------------------------------------------
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite's own transaction handling begins lazily and DEFERRED, so two processes could
+    # both read a provider before either writes; it is switched off and "begin" below emits
+    # BEGIN itself (which also makes DDL transactional for migrations).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        # WAL: readers do not block the writer nor the writer them.
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    mode = conn.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def engine_from_url(url: str, **kwargs: Any) -> Engine:
+    """An engine for ``url`` set up as computed needs it.
+
+    sqlite: WAL, a busy timeout, foreign keys, and transactions begun by this
+    module (``BEGIN IMMEDIATE`` for writes, so concurrent writers queue on the
+    lock instead of failing). PostgreSQL/MySQL: ``pool_pre_ping`` so a
+    restarted server costs no failed request; a bounded connect timeout.
+    """
+    parsed = sa.engine.make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        engine = sa.create_engine(parsed, **kwargs)
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    if backend == "postgresql" and parsed.get_driver_name() == "psycopg2" \
+            and "connect_timeout" not in parsed.query:
+        kwargs.setdefault("connect_args", {}).setdefault("connect_timeout",
+                                                         POSTGRES_CONNECT_TIMEOUT_S)
+    return sa.create_engine(parsed, **kwargs)
+
+
+@contextlib.contextmanager
+def _transaction(engine: Engine, write: bool = False) -> Iterator[Connection]:
+    """One transaction, committed on success; ``write`` takes sqlite's write lock up front."""
+    with engine.connect() as conn:
+        if write:
+            conn.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
+        with conn.begin():
+            yield conn
+
+
+def _is_deadlock(error: sa_exc.DBAPIError) -> bool:
+    orig = error.orig
+    if getattr(orig, "pgcode", None) in ("40P01", "40001"):  # deadlock, serialization failure
+        return True
+    args = getattr(orig, "args", ())
+    return bool(args) and args[0] == 1213  # MySQL ER_LOCK_DEADLOCK
+
+
+# -- providers -------------------------------------------------------------------------------
+
+def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
+    """Make sure the provider has a row to lock, without failing if a racer made it first."""
+    values = dict(uuid=uuid, epoch=_UNAPPLIED, seq=_UNAPPLIED, host=host, state=None,
+                  deleted=True, updated_at=models.utcnow())
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+        stmt = postgresql.insert(_providers).values(**values).on_conflict_do_nothing()
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+        stmt = sqlite.insert(_providers).values(**values).on_conflict_do_nothing()
+    elif dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+        insert = mysql.insert(_providers).values(**values)
+        # A no-op update rather than INSERT IGNORE: on a duplicate it takes the row's exclusive
+        # lock at once; IGNORE would take a shared one, and two transactions upgrading shared
+        # locks for the FOR UPDATE below deadlock.
+        stmt = insert.on_duplicate_key_update(uuid=insert.inserted.uuid)
+    else:
+        if conn.execute(sa.select(_providers.c.uuid).where(_providers.c.uuid == uuid)
+                        .with_for_update()).first() is not None:
+            return
+        stmt = sa.insert(_providers).values(**values)
+    conn.execute(stmt)
+
+
+def _lock_provider(conn: Connection, uuid: str, host: str) -> ProviderRow | None:
+    """Lock the provider's row for this transaction; None when no report was applied yet."""
+    _insert_unapplied(conn, uuid, host)
+    row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
+                       .with_for_update()).one()
+    return None if row.epoch == _UNAPPLIED else _provider_row(row)
+
+
+def apply_report_if_newer(engine: Engine, uuid: str, epoch: int, seq: int, host: str,
+                          apply: Callable[[ProviderRow | None], str | None]) -> bool:
+    """Apply one provider report if it is newer than the last applied; True if applied.
+
+    In one transaction, with the provider's row locked: compare (epoch, seq)
+    with the stored pair; if not strictly greater, return False without
+    calling ``apply``. Otherwise call ``apply(row)`` (``row`` is the last
+    applied state, None for a provider never applied) — it writes Placement and
+    returns the new state's JSON, or None when it deleted the provider — and
+    store (epoch, seq, host, state). If ``apply`` raises, nothing is stored
+    and the exception propagates. If the commit itself fails after ``apply``
+    the report is not recorded and a later report re-applies: Placement writes
+    must be idempotent.
+    """
+    if epoch < 0 or seq < 0:
+        raise ValueError(f"provider {uuid}: epoch and seq must be >= 0, got ({epoch}, {seq})")
+    for attempt in range(DEADLOCK_RETRIES):
+        applied = False
+        try:
+            with _transaction(engine, write=True) as conn:
+                row = _lock_provider(conn, uuid, host)
+                if row is not None and (row.epoch, row.seq) >= (epoch, seq):
+                    return False
+                applied = True
+                state = apply(row)
+                conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
+                    epoch=epoch, seq=seq, host=host, state=state, deleted=state is None,
+                    updated_at=models.utcnow()))
+            return True
+        except sa_exc.DBAPIError as error:
+            # A deadlock can only come from taking the lock, before apply ran; retrying
+            # then is safe. After apply it is the caller's failure to see.
+            if applied or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def get_provider(engine: Engine, uuid: str) -> ProviderRow | None:
+    """The provider's last applied report, deleted or not; None if never applied."""
+    with _transaction(engine) as conn:
+        row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)).first()
+    return None if row is None or row.epoch == _UNAPPLIED else _provider_row(row)
+
+
+def provider_uuids(engine: Engine) -> set[str]:
+    """Uuids of the providers applied and not deleted."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_providers.c.uuid).where(
+            _providers.c.deleted == sa.false(), _providers.c.epoch != _UNAPPLIED))
+        return {row.uuid for row in rows}
+
+
+def mark_deleted(engine: Engine, uuid: str) -> bool:
+    """Record that the provider is gone (state cleared), keeping its (epoch, seq) so that an
+    older report is still refused. True if it was not already deleted."""
+    with _transaction(engine, write=True) as conn:
+        result = conn.execute(sa.update(_providers).where(
+            _providers.c.uuid == uuid, _providers.c.deleted == sa.false()).values(
+            deleted=True, state=None, updated_at=models.utcnow()))
+        return result.rowcount == 1
+
+
+# -- instances -------------------------------------------------------------------------------
+
+def _check_state(state: str) -> None:
+    if state not in models.STATES:
+        raise ValueError(f"unknown instance state {state!r}; known: {sorted(models.STATES)}")
+
+
+def _raise_integrity(error: sa_exc.IntegrityError, instance_uuid: str,
+                     node_uuid: str | None) -> None:
+    # Every backend names the violated constraint or column in its message:
+    # "uq_instances_live_node_uuid" (PostgreSQL, MySQL), "instances.live_node_uuid" (sqlite).
+    if node_uuid is not None and "live_node_uuid" in str(error.orig):
+        raise NodeInUse(node_uuid, instance_uuid) from None
+    raise error
+
+
+def _select_instance(conn: Connection, uuid: str) -> Any:
+    return conn.execute(sa.select(_instances).where(_instances.c.uuid == uuid)).first()
+
+
+def create_instance(engine: Engine, uuid: str, resource_class: str, *,
+                    node_uuid: str | None = None, host: str | None = None,
+                    epoch: int | None = None, traits: Iterable[str] = (),
+                    image: str | None = None, state: str = models.BUILDING) -> InstanceRow:
+    """Record a new instance. Raises :class:`NodeInUse` if ``node_uuid`` already hosts a live
+    instance, :class:`InstanceExists` if ``uuid`` is taken."""
+    _check_state(state)
+    now = models.utcnow()
+    values = dict(uuid=uuid, node_uuid=node_uuid, host=host, epoch=epoch, state=state,
+                  resource_class=resource_class, traits=json.dumps(sorted(set(traits))),
+                  image=image, fault=None, created_at=now, updated_at=now,
+                  deleted_at=now if state == models.DELETED else None)
+    try:
+        with _transaction(engine, write=True) as conn:
+            if _select_instance(conn, uuid) is not None:
+                raise InstanceExists(uuid)
+            conn.execute(sa.insert(_instances).values(**values))
+            return _instance_row(_select_instance(conn, uuid))
+    except sa_exc.IntegrityError as error:
+        _raise_integrity(error, uuid, node_uuid)
+        raise
+
+
+def get_instance(engine: Engine, uuid: str) -> InstanceRow | None:
+    with _transaction(engine) as conn:
+        row = _select_instance(conn, uuid)
+    return None if row is None else _instance_row(row)
+
+
+def _conditions(uuid: str, expect_state: str | Collection[str] | None,
+                expect_host: str | None, expect_epoch: int | None) -> list[Any]:
+    conditions = [_instances.c.uuid == uuid]
+    if expect_state is not None:
+        states = {expect_state} if isinstance(expect_state, str) else set(expect_state)
+        conditions.append(_instances.c.state.in_(sorted(states)))
+    if expect_host is not None:
+        conditions.append(_instances.c.host == expect_host)
+    if expect_epoch is not None:
+        conditions.append(_instances.c.epoch == expect_epoch)
+    return conditions
+
+
+def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
+                      expect_state: str | Collection[str] | None, expect_host: str | None,
+                      expect_epoch: int | None, node_uuid: str | None = None) -> InstanceRow:
+    """Update the instance if it matches the expectations; the row after, or an error saying
+    which expectation failed."""
+    try:
+        with _transaction(engine, write=True) as conn:
+            result = conn.execute(sa.update(_instances).where(
+                *_conditions(uuid, expect_state, expect_host, expect_epoch)).values(**values))
+            row = _select_instance(conn, uuid)
+            if row is None:
+                raise InstanceNotFound(uuid)
+            if result.rowcount != 1:
+                expected = {"state": expect_state, "host": expect_host, "epoch": expect_epoch}
+                raise InstanceConflict(
+                    uuid, ", ".join(f"{k} {v}" for k, v in expected.items() if v is not None),
+                    f"state {row.state}, host {row.host}, epoch {row.epoch}")
+            return _instance_row(row)
+    except sa_exc.IntegrityError as error:
+        _raise_integrity(error, uuid, node_uuid)
+        raise
+
+
+def set_instance_state(engine: Engine, uuid: str, state: str, fault: str | None = None, *,
+                       expect_state: str | Collection[str] | None = None,
+                       expect_host: str | None = None,
+                       expect_epoch: int | None = None) -> InstanceRow:
+    """Set the instance's state and fault (``fault`` replaces the stored one; None clears it).
+
+    With ``expect_*`` it is a compare-and-set: raises :class:`InstanceConflict`
+    when the instance is not in one of ``expect_state`` or not held by
+    (``expect_host``, ``expect_epoch``) — how a daemon that lost an instance
+    to a re-homing finds out. DELETED frees the node for another instance.
+    """
+    _check_state(state)
+    now = models.utcnow()
+    values: dict[str, Any] = dict(state=state, fault=fault, updated_at=now)
+    if state == models.DELETED:
+        values["deleted_at"] = now
+    return _update_expecting(engine, uuid, values, expect_state, expect_host, expect_epoch)
+
+
+def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, epoch: int, *,
+                expect_state: str | Collection[str] | None = models.BUILDING) -> InstanceRow:
+    """Schedule the instance on ``node_uuid``, managed by (``host``, ``epoch``). Raises
+    :class:`NodeInUse` if the node already hosts another live instance."""
+    values = dict(node_uuid=node_uuid, host=host, epoch=epoch, updated_at=models.utcnow())
+    return _update_expecting(engine, uuid, values, expect_state, None, None, node_uuid)
+
+
+def rehome_instance(engine: Engine, uuid: str, from_host: str, from_epoch: int,
+                    to_host: str, to_epoch: int) -> bool:
+    """Move a live instance from (``from_host``, ``from_epoch``) to (``to_host``,
+    ``to_epoch``) if it is still held by the former: a compare-and-set, so of two
+    racing adopters exactly one gets True."""
+    with _transaction(engine, write=True) as conn:
+        result = conn.execute(sa.update(_instances).where(
+            _instances.c.uuid == uuid, _instances.c.host == from_host,
+            _instances.c.epoch == from_epoch, _instances.c.state != models.DELETED).values(
+            host=to_host, epoch=to_epoch, updated_at=models.utcnow()))
+        return result.rowcount == 1
+
+
+def _live(conn: Connection, *conditions: Any) -> list[InstanceRow]:
+    rows = conn.execute(sa.select(_instances).where(
+        _instances.c.state != models.DELETED, *conditions).order_by(_instances.c.created_at,
+                                                                    _instances.c.uuid))
+    return [_instance_row(row) for row in rows]
+
+
+def instances_by_host(engine: Engine, host: str) -> list[InstanceRow]:
+    """The live instances managed by ``host``, oldest first."""
+    with _transaction(engine) as conn:
+        return _live(conn, _instances.c.host == host)
+
+
+def live_instances(engine: Engine) -> list[InstanceRow]:
+    """Every instance not DELETED, oldest first."""
+    with _transaction(engine) as conn:
+        return _live(conn)
+
+
+def instance_hosts(engine: Engine) -> dict[str, str]:
+    """``{node_uuid: host}`` for the nodes hosting a live instance (the sticky nodes)."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_instances.c.node_uuid, _instances.c.host).where(
+            _instances.c.state != models.DELETED, _instances.c.node_uuid.is_not(None),
+            _instances.c.host.is_not(None)))
+        return {row.node_uuid: row.host for row in rows}

@@ -1,0 +1,130 @@
+"""computed's own tables: ``providers`` (issue 5) and ``instances`` (issue 6).
+
+Owns the schema as SQLAlchemy declarative models; the Alembic migrations in
+``computed/db/migrations`` must produce exactly this schema (a unit test runs
+autogenerate's compare and expects no difference).
+
+``providers``: one row per resource provider (= Ironic node) that a reporter
+has applied to Placement, with the (fencing epoch, sequence) of the last
+applied report. A report is applied only when its (epoch, seq) is strictly
+greater, lexicographically, than the stored pair (see
+:func:`computed.db.api.apply_report_if_newer`).
+
+``instances``: one row per instance, live or deleted.
+
+At most one live instance per node, enforced by the database. The design must
+work on PostgreSQL, sqlite and MySQL/MariaDB, and MySQL has no partial index,
+so instead of ``UNIQUE (node_uuid) WHERE state != 'DELETED'`` the table has a
+*stored generated column*::
+
+    live_node_uuid = CASE WHEN state <> 'DELETED' THEN node_uuid END
+
+with a plain ``UNIQUE`` constraint on it. The database computes the column on
+every insert and update (the application never writes it), a deleted instance
+has NULL there, and every backend lets any number of rows share NULL in a
+unique column, so the constraint is exactly "one non-DELETED instance per
+node" on all three (PostgreSQL >= 12, sqlite >= 3.31, MySQL >= 5.7,
+MariaDB >= 10.2). Compared with a separate ``node_leases`` table this keeps
+the rule in one row and one statement: there is no lease to forget to
+release, and no second table to keep in step with ``state``.
+
+States are plain strings (validated by :mod:`computed.db.api`, not by a CHECK
+constraint, so adding a state later needs no migration).
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from sqlalchemy import (BigInteger, Boolean, Computed, DateTime, Index, MetaData, String, Text,
+                        UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Deterministic constraint names, so migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+UUID_LENGTH = 36
+HOST_LENGTH = 255
+STATE_LENGTH = 16
+
+# Instance states. Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are
+# what a daemon sets before acting on Ironic; whoever owns the instance next finds it there and
+# must resolve it, so none stays transitional after its daemon dies.
+BUILDING = "BUILDING"
+ACTIVE = "ACTIVE"
+STOPPING = "STOPPING"
+STOPPED = "STOPPED"
+STARTING = "STARTING"
+REBOOTING = "REBOOTING"
+ERROR = "ERROR"
+DELETING = "DELETING"
+DELETED = "DELETED"
+
+STATES = frozenset({BUILDING, ACTIVE, STOPPING, STOPPED, STARTING, REBOOTING, ERROR, DELETING,
+                    DELETED})
+TRANSITIONAL_STATES = frozenset({BUILDING, STOPPING, STARTING, REBOOTING, DELETING})
+LIVE_STATES = STATES - {DELETED}
+
+# The expression behind instances.live_node_uuid; DELETED is a literal on purpose: it is
+# part of the schema, and the migration repeats it.
+LIVE_NODE_EXPRESSION = "CASE WHEN state <> 'DELETED' THEN node_uuid END"
+
+
+def utcnow() -> datetime.datetime:
+    """Naive UTC, as stored (MySQL's DATETIME has no time zone)."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Provider(Base):
+    __tablename__ = "providers"
+
+    uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
+    # (epoch, seq) of the last applied report: the claim's fencing epoch, and the report's
+    # sequence number within that epoch.
+    epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    host: Mapped[str] = mapped_column(String(HOST_LENGTH), nullable=False)
+    # JSON of the provider state last applied; NULL once deleted.
+    state: Mapped[str | None] = mapped_column(Text, nullable=True)
+    deleted: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    updated_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)
+
+
+class Instance(Base):
+    __tablename__ = "instances"
+    __table_args__ = (
+        UniqueConstraint("live_node_uuid"),
+        Index("ix_instances_host", "host"),
+    )
+
+    uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
+    # NULL until the instance is scheduled to a node.
+    node_uuid: Mapped[str | None] = mapped_column(String(UUID_LENGTH), nullable=True)
+    # Written by the database only (see the module docstring).
+    live_node_uuid: Mapped[str | None] = mapped_column(
+        String(UUID_LENGTH), Computed(LIVE_NODE_EXPRESSION, persisted=True), nullable=True)
+    # The daemon that manages the instance, and the fencing epoch of its claim/membership
+    # when it took the instance: re-homing is a compare-and-set on the pair.
+    host: Mapped[str | None] = mapped_column(String(HOST_LENGTH), nullable=True)
+    epoch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    state: Mapped[str] = mapped_column(String(STATE_LENGTH), nullable=False)
+    resource_class: Mapped[str] = mapped_column(String(255), nullable=False)
+    traits: Mapped[str] = mapped_column(Text, nullable=False)  # JSON list of trait names
+    image: Mapped[str | None] = mapped_column(Text, nullable=True)
+    fault: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)
+    updated_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)
+    deleted_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
