@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from oslo_config import cfg
 
 from computed.cmd import common
+from computed.cmd import db
 from computed.cmd import fleet
 from computed.conf import loader
 
@@ -79,6 +80,17 @@ CATEGORIES: dict[str, Category] = {
                 run=fleet.fleet_undrain,
                 help='Let a drained member take its share of nodes again.',
                 arguments=((('member',), {'metavar': 'HOST'}),)),
+        }),
+    'db': Category(
+        help="computed's own database ([database] connection).",
+        commands={
+            'sync': Command(
+                run=db.db_sync,
+                help='Create or upgrade the schema to the newest migration '
+                     '(safe to repeat).'),
+            'version': Command(
+                run=db.db_version,
+                help="Print the database's schema revision and the newest one."),
         }),
 }
 
