@@ -10,9 +10,16 @@ Prints, for both rings in one run:
     that both stayed;
   * speed: single get_nodes lookups per second, a bulk assignment of
     100,000 keys among 50 members (tooz has no bulk call: a get_nodes loop),
-    and ring build time.
+    and ring build time;
+  * bounded loads (hashring.bounded_assign, opt-in) at each --max-loads
+    factor c on the same keys and rings: busiest/mean, keys moved on join
+    and leave and how many of them moved between two members that both
+    stayed, other keys moved when one key is added or removed (an Ironic
+    node enrolled or deleted), and the bulk time for 100,000 keys among 50
+    members.
 
-Run from the repository root:  python bench/ring_bench.py [--seeds 5]
+Run from the repository root:
+    python bench/ring_bench.py [--seeds 5] [--max-loads 1.02,1.05,1.10]
 """
 
 from __future__ import annotations
@@ -165,16 +172,133 @@ def tooz_version():
         return getattr(tooz, "__version__", "?")
 
 
+
+def bounded_balance(seeds, count, factors):
+    print(f"\n== Bounded loads balance: busiest/mean over {count} UUID "
+          f"keys, {len(seeds)} seeds (mean / worst)")
+    print(f"{'members':>8} " + " ".join(f"{'c=' + str(c):>16}"
+                                        for c in factors))
+    for n in SIZES:
+        rows = {c: [] for c in factors}
+        for seed in seeds:
+            keys = keys_for(seed, count)
+            ring = ours(members_for(seed, n))
+            for c in factors:
+                rows[c].append(busiest(hashring.bounded_assign(ring, keys, c),
+                                       n))
+        print(f"{n:>8} " + " ".join(
+            f"{statistics.mean(v):>8.3f} /{max(v):>6.3f}"
+            for v in rows.values()))
+
+
+def bounded_movement(seeds, count, factors, sizes=(3, 10, 50, 100)):
+    print(f"\n== Bounded loads movement: keys moved / ideal share, {count} "
+          f"keys, {len(seeds)} seeds (mean / worst); keys moved between "
+          f"two members that both stayed, per join or leave (mean / worst)")
+    print(f"{'members':>8} {'c':>5} {'join':>16} {'leave':>16} "
+          f"{'stayer join':>14} {'stayer leave':>14}")
+    for n in sizes:
+        stats = {c: ([], [], [], []) for c in factors}
+        for seed in seeds:
+            keys = keys_for(seed, count)
+            names = members_for(seed, n)
+            newcomer, leaver = f"new-{seed}", names[seed % n]
+            rings = (ours(names), ours(names + [newcomer]),
+                     ours([m for m in names if m != leaver]))
+            for c in factors:
+                base, grown, shrunk = (hashring.bounded_assign(r, keys, c)
+                                       for r in rings)
+                moved_in = [k for k in keys if base[k] != grown[k]]
+                moved_out = [k for k in keys if base[k] != shrunk[k]]
+                joins, leaves, stay_in, stay_out = stats[c]
+                joins.append(len(moved_in) / count * (n + 1))
+                leaves.append(len(moved_out) / count * n)
+                stay_in.append(sum(1 for k in moved_in
+                                   if grown[k] != newcomer))
+                stay_out.append(sum(1 for k in moved_out
+                                    if base[k] != leaver))
+        for c in factors:
+            joins, leaves, stay_in, stay_out = stats[c]
+            print(f"{n:>8} {c:>5} "
+                  f"{statistics.mean(joins):>8.3f} /{max(joins):>6.3f} "
+                  f"{statistics.mean(leaves):>8.3f} /{max(leaves):>6.3f} "
+                  f"{statistics.mean(stay_in):>7.1f} /{max(stay_in):>5} "
+                  f"{statistics.mean(stay_out):>7.1f} /{max(stay_out):>5}")
+
+
+def bounded_churn(seeds, count, factors, sizes=(10, 50, 100), per_seed=5):
+    """Other keys changing owner when one key joins or leaves the set.
+
+    A member's cap is ceil(c * K * w / W): most single-key changes leave
+    every cap as it is, but one in about n / c steps all of them by one.
+    ``count`` keys with c * count / n whole (10,000 with the default
+    factors and sizes) sit right at a step, so "added" starts from
+    count - 1 keys (caps unchanged), "removed" from count (caps
+    unchanged) and "cap step" adds to count keys (every cap + 1).
+    """
+    print(f"\n== Bounded loads, one key added or removed (node enrolled or "
+          f"deleted): other keys changing owner among ~{count}, "
+          f"{len(seeds)} seeds x {per_seed} keys (mean / worst); "
+          f"the default ring moves none")
+    print(f"{'members':>8} {'c':>5} {'key added':>14} {'key removed':>14} "
+          f"{'cap step':>14}")
+    for n in sizes:
+        stats = {c: ([], [], []) for c in factors}
+        for seed in seeds:
+            keys = keys_for(seed, count)
+            extra = keys_for(seed + 1_000_000, per_seed)
+            ring = ours(members_for(seed, n))
+            for c in factors:
+                full = hashring.bounded_assign(ring, keys, c)
+                short = hashring.bounded_assign(ring, keys[:-1], c)
+                added, removed, stepped = stats[c]
+                for key in extra:
+                    after = hashring.bounded_assign(ring, keys[:-1] + [key], c)
+                    added.append(sum(1 for k in short
+                                     if after[k] != short[k]))
+                    after = hashring.bounded_assign(ring, keys + [key], c)
+                    stepped.append(sum(1 for k in keys if after[k] != full[k]))
+                for gone in keys[:per_seed]:
+                    after = hashring.bounded_assign(
+                        ring, [k for k in keys if k != gone], c)
+                    removed.append(sum(1 for k in after
+                                       if after[k] != full[k]))
+        for c in factors:
+            print(f"{n:>8} {c:>5} " + " ".join(
+                f"{statistics.mean(v):>7.1f} /{max(v):>5}"
+                for v in stats[c]))
+
+
+def bounded_speed(factors):
+    print("\n== Bounded loads speed: 100,000 keys among 50 members "
+          "(best of 3)")
+    keys = keys_for(1, 100_000)
+    ring = ours(members_for(0, 50))
+    print(f"{'c':>8} {'bulk 100k s':>12}")
+    print(f"{'default':>8} {rate(ring.assign, keys):>12.3f}")
+    for c in factors:
+        took = rate(lambda ks: hashring.bounded_assign(ring, ks, c), keys)
+        print(f"{c:>8} {took:>12.3f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--max-loads", default="1.02,1.05,1.10",
+                        help="bounded-loads factors c, comma-separated")
     args = parser.parse_args()
     seeds = list(range(args.seeds))
+    factors = [float(c) for c in args.max_loads.split(",") if c]
     machine()
     balance(seeds, args.keys)
     movement(seeds, args.keys)
     speed()
+    if factors:
+        bounded_balance(seeds, args.keys, factors)
+        bounded_movement(seeds, args.keys, factors)
+        bounded_churn(seeds, args.keys, factors)
+        bounded_speed(factors)
 
 
 if __name__ == "__main__":
