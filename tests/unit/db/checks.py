@@ -1,0 +1,245 @@
+"""Backend-neutral checks of :mod:`computed.db.api`, run on sqlite by the unit tests and on
+PostgreSQL and MySQL/MariaDB by tests/functional/test_db.py.
+
+Each check takes an engine on a synced database that other checks may share, so every check
+makes its own uuids and looks only at its own rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid as uuidlib
+
+import pytest
+
+from computed.db import api, models
+
+
+def new_uuid() -> str:
+    return str(uuidlib.uuid4())
+
+
+class Recorder:
+    """An ``apply`` callback that records the rows it was given and returns ``state``."""
+
+    def __init__(self, state: str | None = '{"reserved": 0}'):
+        self.state = state
+        self.calls: list[api.ProviderRow | None] = []
+
+    def __call__(self, row: api.ProviderRow | None) -> str | None:
+        self.calls.append(row)
+        return self.state
+
+
+# -- providers -------------------------------------------------------------------------------
+
+def check_report_order(engine) -> None:
+    uuid = new_uuid()
+    first = Recorder('{"v": 1}')
+    assert api.apply_report_if_newer(engine, uuid, 5, 3, "h1", first)
+    assert first.calls == [None]
+    stored = api.get_provider(engine, uuid)
+    assert (stored.epoch, stored.seq, stored.host, stored.state, stored.deleted) == \
+        (5, 3, "h1", '{"v": 1}', False)
+
+    for epoch, seq in [(5, 3), (5, 2), (4, 99), (0, 0)]:  # same or older: refused, apply not called
+        refused = Recorder()
+        assert not api.apply_report_if_newer(engine, uuid, epoch, seq, "h2", refused)
+        assert refused.calls == []
+    assert api.get_provider(engine, uuid) == stored
+
+    newer = Recorder('{"v": 2}')
+    assert api.apply_report_if_newer(engine, uuid, 5, 4, "h1", newer)
+    assert newer.calls == [stored]
+    # A new epoch (a new owner's claim) wins whatever its sequence.
+    owner = Recorder('{"v": 3}')
+    assert api.apply_report_if_newer(engine, uuid, 6, 0, "h2", owner)
+    assert owner.calls[0].seq == 4
+    assert (api.get_provider(engine, uuid).epoch, api.get_provider(engine, uuid).host) == (6, "h2")
+    assert uuid in api.provider_uuids(engine)
+
+
+def check_report_delete_and_revive(engine) -> None:
+    uuid = new_uuid()
+    assert api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    assert api.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder(None))
+    deleted = api.get_provider(engine, uuid)
+    assert deleted.deleted and deleted.state is None and (deleted.epoch, deleted.seq) == (1, 1)
+    assert uuid not in api.provider_uuids(engine)
+    assert not api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    revive = Recorder('{"v": 9}')
+    assert api.apply_report_if_newer(engine, uuid, 1, 2, "h", revive)
+    assert revive.calls == [deleted]
+    assert uuid in api.provider_uuids(engine)
+
+
+def check_report_apply_failure_stores_nothing(engine) -> None:
+    uuid = new_uuid()
+
+    def boom(row):
+        raise RuntimeError("placement down")
+
+    with pytest.raises(RuntimeError):
+        api.apply_report_if_newer(engine, uuid, 1, 0, "h", boom)
+    assert api.get_provider(engine, uuid) is None
+    assert uuid not in api.provider_uuids(engine)
+    assert api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    with pytest.raises(RuntimeError):
+        api.apply_report_if_newer(engine, uuid, 1, 1, "h", boom)
+    assert api.get_provider(engine, uuid).seq == 0
+    # The failed report was not recorded, so it can be applied again.
+    assert api.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder())
+
+
+def check_mark_deleted(engine) -> None:
+    uuid = new_uuid()
+    assert not api.mark_deleted(engine, uuid)
+    assert api.apply_report_if_newer(engine, uuid, 2, 7, "h", Recorder())
+    assert api.mark_deleted(engine, uuid)
+    assert not api.mark_deleted(engine, uuid)
+    row = api.get_provider(engine, uuid)
+    assert row.deleted and row.state is None and (row.epoch, row.seq) == (2, 7)
+    assert not api.apply_report_if_newer(engine, uuid, 2, 6, "h", Recorder())
+    with pytest.raises(ValueError, match=uuid):
+        api.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
+
+
+# -- instances -------------------------------------------------------------------------------
+
+def check_instance_lifecycle(engine) -> None:
+    uuid, node = new_uuid(), new_uuid()
+    row = api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h1", epoch=7,
+                              traits=["CUSTOM_B", "CUSTOM_A", "CUSTOM_B"], image="http://img")
+    assert (row.state, row.node_uuid, row.host, row.epoch, row.traits, row.image, row.live) == \
+        (models.BUILDING, node, "h1", 7, ("CUSTOM_A", "CUSTOM_B"), "http://img", True)
+    assert api.get_instance(engine, uuid) == row
+    assert api.get_instance(engine, new_uuid()) is None
+    with pytest.raises(api.InstanceExists) as exists:
+        api.create_instance(engine, uuid, "CUSTOM_GOLD")
+    assert exists.value.instance_uuid == uuid
+
+    active = api.set_instance_state(engine, uuid, models.ACTIVE, expect_state=models.BUILDING)
+    assert active.state == models.ACTIVE and active.fault is None
+    with pytest.raises(api.InstanceConflict) as conflict:
+        api.set_instance_state(engine, uuid, models.ACTIVE, expect_state=models.BUILDING)
+    assert conflict.value.instance_uuid == uuid and "ACTIVE" in str(conflict.value)
+    with pytest.raises(api.InstanceConflict):  # fenced: held by another (host, epoch)
+        api.set_instance_state(engine, uuid, models.REBOOTING, expect_host="h1", expect_epoch=6)
+    failed = api.set_instance_state(engine, uuid, models.ERROR, fault="deploy failed",
+                                    expect_state=[models.ACTIVE, models.REBOOTING],
+                                    expect_host="h1", expect_epoch=7)
+    assert (failed.state, failed.fault) == (models.ERROR, "deploy failed")
+    with pytest.raises(api.InstanceNotFound) as missing:
+        api.set_instance_state(engine, new_uuid(), models.ACTIVE)
+    assert missing.value.instance_uuid in str(missing.value)
+    with pytest.raises(ValueError, match="SLEEPING"):
+        api.set_instance_state(engine, uuid, "SLEEPING")
+    gone = api.set_instance_state(engine, uuid, models.DELETED)
+    assert gone.deleted_at is not None and not gone.live
+
+
+def check_one_live_instance_per_node(engine) -> None:
+    node = new_uuid()
+    first = new_uuid()
+    api.create_instance(engine, first, "CUSTOM_GOLD", node_uuid=node, host="h", epoch=1)
+    second = new_uuid()
+    with pytest.raises(api.NodeInUse) as in_use:
+        api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", epoch=1)
+    assert in_use.value.node_uuid == node and node in str(in_use.value)
+    assert api.get_instance(engine, second) is None
+
+    # Through scheduling too, and on every live state.
+    pending = api.create_instance(engine, new_uuid(), "CUSTOM_GOLD")
+    for state in sorted(models.LIVE_STATES):
+        api.set_instance_state(engine, first, state)
+        with pytest.raises(api.NodeInUse):
+            api.assign_node(engine, pending.uuid, node, "h", 1)
+    # Unscheduled instances do not count: any number may have no node.
+    api.create_instance(engine, new_uuid(), "CUSTOM_GOLD")
+
+    api.set_instance_state(engine, first, models.DELETED)
+    placed = api.assign_node(engine, pending.uuid, node, "h2", 3)
+    assert (placed.node_uuid, placed.host, placed.epoch) == (node, "h2", 3)
+    api.set_instance_state(engine, pending.uuid, models.DELETED)
+    # Deleted instances on a node do not count either.
+    api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", epoch=1)
+
+
+def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
+    node = new_uuid()
+    barrier = threading.Barrier(racers)
+    outcomes: list[str] = []
+
+    def build():
+        barrier.wait()
+        try:
+            api.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
+                                epoch=1)
+            outcomes.append("created")
+        except api.NodeInUse:
+            outcomes.append("in use")
+
+    threads = [threading.Thread(target=build) for _ in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["created"] + ["in use"] * (racers - 1)
+
+
+def check_rehome_compare_and_set(engine) -> None:
+    uuid = new_uuid()
+    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead", epoch=4)
+    assert not api.rehome_instance(engine, uuid, "dead", 3, "live", 9)  # wrong epoch
+    assert not api.rehome_instance(engine, uuid, "other", 4, "live", 9)  # wrong host
+    assert not api.rehome_instance(engine, new_uuid(), "dead", 4, "live", 9)
+    assert api.rehome_instance(engine, uuid, "dead", 4, "live", 9)
+    assert not api.rehome_instance(engine, uuid, "dead", 4, "late", 10)  # the returning daemon
+    row = api.get_instance(engine, uuid)
+    assert (row.host, row.epoch) == ("live", 9)
+    api.set_instance_state(engine, uuid, models.DELETED)
+    assert not api.rehome_instance(engine, uuid, "live", 9, "again", 11)
+
+
+def check_racing_rehomes_one_wins(engine, racers: int = 8) -> None:
+    uuid = new_uuid()
+    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead", epoch=1)
+    barrier = threading.Barrier(racers)
+    winners: list[str] = []
+
+    def adopt(host):
+        barrier.wait()
+        if api.rehome_instance(engine, uuid, "dead", 1, host, 2):
+            winners.append(host)
+
+    threads = [threading.Thread(target=adopt, args=(f"h{i}",)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(winners) == 1
+    assert api.get_instance(engine, uuid).host == winners[0]
+
+
+def check_instance_queries(engine) -> None:
+    host, other = f"host-{new_uuid()}", f"host-{new_uuid()}"
+    nodes = [new_uuid() for _ in range(3)]
+    a = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[0], host=host, epoch=1)
+    b = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[1], host=other, epoch=1)
+    c = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[2], host=host, epoch=1)
+    unscheduled = api.create_instance(engine, new_uuid(), "C", host=host, epoch=1)
+    api.set_instance_state(engine, c.uuid, models.DELETED)
+
+    assert {row.uuid for row in api.instances_by_host(engine, host)} == {a.uuid, unscheduled.uuid}
+    assert [row.uuid for row in api.instances_by_host(engine, other)] == [b.uuid]
+    live = {row.uuid for row in api.live_instances(engine)}
+    assert {a.uuid, b.uuid, unscheduled.uuid} <= live and c.uuid not in live
+    hosts = api.instance_hosts(engine)
+    assert (hosts[nodes[0]], hosts[nodes[1]]) == (host, other)
+    assert nodes[2] not in hosts
+
+
+ALL = [check_report_order, check_report_delete_and_revive,
+       check_report_apply_failure_stores_nothing, check_mark_deleted, check_instance_lifecycle,
+       check_one_live_instance_per_node, check_racing_creates_one_wins,
+       check_rehome_compare_and_set, check_racing_rehomes_one_wins, check_instance_queries]

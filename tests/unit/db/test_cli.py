@@ -1,0 +1,64 @@
+"""``computed-manage db sync|version`` as a subprocess, on sqlite: output, exit status, and one
+line (no traceback) for every failure."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+MANAGE = pathlib.Path(sys.executable).parent / "computed-manage"
+BASE = "[coordination]\nbackend_url = file://{tmp}/coordination\n"
+
+
+def manage(tmp_path, connection, *args):
+    if not MANAGE.exists():
+        pytest.fail(f"{MANAGE} missing: install computed with pip install -e .")
+    text = BASE.format(tmp=tmp_path)
+    if connection is not None:
+        text += f"[database]\nconnection = {connection}\n"
+    conf = tmp_path / "computed.conf"
+    conf.write_text(text)
+    return subprocess.run([str(MANAGE), "--config-file", str(conf), "db", *args],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+
+
+def one_line(result, status):
+    assert result.returncode == status, result
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_sync_then_version(tmp_path):
+    url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
+    before = manage(tmp_path, url, "version")
+    assert before.returncode == 0, before
+    assert "current: none, head: 0001" in before.stdout and "db sync" in before.stdout
+    for _ in range(2):  # the second sync finds nothing to do
+        synced = manage(tmp_path, url, "sync")
+        assert synced.returncode == 0, synced
+        assert "at revision 0001" in synced.stdout
+    after = manage(tmp_path, url, "version")
+    assert after.stdout.strip() == "current: 0001, head: 0001"
+
+
+@pytest.mark.parametrize("action", ["sync", "version"])
+def test_missing_connection_is_a_config_error(tmp_path, action):
+    line = one_line(manage(tmp_path, None, action), 2)
+    assert line == f"computed-manage: error: [database] connection: required by db {action}"
+
+
+@pytest.mark.parametrize("action", ["sync", "version"])
+def test_unreachable_database_names_the_url_without_password(tmp_path, action):
+    line = one_line(manage(tmp_path, "postgresql+psycopg2://computed:s3cret@127.0.0.1:1/computed",
+                           action), 1)
+    assert "postgresql+psycopg2://computed:***@127.0.0.1:1/computed" in line
+    assert "s3cret" not in line
+
+
+def test_unopenable_sqlite_file(tmp_path):
+    line = one_line(manage(tmp_path, f"sqlite:///{tmp_path}/missing/dir/x.sqlite", "sync"), 1)
+    assert "cannot sync database sqlite:///" in line and "unable to open" in line
