@@ -8,8 +8,9 @@ Loads", 2018).  Guarantees:
 
 * Cap: member m gets at most ``ceil(c * K * w_m / W)`` keys, c =
   ``max_load``, so busiest/mean <= c + W / (K * w_min) (the ceiling adds
-  at most one key; with 10,000 keys and 3-100 equal members busiest/mean
-  <= c exactly).  The caps sum to at least K, so every key is placed.
+  at most one key), and <= c exactly when c * K * w / W is whole, e.g.
+  10,000 keys on 3, 5, 10, 20, 50 or 100 equal members at c = 1.02 or
+  1.05.  The caps sum to at least K, so every key is placed.
 * Ring first: keys are processed in ring-position order (ties by key
   bytes); a key goes to its ring owner unless that member is full, then
   to the next member clockwise (token by token) with room.  With a large
