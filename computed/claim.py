@@ -64,11 +64,17 @@ class ClaimTable:
     """The claims this daemon holds, and the operations that change them."""
 
     def __init__(self, client: Any, root: str, host: str,
-                 on_freed: Callable[[str], None]):
+                 on_freed: Callable[[str], None],
+                 on_claimed: Callable[[Claim], None] = lambda claim: None,
+                 on_released: Callable[[Claim], None] = lambda claim: None):
         self._client = client
         self._path = claims_path(root)
         self._host = host
         self._on_freed = on_freed
+        # Called before a claim becomes visible to actors, and after it stops being visible
+        # (before its znode is deleted): an audit written there brackets every action.
+        self._on_claimed = on_claimed
+        self._on_released = on_released
         self._held: dict[str, Claim] = {}
         self._lock = threading.Lock()
 
@@ -101,6 +107,7 @@ class ClaimTable:
                 LOG.warning("claim on node %s failed: %s", node, exc)
                 result.failed.append(node)
                 continue
+            self._on_claimed(claim)
             with self._lock:
                 self._held[node] = claim
             result.acquired.append(claim)
@@ -130,6 +137,8 @@ class ClaimTable:
         """Stop acting on ``nodes`` first, then delete their claims."""
         with self._lock:
             released = [self._held.pop(node) for node in list(nodes) if node in self._held]
+        for claim in released:
+            self._on_released(claim)
         pending = [(claim, self._client.delete_async(self._node_path(claim.node)))
                    for claim in released]
         for claim, async_result in pending:
@@ -178,3 +187,15 @@ def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
             host, member_epoch = "?", 0
         records[node] = ClaimRecord(node, host, stat.czxid, member_epoch)
     return records
+
+
+def claim_epochs(client: Any, root: str, nodes: Iterable[str]) -> dict[str, int]:
+    """The epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
+    path = claims_path(root)
+    pending = [(node, client.exists_async(f"{path}/{node}")) for node in set(nodes)]
+    epochs = {}
+    for node, async_result in pending:
+        stat = async_result.get()
+        if stat is not None:
+            epochs[node] = stat.czxid
+    return epochs

@@ -73,7 +73,8 @@ class Fleet:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._generation = 0  # the fence generation our membership and claims belong to
-        self.claims = ClaimTable(client, root, self.host, on_freed=lambda _node: self.wake())
+        self.claims = ClaimTable(client, root, self.host, on_freed=lambda _node: self.wake(),
+                                 on_claimed=self._record_claim, on_released=self._record_release)
         self.passes = 0
 
     # --- events (any thread) -------------------------------------------------------------
@@ -160,17 +161,20 @@ class Fleet:
                                       self._instance_hosts())
         return ownership.managed.get(self.host, frozenset())
 
+    def _record_claim(self, claim: Claim) -> None:
+        self._audit.record("claim", node=claim.node, epoch=claim.epoch,
+                           member_epoch=self._membership.epoch)
+
+    def _record_release(self, claim: Claim) -> None:
+        self._audit.record("release", node=claim.node, epoch=claim.epoch)
+
     def _release(self, nodes: Iterable[str]) -> None:
-        for claim in self.claims.release(sorted(nodes)):
-            self._audit.record("release", node=claim.node, epoch=claim.epoch)
+        self.claims.release(sorted(nodes))
 
     def _acquire(self, nodes: set[str]) -> None:
         if not nodes:
             return
         result = self.claims.acquire(sorted(nodes), self._membership.epoch, self._generation)
-        for claim in result.acquired:
-            self._audit.record("claim", node=claim.node, epoch=claim.epoch,
-                               member_epoch=self._membership.epoch)
         if result.acquired or result.busy:
             LOG.info("claimed %d nodes (%d held by peers, watched; %d failed)",
                      len(result.acquired), len(result.busy), len(result.failed))

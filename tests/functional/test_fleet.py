@@ -16,7 +16,9 @@ import uuid
 import pytest
 
 from computed.audit import fencing_violations
-from tests.functional.daemons import (BIN, Daemon, dump_logs, json_status, merged_records,
+from computed.claim import read_claims
+from computed.membership import fleet_root
+from tests.functional.daemons import (BIN, Daemon, dump_logs, fleet_database, json_status, merged_records,
                                       ownership_now, wait_converged, zk_client)
 from tests.harness.ironic import _request, delete_nodes, enroll_nodes, list_node_uuids
 
@@ -45,10 +47,11 @@ def fleet(stack, tmp_path, nodes):
     """Start daemons with ``fleet(*hosts)``; all are killed at the end of the test."""
     started: list[Daemon] = []
     group = f"g{uuid.uuid4().hex[:8]}"
+    database = fleet_database(tmp_path)
 
     def start(*hosts, **kwargs):
         daemons = [Daemon(stack, tmp_path, host, session_timeout=SESSION, group=group,
-                          **kwargs).start() for host in hosts]
+                          database=database, **kwargs).start() for host in hosts]
         started.extend(daemons)
         return daemons
 
@@ -78,17 +81,22 @@ def assert_fenced(daemons):
 def test_three_daemons_share_the_nodes_and_sync_each_once(zk, fleet, nodes):
     daemons = fleet("c1", "c2", "c3")
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
-    _, claims = ownership_now(zk, fleet.group)
-    shares = {host: list(claims.values()).count(host) for host in ("c1", "c2", "c3")}
+    claims = read_claims(zk, fleet_root(fleet.group))
+    shares = {host: sum(1 for c in claims.values() if c.host == host) for host in ("c1", "c2", "c3")}
     assert all(share > 0 for share in shares.values()), shares
-    # Each daemon syncs exactly the nodes it claims (once each, nothing changed in Ironic).
+    # Each daemon syncs every node it claims, once per claim (nothing changed in Ironic).
     deadline = time.monotonic() + 30
     while True:
-        synced = {d.host: {r["node"] for r in d.records() if r["event"] == "act"} for d in daemons}
-        if all(synced[host] == {n for n, h in claims.items() if h == host} for host in synced):
+        acts = {d.host: [(r["node"], r["epoch"]) for r in d.records() if r["event"] == "act"]
+                for d in daemons}
+        done = all({(n, c.epoch) for n, c in claims.items() if c.host == host} <= set(acts[host])
+                   for host in acts)
+        if done:
             break
-        assert time.monotonic() < deadline, {h: len(s) for h, s in synced.items()}
+        assert time.monotonic() < deadline, {h: len(a) for h, a in acts.items()}
         time.sleep(0.2)
+    for host, acted in acts.items():
+        assert len(acted) == len(set(acted)), f"{host} synced a node twice under one claim"
     assert_fenced(daemons)
 
 
