@@ -42,6 +42,7 @@ class Ironic(Service):
         if not (home / "ironic.sqlite").exists():
             process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
                          "create_schema"], "ironic-dbsync create_schema")
+            _write_ahead_log(home / "ironic.sqlite")
         self.info.update(port=port, url=f"http://127.0.0.1:{port}")
         self.info["pid"] = process.spawn([str(venv / "bin" / "ironic"), "--config-file",
                                           str(conf)], self.log)
@@ -86,15 +87,35 @@ class Ironic(Service):
         return bool(root and root.get("id") == "v1")
 
 
-def _request(method: str, url: str, body: dict | None = None, timeout: float = 30.0) -> dict:
+def _write_ahead_log(path: Path) -> None:
+    """Put Ironic's sqlite database in WAL mode (a property of the file, so it persists): readers
+    then stop blocking writers, which otherwise fail with "database is locked" as soon as a few
+    daemons list nodes while a test changes one."""
+    import sqlite3
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+
+
+def _request(method: str, url: str, body: dict | list | None = None, timeout: float = 30.0,
+             attempts: int = 5) -> dict:
+    """One Ironic API call; a 5xx (sqlite's "database is locked" under load) is retried."""
     import json
+    import time
+    import urllib.error
     import urllib.request
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={
-        "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": API_VERSION})
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
-        text = resp.read()
-    return json.loads(text) if text else {}
+    for attempt in range(attempts):
+        request = urllib.request.Request(url, data=data, method=method, headers={
+            "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": API_VERSION})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                text = resp.read()
+            return json.loads(text) if text else {}
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2 ** attempt)
+    raise AssertionError("unreachable")
 
 
 def enroll_nodes(url: str, count: int, resource_class: str = "baremetal", prefix: str = "node",

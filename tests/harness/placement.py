@@ -1,7 +1,9 @@
 """OpenStack Placement (PyPI ``openstack-placement``) in a virtualenv of its own, over HTTP.
 
-No auth (``noauth2``: any ``X-Auth-Token`` is accepted, ``admin`` gets admin rights), sqlite in the
-scratch directory, served by tests/harness/bin/wsgi_serve.py. Ready when ``GET /`` lists the API
+No auth (``noauth2``: any ``X-Auth-Token`` is accepted, ``admin`` gets admin rights), its database on
+the stack's PostgreSQL when there is one (sqlite answers concurrent writes with "database is
+locked", which would make every benchmark measure sqlite), else sqlite in the scratch directory,
+served by tests/harness/bin/wsgi_serve.py. Ready when ``GET /`` lists the API
 versions.
 """
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from tests.harness import process, venvs
 from tests.harness.service import Service
 
-REQUIREMENTS = ("openstack-placement==16.0.0",)
+REQUIREMENTS = ("openstack-placement==16.0.0", "psycopg2-binary>=2.9")
 # Kept in a folder of its own: the script's folder goes first on sys.path, and this one
 # holds modules named placement and ironic.
 SERVE = Path(__file__).parent / "bin" / "wsgi_serve.py"

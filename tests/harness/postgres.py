@@ -47,10 +47,15 @@ class PostgreSQL(Service):
         else:
             self._start_private()
         database = self.info.get("database") or f"computed_{uuid.uuid4().hex[:8]}"
-        self._psql(f'CREATE DATABASE "{database}"')
-        self.info.update(database=database,
-                         url=f"postgresql+psycopg2://postgres@127.0.0.1:{self.info['port']}"
-                             f"/{database}")
+        self.info.update(database=database, url=self.create_database(database))
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name`` (dropped with the stack) and return its SQLAlchemy URL."""
+        self._psql(f'CREATE DATABASE "{name}"')
+        extra = self.info.setdefault("extra_databases", [])
+        if name != self.info.get("database") and name not in extra:
+            extra.append(name)
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.info['port']}/{name}"
 
     def _start_private(self) -> None:
         bindir = _bindir()
@@ -80,10 +85,13 @@ class PostgreSQL(Service):
         return speaks_postgres(self.info.get("port", 0))
 
     def stop(self) -> None:
-        if self.info.get("database") and self.ready():
-            try:
-                self._psql(f'DROP DATABASE IF EXISTS "{self.info["database"]}" WITH (FORCE)')
-            except process.ServiceError:
-                pass
+        if self.ready():
+            for name in [self.info.get("database"), *self.info.get("extra_databases", [])]:
+                if not name:
+                    continue
+                try:
+                    self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                except process.ServiceError:
+                    pass
         if not self.info.get("reused"):
             super().stop()

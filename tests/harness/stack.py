@@ -61,6 +61,10 @@ class Stack:
     def _new(self, name: str) -> Service:
         if name == "ironic" and "rabbitmq" in self.services:
             return Ironic(self.workdir, transport_url=self.services["rabbitmq"].url)
+        if name == "placement" and "postgres" in self.services:
+            database = self.services["postgres"].create_database(
+                f"placement_{self.services['postgres'].info['database']}")
+            return Placement(self.workdir, info={"database": database})
         return CLASSES[name](self.workdir)
 
     def _cap_unconsumed_notifications(self) -> None:
