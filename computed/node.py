@@ -79,6 +79,7 @@ class NodeCatalog:
         self._clock = clock
         self._lock = threading.Lock()
         self._view: NodeView | None = None
+        self._touched: dict[str, float] = {}  # uuid -> when update() last replaced it
 
     def view(self) -> NodeView | None:
         """The current view, or None before the first successful listing."""
@@ -96,16 +97,30 @@ class NodeCatalog:
             nodes = self._driver.list_nodes()
         except DriverError as exc:
             return self._keep_last_good(exc)
-        fresh = NodeView(
-            nodes=MappingProxyType({node.uuid: node for node in nodes}),
-            freshness=Freshness.FRESH, listed_at=started)
+        listed = {node.uuid: node for node in nodes}
         with self._lock:
             # A slower refresh that started earlier must not overwrite a
             # newer listing that finished first.
             current = self._view
             if current is None or current.listed_at <= started:
-                self._view = fresh
+                self._keep_newer_updates(listed, current, started)
+                self._view = NodeView(nodes=MappingProxyType(listed),
+                                      freshness=Freshness.FRESH, listed_at=started)
             return self._view
+
+    def _keep_newer_updates(self, listed: dict[str, Node],
+                            current: NodeView | None, started: float) -> None:
+        """Nodes re-read (``update``) after this listing started are newer than the listing's
+        copy of them: keep those."""
+        for uuid, touched in list(self._touched.items()):
+            if touched < started:
+                del self._touched[uuid]
+                continue
+            node = current.nodes.get(uuid) if current is not None else None
+            if node is None:
+                listed.pop(uuid, None)
+            else:
+                listed[uuid] = node
 
     def _keep_last_good(self, error: DriverError) -> NodeView:
         with self._lock:
@@ -123,3 +138,20 @@ class NodeCatalog:
                     stale.failures, len(stale), stale.age(self._clock()),
                     error)
         return stale
+
+    def update(self, uuid: str, node: Node | None) -> None:
+        """Replace one node (None: it is gone) in the current view, e.g. after an event.
+
+        Does nothing before the first listing: one node is not a list to fall back on.
+        """
+        with self._lock:
+            current = self._view
+            if current is None:
+                return
+            self._touched[uuid] = self._clock()
+            nodes = dict(current.nodes)
+            if node is None:
+                nodes.pop(uuid, None)
+            else:
+                nodes[uuid] = node
+            self._view = dataclasses.replace(current, nodes=MappingProxyType(nodes))

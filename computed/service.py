@@ -5,16 +5,19 @@ Owns the daemon's threads and their lifetimes:
 * the **fleet** thread (:class:`computed.fleet.Fleet`): membership, claims, handover;
 * the **lease** thread: a round trip to ZooKeeper every quarter of the session timeout, which
   keeps the fence's lease fresh (:mod:`computed.epoch`);
-* the **node** thread: lists Ironic's nodes every ``node_refresh_interval`` and, every tick, syncs
-  each claimed node whose snapshot or claim changed since it was last synced, through
-  :meth:`Fleet.act` (so only while the claim is provably ours).
+* the **node** thread: lists Ironic's nodes every ``node_refresh_interval``, re-reads single nodes
+  that Ironic's notifications hint at (:mod:`computed.events`), and syncs every claimed node whose
+  snapshot or claim changed since it was last synced, through :meth:`Fleet.act` (so only while the
+  claim is provably ours). Syncing a node offers its provider state to the outbox;
+* the **report** thread: sends the outbox to the reporters (:class:`computed.report.Outbox`).
+
+What the fleet manages is every node Ironic lists plus every provider computed reported whose node
+Ironic no longer lists: the owner of such a uuid reports it gone, and the reporter deletes the
+provider if it has no allocations. A provider is never deleted because its owner changed.
 
 The node list follows the last-good rule of :class:`computed.node.NodeCatalog`: when Ironic cannot
-be reached, the last list that was read stays in force, so an Ironic outage never empties the
-fleet's view (which would release every claim). Until a first list is read the fleet claims nothing.
-
-Syncing a node is where reporting it to Placement plugs in (issue 5); today a sync is recorded in
-the audit log with the node's state.
+be reached, the last list read stays in force, so an Ironic outage never empties the fleet's view
+(which would release every claim). Until a first list is read the fleet claims nothing.
 """
 
 from __future__ import annotations
@@ -22,22 +25,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 from urllib import parse
 
 from kazoo.client import KazooState
 
 from computed.audit import AuditLog
+from computed.claim import Claim
 from computed.driver import BaremetalDriver, DriverError, Node
 from computed.epoch import Fence
 from computed.fleet import Fleet
 from computed.membership import Membership, MembershipError, fleet_root, kazoo_client
 from computed.node import NodeCatalog
+from computed.provider import provider_from_node
+from computed.report import Outbox
 
 LOG = logging.getLogger(__name__)
 
 # tooz's ZooKeeper driver uses a 10 s session when the URL names no timeout.
 DEFAULT_SESSION_TIMEOUT = 10.0
+# Events that can add or remove nodes: they call for a full listing, not a single re-read.
+LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
 
 
 def session_timeout(backend_url: str) -> float:
@@ -50,13 +58,16 @@ class ComputeService:
     def __init__(self, coordinator: Any, driver: BaremetalDriver, host: str, group: str,
                  session_timeout: float, weight: int = 1, node_refresh_interval: float = 30.0,
                  audit_path: str | None = None, join_timeout: float = 30.0,
-                 drain_timeout: float = 60.0, on_sync: Callable[[Node], None] | None = None):
+                 drain_timeout: float = 60.0,
+                 outbox: Callable[[Callable[[str, int], bool]], Outbox] | None = None,
+                 known_providers: Callable[[], Iterable[str]] | None = None,
+                 events: Callable[[Callable[[str, str], None]], Any] | None = None):
         self._coordinator = coordinator
         self._client = kazoo_client(coordinator)
         self._driver = driver
         self._refresh_interval = node_refresh_interval
         self._drain_timeout = drain_timeout
-        self._on_sync = on_sync
+        self._known_providers = known_providers
         self.fence = Fence(session_timeout, on_change=self._session_changed)
         self.membership = Membership(coordinator, group, host, weight,
                                      on_change=lambda: self.fleet.wake())
@@ -64,7 +75,15 @@ class ComputeService:
         self.fleet = Fleet(self._client, self.membership, self.fence, fleet_root(group),
                            nodes=self.node_uuids, audit=self.audit, join_timeout=join_timeout)
         self.catalog = NodeCatalog(driver)
-        self._synced: dict[str, tuple[int, Node]] = {}
+        self.outbox = outbox(self.may_report) if outbox is not None else None
+        self._listener = events(self.node_hint) if events is not None else None
+        self._providers: frozenset[str] = frozenset()
+        self._synced: dict[str, tuple[int, Node | None]] = {}
+        self._no_class_logged: set[str] = set()
+        self._hints: set[str] = set()
+        self._hints_lock = threading.Lock()
+        self._refresh_soon = threading.Event()
+        self._node_wake = threading.Event()
         self.error: Exception | None = None  # why the fleet thread ended, if it failed
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -94,67 +113,129 @@ class ComputeService:
     # --- nodes -------------------------------------------------------------------------
 
     def node_uuids(self) -> list[str] | None:
+        """What the fleet shares out: Ironic's nodes and providers whose node is gone."""
         view = self.catalog.view()
-        return None if view is None else list(view.nodes)
+        if view is None:
+            return None
+        return list(set(view.nodes) | self._providers)
 
     def refresh_nodes(self) -> bool:
-        """Read Ironic's node list (the catalog keeps the last good one); True when the set of
-        nodes changed."""
-        before = self.catalog.view()
+        """Read Ironic's node list (the catalog keeps the last good one) and the known
+        providers; True when the set of uuids to share changed."""
+        before = self.node_uuids()
         try:
-            after = self.catalog.refresh()
+            self.catalog.refresh()
         except DriverError:
             return False  # nothing listed yet; the catalog logged why
-        return before is None or before.nodes.keys() != after.nodes.keys()
+        if self._known_providers is not None:
+            try:
+                self._providers = frozenset(self._known_providers())
+            except Exception as exc:  # the database is a hint here: keep the last set
+                LOG.warning("cannot read known providers: %s", exc)
+        after = self.node_uuids()
+        return before is None or set(before) != set(after or ())
+
+    def node_hint(self, uuid: str, event_type: str) -> None:
+        """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
+        if event_type in LISTING_EVENTS:
+            self._refresh_soon.set()
+        with self._hints_lock:
+            self._hints.add(uuid)
+        self._node_wake.set()
+
+    def _reread_hinted(self) -> None:
+        with self._hints_lock:
+            hinted, self._hints = self._hints, set()
+        held = self.fleet.claims.held()
+        for uuid in hinted & held.keys():
+            try:
+                node = self._driver.get_node(uuid)
+            except DriverError as exc:
+                LOG.warning("cannot re-read node %s after an event: %s", uuid, exc)
+                continue
+            self.catalog.update(uuid, node)
 
     def sync_claimed(self) -> int:
         """Sync every claimed node whose snapshot or claim changed; returns how many."""
         view = self.catalog.view()
         nodes = view.nodes if view is not None else {}
         held = self.fleet.claims.held()
-        for gone in self._synced.keys() - held.keys():
-            del self._synced[gone]
+        gone = self._synced.keys() - held.keys()
+        for uuid in gone:
+            del self._synced[uuid]
+        if gone and self.outbox is not None:
+            self.outbox.forget(gone)
         synced = 0
         for uuid, claim in held.items():
             node = nodes.get(uuid)
-            if node is None or self._synced.get(uuid) == (claim.epoch, node):
+            if node is None and uuid not in self._providers:
+                continue  # not listed yet, and nothing to report as gone
+            if self._synced.get(uuid) == (claim.epoch, node):
                 continue
-            if self.fleet.act(uuid, "sync", self._sync_one(node),
-                              provision_state=node.provision_state,
-                              maintenance=node.maintenance):
+            if self.fleet.act(uuid, "sync", self._reporter(node, uuid),
+                              provision_state=node.provision_state if node else None,
+                              maintenance=node.maintenance if node else None,
+                              gone=node is None):
                 self._synced[uuid] = (claim.epoch, node)
                 synced += 1
+        if synced and self.outbox is not None:
+            self.outbox.kick()
         return synced
 
-    def _sync_one(self, node: Node) -> Callable[[Any], None] | None:
-        if self._on_sync is None:
+    def _reporter(self, node: Node | None, uuid: str) -> Callable[[Claim], None] | None:
+        if self.outbox is None:
             return None
-        return lambda _claim: self._on_sync(node)
+
+        def report(claim: Claim) -> None:
+            if node is None:
+                self.outbox.offer(uuid, claim.epoch, None)  # gone from Ironic
+                return
+            state = provider_from_node(node)
+            if state is None:
+                if uuid not in self._no_class_logged:
+                    self._no_class_logged.add(uuid)
+                    LOG.warning("node %s has no resource class: not reported to Placement",
+                                uuid)
+                return
+            self.outbox.offer(uuid, claim.epoch, state.to_dict())
+        return report
 
     def _node_loop(self) -> None:
         next_refresh = 0.0
         while not self._stop.is_set():
-            if time.monotonic() >= next_refresh:
+            if time.monotonic() >= next_refresh or self._refresh_soon.is_set():
+                self._refresh_soon.clear()
                 if self.refresh_nodes():
                     self.fleet.wake()
                 next_refresh = time.monotonic() + self._refresh_interval
             try:
+                self._reread_hinted()
                 self.sync_claimed()
             except Exception:  # one bad pass must not stop syncing
                 LOG.exception("node sync pass failed")
-            self._stop.wait(min(1.0, self._refresh_interval))
+            self._node_wake.wait(min(1.0, self._refresh_interval))
+            self._node_wake.clear()
 
     # --- lifetime ----------------------------------------------------------------------
+
+    def may_report(self, uuid: str, epoch: int) -> bool:
+        claim = self.fleet.claim_for(uuid)
+        return claim is not None and claim.epoch == epoch
 
     def start(self) -> None:
         self._coordinator.start(start_heart=True)
         if self._client.connected:
             self.fence.connected()
-        for name, target in (("lease", self._lease_loop), ("nodes", self._node_loop),
-                             ("fleet", self._run_fleet)):
+        targets = [("lease", self._lease_loop), ("nodes", self._node_loop),
+                   ("fleet", self._run_fleet)]
+        if self.outbox is not None:
+            targets.append(("report", lambda: self.outbox.run(self._stop)))
+        for name, target in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        if self._listener is not None:
+            self._listener.start()
 
     def _run_fleet(self) -> None:
         try:
@@ -166,6 +247,7 @@ class ComputeService:
             self.error = exc
         finally:
             self._stop.set()
+            self._node_wake.set()
 
     def stop(self) -> None:
         """Drain and leave (the fleet thread does it), then stop the other threads."""
@@ -185,9 +267,31 @@ class ComputeService:
 
     def close(self) -> None:
         self._stop.set()
+        self._node_wake.set()
+        if self._listener is not None:
+            try:
+                self._listener.stop()
+                self._listener.wait()
+            except Exception:
+                LOG.exception("stopping the notification listener failed")
         self.wait(5)
         try:
             self._coordinator.stop()
         finally:
             self.audit.close()
             self._driver.close()
+
+
+def rpc_sender(client: Any) -> Callable[[list], Mapping[tuple[str, int], str]]:
+    """Send a batch of reports with an RPC call; map the answers by (uuid, seq)."""
+    def send(batch: list) -> Mapping[tuple[str, int], str]:
+        answers = client.call({}, "apply_reports", reports=[r.to_dict() for r in batch])
+        outcomes = {}
+        for answer in answers or ():
+            try:
+                uuid, seq, outcome = answer
+                outcomes[(str(uuid), int(seq))] = str(outcome)
+            except (TypeError, ValueError):
+                LOG.warning("ignoring a malformed answer from a reporter: %r", answer)
+        return outcomes
+    return send

@@ -6,16 +6,19 @@ Guarantees: no traceback reaches the terminal for a bad configuration
 
 from __future__ import annotations
 
+import contextlib
 import logging as std_logging
 import sys
 from urllib import parse
-from collections.abc import Callable
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from tooz import coordination
 
 from computed.conf.errors import ConfigError
+from computed.membership import kazoo_client
 from computed.conf.loader import EXIT_CONFIG
 
 EXIT_INTERRUPTED = 130
@@ -63,3 +66,20 @@ def coordinator_url(url: str) -> str:
         return url
     query.append(('handler', 'eventlet'))
     return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
+
+
+@contextlib.contextmanager
+def zookeeper(conf: cfg.ConfigOpts, member: str = 'computed-manage') -> Iterator[Any]:
+    """A started KazooClient on ``[coordination] backend_url`` (no group membership)."""
+    url = conf.coordination.backend_url
+    coordinator = coordination.get_coordinator(coordinator_url(url), member.encode())
+    try:
+        client = kazoo_client(coordinator)
+    except Exception as exc:
+        raise ConfigError("coordination", "backend_url", str(exc)) from None
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()

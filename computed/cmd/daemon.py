@@ -2,8 +2,9 @@
 
 Loads and validates the configuration, then runs :class:`computed.service.ComputeService`:
 joins the fleet's tooz group on ZooKeeper as member ``host`` (normalised to lower case), claims
-its share of the Ironic nodes on the hash ring with fencing (see :mod:`computed.fleet`), and keeps
-syncing them. On SIGTERM or SIGINT it drains: its free nodes go to its peers before it leaves.
+its share of the Ironic nodes on the hash ring with fencing (see :mod:`computed.fleet`), listens
+to Ironic's notifications, and reports its nodes' providers to the reporters over RPC. On SIGTERM
+or SIGINT it drains: its free nodes go to its peers before it leaves.
 
 Exit status: 0 after a clean stop, 1 when the coordination backend or Ironic cannot be used, 2 for
 bad configuration.
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 from urllib import parse
 
+import oslo_messaging
 from oslo_config import cfg
 from oslo_log import log as logging
 from tooz import coordination
@@ -26,7 +28,11 @@ from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
-from computed.service import ComputeService, session_timeout
+from computed import rpc
+from computed.db import api as db_api
+from computed.events import listener
+from computed.report import Outbox
+from computed.service import ComputeService, rpc_sender, session_timeout
 from drivers.ironic.driver import IronicDriver
 
 PROG = 'computed'
@@ -71,15 +77,35 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         raise ConfigError('coordination', 'backend_url',
                           'file:// keeps group membership only; the daemon needs '
                           'zookeeper://HOST:PORT to claim nodes exclusively')
+    if not conf.database.connection:
+        raise ConfigError('database', 'connection',
+                          'required by the daemon (it records what it reported)')
+    host = normalise_host(conf.host)
     driver = IronicDriver.from_conf(conf)
+    engine = db_api.engine_from_url(conf.database.connection)
+    transport = rpc.get_transport(conf)
+    client = rpc.get_client(transport, conf.reporter.topic,
+                            timeout=conf.reporter.call_timeout)
+
+    def outbox(may_send):
+        return Outbox(host, rpc_sender(client), batch_size=conf.reporter.batch_size,
+                      may_send=may_send)
+
+    def events(on_node):
+        notifications = oslo_messaging.get_notification_transport(conf)
+        return listener(notifications, conf.ironic.notification_topic,
+                        conf.ironic.notification_exchange, f'computed-{host}', on_node)
+
     coordinator = coordination.get_coordinator(
-        common.coordinator_url(url), normalise_host(conf.host).encode())
+        common.coordinator_url(url), host.encode())
     return ComputeService(
-        coordinator, driver, host=conf.host, group=conf.coordination.group,
+        coordinator, driver, host=host, group=conf.coordination.group,
         session_timeout=session_timeout(url), weight=conf.fleet.weight,
         node_refresh_interval=conf.fleet.node_refresh_interval,
         audit_path=conf.fleet.audit_log, join_timeout=conf.coordination.join_timeout,
-        drain_timeout=conf.fleet.drain_timeout)
+        drain_timeout=conf.fleet.drain_timeout, outbox=outbox,
+        known_providers=lambda: db_api.provider_uuids(engine),
+        events=events if conf.ironic.notifications else None)
 
 
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:

@@ -8,39 +8,17 @@ free nodes to its peers and keeps only the nodes hosting its instances, until ``
 
 from __future__ import annotations
 
-import contextlib
 import json
-from typing import Any, Iterator
 
 from oslo_config import cfg
-from tooz import coordination
-
 from computed import status
 from computed.claim import read_claims
 from computed.cmd import common
-from computed.conf.errors import ConfigError
 from computed.driver import DriverError
-from computed.membership import (clear_draining, fleet_root, kazoo_client, mark_draining,
-                                 read_members, TOOZ_NAMESPACE)
+from computed.membership import (clear_draining, fleet_root, mark_draining, read_members,
+                                 TOOZ_NAMESPACE)
 
 EXIT_BACKEND = 1
-
-
-@contextlib.contextmanager
-def _zookeeper(conf: cfg.ConfigOpts) -> Iterator[Any]:
-    url = conf.coordination.backend_url
-    coordinator = coordination.get_coordinator(common.coordinator_url(url),
-                                               b"computed-manage")
-    try:
-        client = kazoo_client(coordinator)
-    except Exception as exc:
-        raise ConfigError("coordination", "backend_url", str(exc)) from None
-    client.start(timeout=15)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def _paths(conf: cfg.ConfigOpts) -> tuple[str, str]:
@@ -62,7 +40,7 @@ def fleet_status(conf: cfg.ConfigOpts) -> int:
         ironic = _ironic_nodes(conf)
     except DriverError as exc:
         common.fail("computed-manage", f"cannot list Ironic nodes: {exc}", EXIT_BACKEND)
-    with _zookeeper(conf) as client:
+    with common.zookeeper(conf) as client:
         members = read_members(client, members_path, draining_path)
         claims = read_claims(client, fleet_root(conf.coordination.group))
     document = status.snapshot(conf.coordination.group, members, claims, ironic)
@@ -75,7 +53,7 @@ def fleet_status(conf: cfg.ConfigOpts) -> int:
 
 def fleet_drain(conf: cfg.ConfigOpts) -> int:
     _, draining_path = _paths(conf)
-    with _zookeeper(conf) as client:
+    with common.zookeeper(conf) as client:
         mark_draining(client, draining_path, conf.category.member, "operator", persistent=True)
     print(f"{conf.category.member}: draining (its free nodes move to its peers; "
           f"'fleet undrain {conf.category.member}' ends it)")
@@ -84,7 +62,7 @@ def fleet_drain(conf: cfg.ConfigOpts) -> int:
 
 def fleet_undrain(conf: cfg.ConfigOpts) -> int:
     _, draining_path = _paths(conf)
-    with _zookeeper(conf) as client:
+    with common.zookeeper(conf) as client:
         cleared = clear_draining(client, draining_path, conf.category.member)
     print(f"{conf.category.member}: " + ("no longer draining" if cleared else "was not draining"))
     return 0

@@ -1,26 +1,96 @@
-"""``computed-reporter``: placeholder for the reporter service.
+"""``computed-reporter``: applies the daemons' provider reports to Placement.
 
-Parses and validates the configuration like every computed program, then
-says the service does not exist yet: it is built in issue 5.
+Loads and validates the configuration, connects to Placement (``[placement]``), computed's database
+(``[database] connection``, where the last applied report of every provider is kept) and ZooKeeper
+(``[coordination] backend_url``, read-only: to check that a report's sender still holds its claim),
+then serves the RPC topic ``[reporter] topic`` until SIGTERM or SIGINT. Run as many replicas as
+needed; they share the topic. See :mod:`computed.reporter` for the rules.
+
+Exit status: 0 after a clean stop, 1 when a backend cannot be used, 2 for bad configuration.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import NoReturn
 
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from computed import keystone, rpc
+from computed.claim import claim_epochs
 from computed.cmd import common
 from computed.conf import loader
+from computed.conf.default import normalise_host
+from computed.conf.errors import ConfigError
+from computed.db import api as db_api
+from computed.membership import fleet_root
+from computed.placement import PlacementClient
+from computed.reporter import ReportApplier, ReporterEndpoint
 
 PROG = 'computed-reporter'
+EXIT_BACKEND = 1
+LOG = logging.getLogger(__name__)
+# Seconds between two log lines with the outcome counters.
+STATS_INTERVAL = 60.0
+
+
+class _Stop:
+    """Set by the signal handlers and polled: a handler may run inside the eventlet hub, where
+    waking other green threads (as Event.set does) is not allowed."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def handle(self, _signum: int, _frame: object) -> None:
+        self.requested = True
+
+
+def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
+    if not conf.database.connection:
+        raise ConfigError('database', 'connection',
+                          'required by the reporter (it orders reports per provider)')
+    host = normalise_host(conf.host)
+    placement = PlacementClient(keystone.load_adapter(conf, 'placement'))
+    engine = db_api.engine_from_url(conf.database.connection)
+    root = fleet_root(conf.coordination.group)
+    with common.zookeeper(conf, member=f'reporter-{host}') as client:
+        applier = ReportApplier(
+            placement, lambda uuids: claim_epochs(client, root, uuids),
+            lambda *args: db_api.apply_report_if_newer(engine, *args),
+            workers=conf.reporter.workers)
+        transport = rpc.get_transport(conf)
+        server = rpc.get_server(transport, conf.reporter.topic, host,
+                                [ReporterEndpoint(applier)])
+        server.start()
+        LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
+        try:
+            next_stats = time.monotonic() + STATS_INTERVAL
+            while not stop.requested:
+                time.sleep(0.5)
+                if time.monotonic() >= next_stats:
+                    LOG.info('reports so far: %s', dict(applier.counts))
+                    next_stats = time.monotonic() + STATS_INTERVAL
+        finally:
+            server.stop()
+            server.wait()
+            applier.close()
+            transport.cleanup()
+            engine.dispose()
+    LOG.info('computed-reporter stopped; reports: %s', dict(applier.counts))
+    return 0
 
 
 def _body(argv: Sequence[str]) -> int:
-    loader.load(argv, PROG)
-    print(f'{PROG}: the reporter service is not built yet (issue 5)',
-          file=sys.stderr)
-    return 1
+    conf = loader.load(argv, PROG)
+    common.setup_logging(conf)
+    stop = _Stop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop.handle)
+    return serve(conf, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -16,8 +16,9 @@ from computed.conf import default
 from computed.conf import fleet
 from computed.conf import ironic
 from computed.conf import placement
+from computed.conf import reporter
 
-MODULES = (default, coordination, fleet, ironic, placement, database)
+MODULES = (default, coordination, fleet, ironic, placement, reporter, database)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

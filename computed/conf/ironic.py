@@ -42,15 +42,35 @@ OPTS = [
              'every shard.'),
     cfg.IntOpt(
         'api_max_retries',
-        default=60,
+        default=5,
         min=0,
         help='How many times to retry an Ironic request that fails with a '
-             'conflict (the node is locked by a conductor). 0: try once.'),
+             'conflict (the node is locked by a conductor), a server error or '
+             'a connection error, with exponential backoff from '
+             'api_retry_interval (capped at 30 s). 0: try once. While Ironic '
+             'is unreachable the daemon keeps using its last good node list.'),
     cfg.IntOpt(
         'api_retry_interval',
         default=2,
         min=1,
         help='Seconds between two retries of a conflicting Ironic request.'),
+    cfg.BoolOpt(
+        'notifications',
+        default=True,
+        help="Listen to Ironic's versioned notifications so that a change to "
+             'a node reaches Placement within a second. The listener uses '
+             '[oslo_messaging_notifications] transport_url (default: the '
+             'RPC transport_url). Off: changes are seen at the next full '
+             'listing ([fleet] node_refresh_interval).'),
+    cfg.StrOpt(
+        'notification_topic',
+        default='ironic_versioned_notifications',
+        help="Ironic's [DEFAULT] versioned_notifications_topics."),
+    cfg.StrOpt(
+        'notification_exchange',
+        default='ironic',
+        help="The exchange Ironic publishes to (its control_exchange). A "
+             'listener bound to another exchange silently receives nothing.'),
 ]
 
 

@@ -27,10 +27,22 @@ BIN = Path(sys.executable).parent
 GROUP = "computed"
 
 
-class Daemon:
+def fleet_database(workdir: Path) -> str:
+    """A fresh, migrated sqlite database for one fleet (tests must not share provider rows)."""
+    from computed import db
+    url = f"sqlite:///{Path(workdir) / 'computed.sqlite'}"
+    db.sync(url)
+    return url
+
+
+class Process:
+    """A computed console script with its own config, log and (for daemons) audit log."""
+
+    script = "computed"
+
     def __init__(self, stack, workdir: Path, host: str, session_timeout: int = 2,
                  refresh: float = 1.0, weight: int = 1, drain_timeout: int = 20,
-                 group: str = GROUP):
+                 group: str = GROUP, database: str = "", extra: str = ""):
         self.host = host
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -38,16 +50,18 @@ class Daemon:
         self.log = self.workdir / f"{host}.log"
         self.audit = self.workdir / f"{host}.audit"
         zk = stack["zookeeper"].url
-        self.conf.write_text(stack.computed_conf(host=host, extra=(
+        self.conf.write_text(stack.computed_conf(host=host, database=database, extra=(
             f"[fleet]\nnode_refresh_interval = {refresh}\naudit_log = {self.audit}\n"
-            f"weight = {weight}\ndrain_timeout = {drain_timeout}\n")).replace(
+            f"weight = {weight}\ndrain_timeout = {drain_timeout}\n"
+            f"[reporter]\ntopic = reporter-{group}\ncall_timeout = 10\n" + extra)).replace(
             f"backend_url = {zk}?timeout=2",
             f"backend_url = {zk}?timeout={session_timeout}\ngroup = {group}"))
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Daemon":
+    def start(self) -> "Process":
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([str(BIN / "computed"), "--config-file", str(self.conf)],
+            self.proc = subprocess.Popen([str(BIN / self.script), "--config-file",
+                                          str(self.conf)],
                                          stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
         return self
@@ -60,7 +74,7 @@ class Daemon:
         self.proc.wait(10)
 
     def stop(self, timeout: float = 60) -> int:
-        """SIGTERM and wait: the daemon drains and leaves."""
+        """SIGTERM and wait: a daemon drains and leaves."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
@@ -72,10 +86,26 @@ class Daemon:
     def records(self) -> list[dict]:
         return audit.read(self.audit) if self.audit.exists() else []
 
+    def wait_log(self, text: str, timeout: float = 60) -> None:
+        """Wait until the process has logged ``text`` (e.g. that it serves its topic)."""
+        deadline = time.monotonic() + timeout
+        while not (self.log.exists() and text in self.log.read_text(errors="replace")):
+            if not self.alive or time.monotonic() > deadline:
+                raise AssertionError(f"{self.host} never logged {text!r}\n{dump_logs([self])}")
+            time.sleep(0.1)
+
     def ensure_stopped(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+class Daemon(Process):
+    script = "computed"
+
+
+class Reporter(Process):
+    script = "computed-reporter"
 
 
 def zk_client(stack) -> KazooClient:

@@ -137,12 +137,14 @@ def test_manage_config_check_ok(tmp_path):
     assert result.stdout == 'configuration OK\n'
 
 
-def test_reporter_is_not_built_yet(tmp_path):
-    result = run(tmp_path, 'computed-reporter', '--config-file',
-                 write_conf(tmp_path, GOOD))
-    assert result.returncode == 1
+def test_reporter_needs_a_database(tmp_path):
+    # The reporter orders reports per provider in computed's database: without one it must
+    # say so in one line rather than start and fail later.
+    result = run(tmp_path, 'computed-reporter', '--config-file', write_conf(tmp_path, GOOD))
+    assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        'computed-reporter: the reporter service is not built yet (issue 5)']
+        'computed-reporter: error: [database] connection: required by the reporter '
+        '(it orders reports per provider)']
 
 
 def test_daemon_refuses_a_file_backend(tmp_path):

@@ -63,7 +63,7 @@ def test_good_configuration_loads(tmp_path):
     assert conf.placement.service_type == 'placement'
     assert conf.ironic.conductor_group == 'rack-2'
     assert conf.ironic.shard is None
-    assert conf.ironic.api_max_retries == 60
+    assert conf.ironic.api_max_retries == 5
     # The plugin's own options were registered and parsed.
     assert conf.ironic.username == 'computed'
 

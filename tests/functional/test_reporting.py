@@ -1,0 +1,272 @@
+"""Providers in Placement: daemons and reporters as processes against real Ironic, Placement,
+RabbitMQ and ZooKeeper (and PostgreSQL for computed's database where there is one).
+
+Each test enrolls its own nodes (with a resource class of its own) and checks only their
+providers: Ironic and Placement are shared by the whole session.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+from oslo_config import cfg
+
+from computed import db, keystone, rpc
+from computed.claim import claims_path
+from computed.membership import fleet_root
+from computed.placement import PlacementClient
+from computed.provider import normalise_resource_class
+from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
+from tests.harness.ironic import _request, delete_nodes, enroll_nodes
+
+NODES = 24
+
+
+def ironic(stack, method, path, body=None):
+    return _request(method, f"{stack['ironic'].url}/v1{path}", body)
+
+
+def wait_for(check, timeout, what, processes=()):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached after {timeout}s\n{dump_logs(processes)}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def placement(computed_config):
+    return PlacementClient(keystone.load_adapter(computed_config, "placement"))
+
+
+@pytest.fixture
+def world(stack, tmp_path, request):
+    """A fleet group with its own database, resource class and nodes; processes started on
+    demand with world.daemon(host) / world.reporter(host)."""
+    token = uuid.uuid4().hex[:6]
+    if "postgres" in stack:
+        database = stack["postgres"].create_database(f"report_{token}")
+        db.sync(database)
+    else:
+        database = fleet_database(tmp_path)
+    stack.save()
+
+    class World:
+        group = f"r{token}"
+        resource_class = f"gold-{token}"
+        rc = normalise_resource_class(f"gold-{token}")
+        processes: list = []
+        nodes = enroll_nodes(stack["ironic"].url, NODES, resource_class=f"gold-{token}",
+                             prefix=f"rep-{token}", workers=1)
+
+        def daemon(self, host, **kw):
+            process = Daemon(stack, tmp_path, host, group=self.group, database=database,
+                             **kw).start()
+            self.processes.append(process)
+            return process
+
+        def reporter(self, host, **kw):
+            process = Reporter(stack, tmp_path, host, group=self.group, database=database,
+                               **kw).start()
+            self.processes.append(process)
+            return process
+
+    world = World()
+    yield world
+    for process in world.processes:
+        process.ensure_stopped()
+    delete_nodes(stack["ironic"].url, world.nodes, workers=1)
+
+
+def make_available(stack, nodes):
+    for node in nodes:
+        ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "manage"})
+    for node in nodes:
+        wait_state(stack, node, "manageable")
+        ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "provide"})
+    for node in nodes:
+        wait_state(stack, node, "available")
+        ironic(stack, "PUT", f"/nodes/{node}/states/power", {"target": "power off"})
+
+
+def wait_state(stack, node, state):
+    wait_for(lambda: ironic(stack, "GET", f"/nodes/{node}")["provision_state"] == state, 60,
+             f"node {node} {state}")
+
+
+def providers(placement, nodes):
+    return {node: placement.get(node) for node in nodes}
+
+
+def test_nodes_appear_with_inventory_traits_and_follow_maintenance(stack, world, placement):
+    ready = world.nodes[:8]
+    make_available(stack, ready)
+    ironic(stack, "PUT", f"/nodes/{ready[0]}/traits", {"traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]})
+    world.reporter("r1")
+    world.daemon("c1"), world.daemon("c2"), world.daemon("c3")
+
+    def all_reported():
+        got = providers(placement, world.nodes)
+        return got if all(p is not None for p in got.values()) else None
+
+    got = wait_for(all_reported, 90, "every node reported", world.processes)
+    for node, provider in got.items():
+        assert provider.resource_class == world.rc and provider.name == node
+        assert provider.reserved == (0 if node in ready else 1), node
+    assert got[ready[0]].traits == ("CUSTOM_FAST", "HW_CPU_X86_AVX2")
+    view = placement.read(ready[1])
+    assert list(view.inventories) == [world.rc]
+    assert _inventory_fields(view.inventories[world.rc])
+
+    node = ready[1]
+    ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "test"})
+    wait_for(lambda: placement.get(node).reserved == 1, 30, "maintenance on in Placement",
+             world.processes)
+    ironic(stack, "DELETE", f"/nodes/{node}/maintenance")
+    wait_for(lambda: placement.get(node).reserved == 0, 30, "maintenance off in Placement",
+             world.processes)
+
+
+def _inventory_fields(inventory):
+    # Placement may echo more fields than we set; the ones we set must match.
+    return all(inventory[key] == value for key, value in {
+        "total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1,
+        "allocation_ratio": 1.0}.items())
+
+
+def test_deleted_node_disappears_but_one_with_an_allocation_is_kept(stack, world, placement):
+    gone, allocated = world.nodes[:2]
+    make_available(stack, [allocated])  # a reserved node has no capacity to allocate
+    world.reporter("r1")
+    world.daemon("c1"), world.daemon("c2")
+    wait_for(lambda: placement.get(gone) and placement.get(allocated) and
+             placement.get(allocated).reserved == 0, 90, "reported", world.processes)
+    _allocate(placement, allocated, world.rc)
+    for node in (gone, allocated):
+        ironic(stack, "DELETE", f"/nodes/{node}")
+        world.nodes.remove(node)
+    wait_for(lambda: placement.get(gone) is None, 60, "provider of a deleted node deleted",
+             world.processes)
+    time.sleep(3)  # several sync cycles: the allocated one must survive them
+    assert placement.get(allocated) is not None
+    assert placement.has_allocations(allocated)
+
+
+def _allocate(placement, node, rc):
+    consumer = str(uuid.uuid4())
+    response = placement._adapter.put(
+        f"/allocations/{consumer}", json={
+            "allocations": {node: {"resources": {rc: 1}}}, "consumer_generation": None,
+            "project_id": str(uuid.uuid4()), "user_id": str(uuid.uuid4()),
+            "consumer_type": "INSTANCE"},
+        headers={"OpenStack-API-Version": "placement 1.39"}, raise_exc=False)
+    assert response.status_code == 204, response.text
+    return consumer
+
+
+def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, placement):
+    node = world.nodes[0]
+    make_available(stack, [node])
+    world.reporter("r1")
+    daemons = [world.daemon("c1"), world.daemon("c2"), world.daemon("c3")]
+    wait_for(lambda: all(placement.get(n) for n in world.nodes) and
+             placement.get(node).reserved == 0, 90, "reported", world.processes)
+    consumer = _allocate(placement, node, world.rc)
+    before = placement.read(node)
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    try:
+        owner = json.loads(zk.get(f"{claims_path(fleet_root(world.group))}/{node}")[0])["host"]
+        next(d for d in daemons if d.host == owner).kill()
+        # The new owner reports the node: a maintenance change gets through under its epoch.
+        ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "after failover"})
+        wait_for(lambda: placement.get(node).reserved == 1, 60, "new owner reports",
+                 world.processes)
+        new_owner = json.loads(zk.get(f"{claims_path(fleet_root(world.group))}/{node}")[0])
+        assert new_owner["host"] != owner
+    finally:
+        zk.stop()
+        zk.close()
+    after = placement.read(node)
+    assert after.uuid == before.uuid
+    allocations = placement._adapter.get(
+        f"/allocations/{consumer}", headers={"OpenStack-API-Version": "placement 1.39"}).json()
+    assert node in allocations["allocations"]
+
+
+def test_reporter_killed_and_placement_restarted_then_everything_converges(
+        stack, world, placement):
+    toggled = world.nodes[:6]
+    make_available(stack, toggled)
+    reporter = world.reporter("r1")
+    world.daemon("c1"), world.daemon("c2")
+    wait_for(lambda: all(placement.get(n) for n in world.nodes) and
+             all(placement.get(n).reserved == 0 for n in toggled), 90, "reported",
+             world.processes)
+    reporter.kill()
+    for node in toggled:
+        ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "while down"})
+    stack["placement"].restart()
+    stack.save()
+    placement.forget()
+    time.sleep(2)  # the daemons keep their reports while nobody answers
+    assert all(placement.get(n).reserved == 0 for n in toggled)
+    world.reporter("r2")
+    wait_for(lambda: all(placement.get(n).reserved == 1 for n in toggled), 90,
+             "reports applied after the outage", world.processes)
+
+
+def test_duplicate_reordered_fenced_and_malformed_reports(stack, world, placement,
+                                                          computed_config):
+    """The test plays a daemon: it holds a claim itself and talks to the reporter directly."""
+    reporter = world.reporter("r1")
+    reporter.wait_log("serving topic")
+    node = world.nodes[0]
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    conf = cfg.ConfigOpts()
+    conf([])
+    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    client = rpc.get_client(transport, f"reporter-{world.group}", timeout=30)
+    try:
+        zk.ensure_path(claims_path(fleet_root(world.group)))
+        _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",
+                            json.dumps({"host": "tester", "member_epoch": 0}).encode(),
+                            ephemeral=True, include_data=True)
+        epoch = stat.czxid
+
+        def send(seq, reserved, epoch=epoch):
+            state = {"uuid": node, "name": node, "resource_class": world.rc,
+                     "reserved": reserved, "traits": []}
+            return wait_for(lambda: _call(client, [{"uuid": node, "epoch": epoch, "seq": seq,
+                                                    "host": "tester", "state": state}]),
+                            60, "reporter answers", [reporter])
+
+        assert send(10, 1) == [[node, 10, "applied"]]
+        assert send(10, 1) == [[node, 10, "stale"]]     # duplicate
+        assert send(9, 0) == [[node, 9, "stale"]]       # reordered: older than applied
+        assert placement.get(node).reserved == 1
+        assert send(11, 0, epoch=epoch - 1) == [[node, 11, "fenced"]]  # not the claim's epoch
+        assert placement.get(node).reserved == 1
+        assert _call(client, "not a list") == []                        # malformed: dropped
+        assert _call(client, [{"uuid": node, "epoch": "x"}]) == []
+        assert send(12, 0) == [[node, 12, "applied"]]   # the worker survived all of that
+        assert placement.get(node).reserved == 0
+    finally:
+        transport.cleanup()
+        zk.stop()
+        zk.close()
+
+
+def _call(client, reports):
+    try:
+        return client.call({}, "apply_reports", reports=reports)
+    except Exception:  # the reporter is still starting: no consumer on the topic yet
+        return None

@@ -1,0 +1,134 @@
+"""The reporter's rules, with Placement, ZooKeeper and the database replaced by fakes."""
+
+import threading
+
+import pytest
+
+from computed.placement import PlacementUnavailable
+from computed.report import Report
+from computed.reporter import ReportApplier
+
+U1 = "11111111-1111-1111-1111-111111111111"
+U2 = "22222222-2222-2222-2222-222222222222"
+
+
+def state(uuid=U1, reserved=0, rc="CUSTOM_GOLD"):
+    return {"uuid": uuid, "name": uuid, "resource_class": rc, "reserved": reserved,
+            "traits": []}
+
+
+class FakePlacement:
+    def __init__(self):
+        self.providers = {}
+        self.allocations = set()
+        self.down = False
+
+    def apply(self, provider):
+        if self.down:
+            raise PlacementUnavailable(provider.uuid, "connection refused")
+        self.providers[provider.uuid] = provider
+        return True
+
+    def delete(self, uuid):
+        if uuid in self.allocations:
+            return "kept"
+        return "deleted" if self.providers.pop(uuid, None) else "absent"
+
+
+class FakeOrdering:
+    """apply_report_if_newer over a dict, with the same contract as the database's."""
+
+    def __init__(self):
+        self.rows = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, uuid, epoch, seq, host, apply):
+        with self.lock:
+            if (epoch, seq) <= self.rows.get(uuid, (-1, -1)):
+                return False
+            apply(None)
+            self.rows[uuid] = (epoch, seq)
+            return True
+
+
+@pytest.fixture
+def world():
+    placement, ordering = FakePlacement(), FakeOrdering()
+    claims = {U1: 7, U2: 9}
+    applier = ReportApplier(placement, lambda uuids: {u: claims[u] for u in uuids if u in claims},
+                            ordering, workers=2)
+    yield placement, ordering, claims, applier
+    applier.close()
+
+
+def report(uuid=U1, epoch=7, seq=1, st="default"):
+    return Report(uuid, epoch, seq, "c1", state(uuid) if st == "default" else st).to_dict()
+
+
+def test_applied_then_duplicate_and_older_are_stale(world):
+    placement, _, _, applier = world
+    assert applier.apply([report(seq=5)]) == [[U1, 5, "applied"]]
+    assert placement.providers[U1].resource_class == "CUSTOM_GOLD"
+    assert applier.apply([report(seq=5), report(seq=4)]) == [[U1, 5, "stale"], [U1, 4, "stale"]]
+
+
+def test_report_from_a_fenced_out_owner_is_refused(world):
+    placement, _, claims, applier = world
+    claims[U1] = 12  # the node was claimed again by someone else
+    assert applier.apply([report(epoch=7, seq=99)]) == [[U1, 99, "fenced"]]
+    del claims[U1]  # released: nobody holds it
+    assert applier.apply([report(epoch=7, seq=100)]) == [[U1, 100, "fenced"]]
+    assert placement.providers == {}
+
+
+def test_delete_is_refused_while_the_provider_has_allocations(world):
+    placement, ordering, _, applier = world
+    applier.apply([report(seq=1)])
+    placement.allocations.add(U1)
+    assert applier.apply([report(seq=2, st=None)]) == [[U1, 2, "kept"]]
+    assert U1 in placement.providers and ordering.rows[U1] == (7, 1)
+    placement.allocations.clear()
+    assert applier.apply([report(seq=3, st=None)]) == [[U1, 3, "applied"]]
+    assert U1 not in placement.providers
+
+
+def test_placement_down_answers_failed_and_the_report_can_be_resent(world):
+    placement, _, _, applier = world
+    placement.down = True
+    assert applier.apply([report(seq=1)]) == [[U1, 1, "failed"]]
+    placement.down = False
+    assert applier.apply([report(seq=1)]) == [[U1, 1, "applied"]]
+
+
+def test_zookeeper_unreachable_applies_nothing(world):
+    placement, _, _, _ = world
+
+    def no_zookeeper(_uuids):
+        raise ConnectionError("zookeeper down")
+
+    applier = ReportApplier(placement, no_zookeeper, FakeOrdering())
+    try:
+        assert applier.apply([report(seq=1)]) == [[U1, 1, "failed"]]
+    finally:
+        applier.close()
+    assert placement.providers == {}
+
+
+@pytest.mark.parametrize("bad", [
+    "not a list",
+    None,
+])
+def test_a_malformed_message_is_dropped(world, bad):
+    *_, applier = world
+    assert applier.apply(bad) == []
+    assert applier.counts["invalid"] == 1
+
+
+def test_malformed_reports_in_a_batch_do_not_spoil_the_others(world):
+    placement, _, _, applier = world
+    bad_state = dict(state(U2), reserved=7)
+    answers = applier.apply([report(seq=1), {"garbage": True},
+                             report(U2, epoch=9, seq=1, st=bad_state)])
+    assert [U1, 1, "applied"] in answers and [U2, 1, "invalid"] in answers
+    assert list(placement.providers) == [U1]
+    assert applier.counts["invalid"] == 2
