@@ -93,41 +93,49 @@ class ClaimTable:
                                                     include_data=True))
                    for node in nodes]
         result = AcquireResult([], [], [])
-        session_id = self._session_id()
+        taken = []
         for node, async_result in pending:
             try:
                 _, stat = async_result.get()
-                claim = Claim(node, stat.czxid, generation)
             except zk_exc.NodeExistsError:
-                claim = self._adopt_or_watch(node, session_id, generation)
-                if claim is None:
-                    result.busy.append(node)
-                    continue
+                taken.append(node)
+                continue
             except zk_exc.KazooException as exc:
                 LOG.warning("claim on node %s failed: %s", node, exc)
                 result.failed.append(node)
                 continue
-            self._on_claimed(claim)
-            with self._lock:
-                self._held[node] = claim
-            result.acquired.append(claim)
+            self._publish(Claim(node, stat.czxid, generation), result)
+        self._adopt_or_watch(taken, generation, result)
         return result
 
-    def _adopt_or_watch(self, node: str, session_id: int | None,
-                        generation: int) -> Claim | None:
-        """A claim of ours that we forgot (e.g. a reply lost in a reconnect) is taken back;
-        anybody else's is watched until it goes."""
-        try:
-            stat = self._client.exists(self._node_path(node), watch=self._claim_event)
-        except zk_exc.KazooException as exc:
-            LOG.warning("cannot watch the claim on node %s: %s", node, exc)
-            return None
-        if stat is None:  # released between our create and our look: try again now
-            self._on_freed(node)
-            return None
-        if session_id is not None and stat.ephemeralOwner == session_id:
-            return Claim(node, stat.czxid, generation)
-        return None
+    def _publish(self, claim: Claim, result: AcquireResult) -> None:
+        self._on_claimed(claim)
+        with self._lock:
+            self._held[claim.node] = claim
+        result.acquired.append(claim)
+
+    def _adopt_or_watch(self, nodes: list[str], generation: int, result: AcquireResult) -> None:
+        """Nodes whose claim already exists: one of ours that we forgot (a reply lost in a
+        reconnect) is taken back; anybody else's is watched until it goes. Pipelined: a
+        newcomer can find hundreds of nodes still held by their previous owners."""
+        session_id = self._session_id()
+        pending = [(node, self._client.exists_async(self._node_path(node),
+                                                    watch=self._claim_event))
+                   for node in nodes]
+        for node, async_result in pending:
+            try:
+                stat = async_result.get()
+            except zk_exc.KazooException as exc:
+                LOG.warning("cannot watch the claim on node %s: %s", node, exc)
+                result.failed.append(node)
+                continue
+            if stat is None:  # released between our create and our look: try again now
+                self._on_freed(node)
+                result.busy.append(node)
+            elif session_id is not None and stat.ephemeralOwner == session_id:
+                self._publish(Claim(node, stat.czxid, generation), result)
+            else:
+                result.busy.append(node)
 
     def _claim_event(self, event: Any) -> None:
         if event.type in ("DELETED", "NONE"):

@@ -18,7 +18,7 @@ from oslo_config import cfg
 from computed import db, keystone, rpc
 from computed.claim import claims_path
 from computed.membership import fleet_root
-from computed.placement import PlacementClient
+from computed.placement import PlacementClient, PlacementError
 from computed.provider import normalise_resource_class
 from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
 from tests.harness.ironic import _request, delete_nodes, enroll_nodes
@@ -101,8 +101,17 @@ def wait_state(stack, node, state):
              f"node {node} {state}")
 
 
+def seen(placement, node):
+    """The provider as Placement has it, or None while it does not exist or is half-written
+    (created, inventory not yet set: the reporter is in the middle of applying it)."""
+    try:
+        return placement.get(node)
+    except PlacementError:
+        return None
+
+
 def providers(placement, nodes):
-    return {node: placement.get(node) for node in nodes}
+    return {node: seen(placement, node) for node in nodes}
 
 
 def test_nodes_appear_with_inventory_traits_and_follow_maintenance(stack, world, placement):
@@ -127,10 +136,10 @@ def test_nodes_appear_with_inventory_traits_and_follow_maintenance(stack, world,
 
     node = ready[1]
     ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "test"})
-    wait_for(lambda: placement.get(node).reserved == 1, 30, "maintenance on in Placement",
+    wait_for(lambda: seen(placement, node).reserved == 1, 30, "maintenance on in Placement",
              world.processes)
     ironic(stack, "DELETE", f"/nodes/{node}/maintenance")
-    wait_for(lambda: placement.get(node).reserved == 0, 30, "maintenance off in Placement",
+    wait_for(lambda: seen(placement, node).reserved == 0, 30, "maintenance off in Placement",
              world.processes)
 
 
@@ -146,16 +155,16 @@ def test_deleted_node_disappears_but_one_with_an_allocation_is_kept(stack, world
     make_available(stack, [allocated])  # a reserved node has no capacity to allocate
     world.reporter("r1")
     world.daemon("c1"), world.daemon("c2")
-    wait_for(lambda: placement.get(gone) and placement.get(allocated) and
-             placement.get(allocated).reserved == 0, 90, "reported", world.processes)
+    wait_for(lambda: seen(placement, gone) and seen(placement, allocated) and
+             seen(placement, allocated).reserved == 0, 90, "reported", world.processes)
     _allocate(placement, allocated, world.rc)
     for node in (gone, allocated):
         ironic(stack, "DELETE", f"/nodes/{node}")
         world.nodes.remove(node)
-    wait_for(lambda: placement.get(gone) is None, 60, "provider of a deleted node deleted",
+    wait_for(lambda: seen(placement, gone) is None, 60, "provider of a deleted node deleted",
              world.processes)
     time.sleep(3)  # several sync cycles: the allocated one must survive them
-    assert placement.get(allocated) is not None
+    assert seen(placement, allocated) is not None
     assert placement.has_allocations(allocated)
 
 
@@ -176,8 +185,8 @@ def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, place
     make_available(stack, [node])
     world.reporter("r1")
     daemons = [world.daemon("c1"), world.daemon("c2"), world.daemon("c3")]
-    wait_for(lambda: all(placement.get(n) for n in world.nodes) and
-             placement.get(node).reserved == 0, 90, "reported", world.processes)
+    wait_for(lambda: all(seen(placement, n) for n in world.nodes) and
+             seen(placement, node).reserved == 0, 90, "reported", world.processes)
     consumer = _allocate(placement, node, world.rc)
     before = placement.read(node)
     zk = KazooClient(hosts=stack["zookeeper"].hosts)
@@ -187,7 +196,7 @@ def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, place
         next(d for d in daemons if d.host == owner).kill()
         # The new owner reports the node: a maintenance change gets through under its epoch.
         ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "after failover"})
-        wait_for(lambda: placement.get(node).reserved == 1, 60, "new owner reports",
+        wait_for(lambda: seen(placement, node).reserved == 1, 60, "new owner reports",
                  world.processes)
         new_owner = json.loads(zk.get(f"{claims_path(fleet_root(world.group))}/{node}")[0])
         assert new_owner["host"] != owner
@@ -207,8 +216,8 @@ def test_reporter_killed_and_placement_restarted_then_everything_converges(
     make_available(stack, toggled)
     reporter = world.reporter("r1")
     world.daemon("c1"), world.daemon("c2")
-    wait_for(lambda: all(placement.get(n) for n in world.nodes) and
-             all(placement.get(n).reserved == 0 for n in toggled), 90, "reported",
+    wait_for(lambda: all(seen(placement, n) for n in world.nodes) and
+             all(seen(placement, n).reserved == 0 for n in toggled), 90, "reported",
              world.processes)
     reporter.kill()
     for node in toggled:
@@ -217,9 +226,9 @@ def test_reporter_killed_and_placement_restarted_then_everything_converges(
     stack.save()
     placement.forget()
     time.sleep(2)  # the daemons keep their reports while nobody answers
-    assert all(placement.get(n).reserved == 0 for n in toggled)
+    assert all(seen(placement, n).reserved == 0 for n in toggled)
     world.reporter("r2")
-    wait_for(lambda: all(placement.get(n).reserved == 1 for n in toggled), 90,
+    wait_for(lambda: all(seen(placement, n).reserved == 1 for n in toggled), 90,
              "reports applied after the outage", world.processes)
 
 
@@ -252,13 +261,13 @@ def test_duplicate_reordered_fenced_and_malformed_reports(stack, world, placemen
         assert send(10, 1) == [[node, 10, "applied"]]
         assert send(10, 1) == [[node, 10, "stale"]]     # duplicate
         assert send(9, 0) == [[node, 9, "stale"]]       # reordered: older than applied
-        assert placement.get(node).reserved == 1
+        assert seen(placement, node).reserved == 1
         assert send(11, 0, epoch=epoch - 1) == [[node, 11, "fenced"]]  # not the claim's epoch
-        assert placement.get(node).reserved == 1
+        assert seen(placement, node).reserved == 1
         assert _call(client, "not a list") == []                        # malformed: dropped
         assert _call(client, [{"uuid": node, "epoch": "x"}]) == []
         assert send(12, 0) == [[node, 12, "applied"]]   # the worker survived all of that
-        assert placement.get(node).reserved == 0
+        assert seen(placement, node).reserved == 0
     finally:
         transport.cleanup()
         zk.stop()

@@ -96,3 +96,39 @@ def test_view_cannot_be_modified():
     view = catalog.refresh()
     with pytest.raises(TypeError):
         view.nodes['b'] = Node(uuid='b')
+
+
+def test_update_replaces_one_node_and_removes_a_gone_one():
+    catalog = NodeCatalog(ScriptedDriver(nodes('a', 'b')), clock=Clock())
+    catalog.update('a', Node(uuid='a', maintenance=True))  # before any listing: ignored
+    assert catalog.view() is None
+    catalog.refresh()
+    catalog.update('a', Node(uuid='a', maintenance=True))
+    catalog.update('b', None)
+    assert catalog.view().nodes['a'].maintenance is True
+    assert set(catalog.view().nodes) == {'a'}
+
+
+def test_a_listing_started_before_an_update_does_not_undo_it():
+    # An event re-read node 'a' while a full listing (which read the old 'a') was in flight.
+    clock = Clock()
+
+    class SlowDriver(ScriptedDriver):
+        def list_nodes(self):
+            listed = super().list_nodes()
+            clock.now += 1
+            catalog.update('a', Node(uuid='a', maintenance=True))
+            catalog.update('c', None)
+            return listed
+
+    catalog = NodeCatalog(ScriptedDriver(nodes('a', 'c')), clock=clock)
+    catalog.refresh()
+    catalog._driver = SlowDriver(nodes('a', 'b', 'c'))
+    view = catalog.refresh()
+    assert view.nodes['a'].maintenance is True
+    assert set(view.nodes) == {'a', 'b'}
+    # The next listing, started after the update, is the truth again.
+    clock.now += 1
+    catalog._driver = ScriptedDriver(nodes('a', 'c'))
+    assert set(catalog.refresh().nodes) == {'a', 'c'}
+    assert catalog.view().nodes['a'].maintenance is False
