@@ -17,9 +17,17 @@ Guarantees a driver gives its caller:
 * Nothing here imports eventlet; drivers block in plain calls, so they work
   under real threads and under the daemon's monkey-patching alike.
 
-Later operations (deploy, undeploy, power) are added to
-:class:`BaremetalDriver` as further methods; ``close`` and the context
-manager protocol already exist so callers can release backend resources.
+Operations on one node (``deploy``, ``undeploy``, ``set_power``,
+``clear_instance``) block until the node reached the requested state or the
+``timeout`` passed, and raise a :class:`DriverError` naming the node
+otherwise. They are written so that calling one again after a crash or a
+timeout is safe: each starts from the node's real state (a node already
+``active`` with the same instance is not deployed twice, a node already
+``available`` is not undeployed). ``close`` and the context manager protocol
+let callers release backend resources.
+
+The operations are not abstract: a read-only driver (a test double listing
+nodes) need not implement them; the default raises :class:`NotSupported`.
 """
 
 from __future__ import annotations
@@ -107,6 +115,46 @@ class MalformedNode(DriverError):
         self.field = field
 
 
+class DeployFailed(DriverError):
+    """The backend refused or failed to deploy the node.
+
+    ``reason`` is the backend's own explanation (Ironic's ``last_error`` or
+    the refusal's message): it becomes the instance's fault.
+    """
+
+    def __init__(self, node_uuid: str, reason: str):
+        super().__init__(f'node {node_uuid}', reason)
+        self.node_uuid = node_uuid
+
+
+class OperationTimedOut(DriverError):
+    """The node did not reach the requested state within the timeout.
+
+    ``state`` is the last state seen; the operation may still complete
+    later on the backend's side.
+    """
+
+    def __init__(self, node_uuid: str, operation: str, timeout: float,
+                 state: str | None):
+        super().__init__(f'node {node_uuid}',
+                         f'{operation} not done after {timeout:g} s '
+                         f'(last state {state})')
+        self.node_uuid = node_uuid
+        self.operation = operation
+        self.state = state
+
+
+class NotSupported(DriverError):
+    """This driver does not implement the operation."""
+
+
+#: The power targets :meth:`BaremetalDriver.set_power` accepts (Ironic's).
+POWER_ON = 'power on'
+POWER_OFF = 'power off'
+REBOOT = 'rebooting'
+POWER_TARGETS = frozenset({POWER_ON, POWER_OFF, REBOOT})
+
+
 class BaremetalDriver(abc.ABC):
     """The operations the daemon performs on bare metal nodes."""
 
@@ -131,6 +179,56 @@ class BaremetalDriver(abc.ABC):
         :raises DriverUnavailable: as for :meth:`list_nodes`.
         :raises MalformedNode: the node exists but cannot be interpreted.
         """
+
+    def deploy(self, node_uuid: str, instance_uuid: str,
+               image_source: str | None, *, timeout: float) -> Node:
+        """Deploy ``instance_uuid`` on the node; the node once ``active``.
+
+        Associates the instance with the node, sets the image, provisions to
+        ``active`` and waits. A node already active with this instance is
+        returned as it is; one already deploying it is waited for.
+
+        :raises DeployFailed: the backend refused the deploy or it failed
+            (the reason is the backend's own), or the node hosts another
+            instance.
+        :raises OperationTimedOut: not active after ``timeout`` seconds.
+        :raises DriverUnavailable: the backend could not be reached.
+        """
+        raise NotSupported(f'node {node_uuid}', 'deploy')
+
+    def undeploy(self, node_uuid: str, *, timeout: float) -> Node:
+        """Tear the node down until it is ``available`` again (cleaning may
+        pass), with no instance associated. A node already available is
+        only cleared of a left-over instance association.
+
+        :raises DriverError: the backend refused, or cleaning failed.
+        :raises OperationTimedOut: not available after ``timeout`` seconds.
+        """
+        raise NotSupported(f'node {node_uuid}', 'undeploy')
+
+    def set_power(self, node_uuid: str, target: str, *,
+                  timeout: float) -> Node:
+        """Power the node on or off, or reboot it (one of
+        :data:`POWER_TARGETS`), and wait until the power state is reached
+        (``power on`` after a reboot).
+
+        :raises DriverError: the backend refused or failed.
+        :raises OperationTimedOut: not reached after ``timeout`` seconds.
+        """
+        raise NotSupported(f'node {node_uuid}', 'set power')
+
+    def clear_instance(self, node_uuid: str, instance_uuid: str | None = None,
+                       *, timeout: float) -> Node | None:
+        """Unwind a (failed) build: undeploy the node if it is not available
+        and clear its instance association and instance information.
+
+        With ``instance_uuid``, a node associated with another instance is
+        left untouched (it is not ours to clear). Returns the node after, or
+        None if the backend no longer knows it.
+
+        :raises DriverError: as for :meth:`undeploy`.
+        """
+        raise NotSupported(f'node {node_uuid}', 'clear instance')
 
     def close(self) -> None:
         """Release backend resources (connections). Idempotent."""

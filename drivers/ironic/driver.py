@@ -20,10 +20,20 @@ Guarantees:
   baremetal, one connect retry) are turned off so that the policy in the
   configuration is the whole story.
 * A malformed node is skipped and logged with its uuid.
+* Node operations (``deploy``, ``undeploy``, ``set_power``,
+  ``clear_instance``) also retry 409 "node locked" answers (the conductor
+  holds the node for a moment) with the same policy; they wait for their
+  result by polling the node every ``poll_interval`` (0.2 s: openstacksdk's
+  ``wait_for_*`` poll every 2 s, which would dominate a fake deploy). Each
+  starts from the node's real state, so repeating one after a crash or a
+  timeout is safe. A refusal (400) becomes the error's reason verbatim
+  (Ironic's ``faultstring``); a deploy that ends in ``deploy failed`` raises
+  ``DeployFailed`` with Ironic's ``last_error``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -35,8 +45,9 @@ from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
 from computed import keystone
-from computed.driver import (BaremetalDriver, DriverError, DriverUnavailable,
-                             MalformedNode, Node)
+from computed.driver import (POWER_ON, POWER_TARGETS, REBOOT, BaremetalDriver,
+                             DeployFailed, DriverError, DriverUnavailable,
+                             MalformedNode, Node, OperationTimedOut)
 from drivers.ironic import convert, retry
 
 LOG = logging.getLogger(__name__)
@@ -44,7 +55,23 @@ LOG = logging.getLogger(__name__)
 API_VERSION = '1.82'
 #: Ironic's default ``[api] max_limit``; a larger page is cut to it anyway.
 DEFAULT_PAGE_SIZE = 1000
+DEFAULT_POLL_INTERVAL = 0.2
 _GROUP = 'ironic'
+
+# Ironic provision states the operations reason about.
+AVAILABLE = 'available'
+ACTIVE = 'active'
+DEPLOY_FAILED = 'deploy failed'
+#: A deploy under way: wait for it.
+DEPLOYING_STATES = frozenset({'deploying', 'wait call-back'})
+#: A tear-down under way (cleaning follows deleting): wait for ``available``.
+TEARING_DOWN_STATES = frozenset({'deleting', 'cleaning', 'clean wait'})
+#: States from which ``deleted`` (tear down) is accepted.
+DELETABLE_STATES = frozenset({ACTIVE, DEPLOY_FAILED, 'error', 'wait call-back',
+                              'rescue', 'rescue failed', 'rescue wait',
+                              'service failed'})
+#: States in which a node holds no deployment (nothing to undeploy).
+UNDEPLOYED_STATES = frozenset({AVAILABLE, 'manageable', 'enroll'})
 
 
 class _Retriable(Exception):
@@ -55,6 +82,10 @@ class _Retriable(Exception):
         self.status = status
 
 
+class _Locked(Exception):
+    """409 NodeLocked: a conductor holds the node; retry shortly."""
+
+
 class _MarkerGone(Exception):
     """The node used as page marker was deleted between two attempts."""
 
@@ -63,8 +94,8 @@ def _is_retriable(exc: BaseException) -> bool:
     # keystoneauth's ConnectionError covers refused, reset, timeouts, TLS.
     # DiscoveryFailure is what the first request raises instead when Ironic
     # is down: openstacksdk discovers the API version before it.
-    return isinstance(exc, (_Retriable, _MarkerGone, ks_exc.ConnectionError,
-                            ks_exc.DiscoveryFailure))
+    return isinstance(exc, (_Retriable, _MarkerGone, _Locked,
+                            ks_exc.ConnectionError, ks_exc.DiscoveryFailure))
 
 
 class IronicDriver(BaremetalDriver):
@@ -82,7 +113,9 @@ class IronicDriver(BaremetalDriver):
                  retry_policy: retry.RetryPolicy | None = None,
                  detail: bool = False,
                  sleep: Callable[[float], None] = time.sleep,
-                 rand: Callable[[], float] = random.random):
+                 rand: Callable[[], float] = random.random,
+                 poll_interval: float = DEFAULT_POLL_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic):
         """
         :param conductor_group: list only this group's nodes; '' is Ironic's
             default group, None means every group.
@@ -101,6 +134,8 @@ class IronicDriver(BaremetalDriver):
         self._detail = detail
         self._sleep = sleep
         self._rand = rand
+        self._poll_interval = poll_interval
+        self._clock = clock
 
     # -- construction -----------------------------------------------------
 
@@ -168,6 +203,228 @@ class IronicDriver(BaremetalDriver):
             return None
         return convert.node_from_api(response)
 
+
+    # -- operations ---------------------------------------------------------
+
+    def deploy(self, node_uuid: str, instance_uuid: str,
+               image_source: str | None, *, timeout: float) -> Node:
+        node = self._require(node_uuid)
+        if node.instance_uuid not in (None, instance_uuid):
+            raise DeployFailed(node_uuid, f'node hosts instance '
+                               f'{node.instance_uuid}, not {instance_uuid}')
+        if node.instance_uuid == instance_uuid:
+            if node.provision_state == ACTIVE:
+                return node
+            if node.provision_state in DEPLOYING_STATES:
+                return self._wait_deployed(node_uuid, instance_uuid, timeout)
+        self._associate(node, instance_uuid, image_source)
+        self._provision_active(node_uuid, instance_uuid)
+        return self._wait_deployed(node_uuid, instance_uuid, timeout)
+
+    def undeploy(self, node_uuid: str, *, timeout: float) -> Node:
+        deadline = self._clock() + timeout
+        node = self._require(node_uuid)
+        if node.provision_state in DEPLOYING_STATES - DELETABLE_STATES:
+            # Ironic refuses a tear-down while deploying: let it finish.
+            node = self._wait(node_uuid, 'deploy before undeploy',
+                              deadline - self._clock(),
+                              lambda n: n.provision_state
+                              not in DEPLOYING_STATES - DELETABLE_STATES)
+        if node.provision_state in DELETABLE_STATES:
+            self._provision(node_uuid, 'deleted', f'node {node_uuid}')
+        elif node.provision_state not in UNDEPLOYED_STATES | \
+                TEARING_DOWN_STATES:
+            raise DriverError(f'node {node_uuid}', f'cannot undeploy from '
+                              f'state {node.provision_state!r}: '
+                              f'{node.last_error or "no last_error"}')
+        if node.provision_state not in UNDEPLOYED_STATES:
+            node = self._wait(node_uuid, 'undeploy', deadline - self._clock(),
+                              _is_available, _undeploy_failure)
+        if node.instance_uuid is not None:
+            self._patch(node_uuid, [{'op': 'remove',
+                                     'path': '/instance_uuid'}])
+            node = self._require(node_uuid)
+        return node
+
+    def set_power(self, node_uuid: str, target: str, *,
+                  timeout: float) -> Node:
+        if target not in POWER_TARGETS:
+            raise ValueError(f'power target must be one of '
+                             f'{sorted(POWER_TARGETS)}, not {target!r}')
+        what = f'node {node_uuid}'
+        wanted = POWER_ON if target == REBOOT else target
+        before = self._power(node_uuid)
+        response = self._write('put', f'/nodes/{node_uuid}/states/power',
+                               what, {'target': target})
+        if response.status_code >= 400:
+            raise DriverError(what, f'{target} refused: {_fault(response)}')
+        deadline = self._clock() + timeout
+        while True:
+            power = self._power(node_uuid)
+            if power.get('target_power_state') is None:
+                break
+            if self._clock() >= deadline:
+                raise OperationTimedOut(node_uuid, target, timeout,
+                                        power.get('power_state'))
+            self._sleep(self._poll_interval)
+        if power.get('power_state') != wanted:
+            error = power.get('last_error')
+            if error == before.get('last_error'):
+                error = None
+            raise DriverError(what, f'{target} failed: power state is '
+                              f'{power.get("power_state")}: '
+                              f'{error or "no error"}')
+        return self._require(node_uuid)
+
+    def clear_instance(self, node_uuid: str, instance_uuid: str | None = None,
+                       *, timeout: float) -> Node | None:
+        what = f'node {node_uuid}'
+        node = self.get_node(node_uuid)
+        if node is None:
+            return None
+        if instance_uuid is not None and node.instance_uuid not in (
+                None, instance_uuid):
+            LOG.info('%s: not clearing, it hosts instance %s, not %s', what,
+                     node.instance_uuid, instance_uuid)
+            return node
+        if node.instance_uuid is not None and \
+                node.provision_state not in UNDEPLOYED_STATES:
+            node = self.undeploy(node_uuid, timeout=timeout)
+        ops: list[dict[str, Any]] = []
+        if node.instance_uuid is not None:
+            ops.append({'op': 'remove', 'path': '/instance_uuid'})
+        if self._instance_info(node_uuid):
+            ops.append({'op': 'replace', 'path': '/instance_info',
+                        'value': {}})
+        if ops:
+            self._patch(node_uuid, ops)
+            node = self._require(node_uuid)
+        return node
+
+    # -- operation internals ------------------------------------------------
+
+    def _require(self, node_uuid: str) -> Node:
+        node = self.get_node(node_uuid)
+        if node is None:
+            raise DriverError(f'node {node_uuid}', 'no such node in Ironic')
+        return node
+
+    def _fields(self, node_uuid: str, fields: str) -> dict:
+        """Fields :class:`Node` does not carry, read raw."""
+        what = f'node {node_uuid}'
+        body = self._retrying(lambda: self._get(
+            f'/nodes/{node_uuid}', {'fields': fields}, what), what)
+        if body is None:
+            raise DriverError(what, 'no such node in Ironic')
+        return body
+
+    def _instance_info(self, node_uuid: str) -> dict:
+        return self._fields(node_uuid, 'instance_info').get(
+            'instance_info') or {}
+
+    def _power(self, node_uuid: str) -> dict:
+        return self._fields(node_uuid,
+                            'power_state,target_power_state,last_error')
+
+    def _associate(self, node: Node, instance_uuid: str,
+                   image_source: str | None) -> None:
+        ops: list[dict[str, Any]] = []
+        if node.instance_uuid is None:
+            ops.append({'op': 'add', 'path': '/instance_uuid',
+                        'value': instance_uuid})
+        if image_source is not None:
+            ops.append({'op': 'add', 'path': '/instance_info/image_source',
+                        'value': image_source})
+        if not ops:
+            return
+        response = self._write('patch', f'/nodes/{node.uuid}',
+                               f'node {node.uuid}', ops)
+        if response.status_code < 400:
+            return
+        # A retried PATCH whose first attempt landed, or a racer.
+        again = self._require(node.uuid)
+        if again.instance_uuid == instance_uuid and response.status_code == 409:
+            self._associate(again, instance_uuid, image_source)
+            return
+        raise DeployFailed(node.uuid, f'cannot associate instance '
+                           f'{instance_uuid}: {_fault(response)}')
+
+    def _provision_active(self, node_uuid: str, instance_uuid: str) -> None:
+        response = self._write('put', f'/nodes/{node_uuid}/states/provision',
+                               f'node {node_uuid}', {'target': 'active'})
+        if response.status_code < 400:
+            return
+        node = self._require(node_uuid)
+        if node.instance_uuid == instance_uuid and (
+                node.provision_state in DEPLOYING_STATES | {ACTIVE}):
+            return  # a retried request whose first attempt was accepted
+        raise DeployFailed(node_uuid, _fault(response))
+
+    def _wait_deployed(self, node_uuid: str, instance_uuid: str,
+                       timeout: float) -> Node:
+        def failure(node: Node) -> DriverError | None:
+            if node.provision_state == DEPLOY_FAILED:
+                return DeployFailed(node_uuid, node.last_error
+                                    or 'deploy failed (no last_error)')
+            if node.instance_uuid != instance_uuid:
+                return DeployFailed(node_uuid, f'deploy interrupted: node '
+                                    f'now hosts {node.instance_uuid}')
+            if node.provision_state not in DEPLOYING_STATES | {ACTIVE} and \
+                    node.target_provision_state != ACTIVE:
+                return DeployFailed(node_uuid, f'deploy interrupted: node is '
+                                    f'{node.provision_state}')
+            return None
+        return self._wait(node_uuid, 'deploy', timeout,
+                          lambda n: n.provision_state == ACTIVE, failure)
+
+    def _provision(self, node_uuid: str, target: str, what: str) -> None:
+        response = self._write('put', f'/nodes/{node_uuid}/states/provision',
+                               what, {'target': target})
+        if response.status_code >= 400:
+            raise DriverError(what, f'provision {target!r} refused: '
+                              f'{_fault(response)}')
+
+    def _patch(self, node_uuid: str, ops: list[dict[str, Any]]) -> None:
+        what = f'node {node_uuid}'
+        response = self._write('patch', f'/nodes/{node_uuid}', what, ops)
+        if response.status_code >= 400:
+            raise DriverError(what, f'update refused: {_fault(response)}')
+
+    def _wait(self, node_uuid: str, operation: str, timeout: float,
+              done: Callable[[Node], bool],
+              failure: Callable[[Node], DriverError | None] = lambda n: None
+              ) -> Node:
+        """Poll the node until ``done``; raise ``failure``'s error or a
+        timeout."""
+        deadline = self._clock() + max(timeout, 0.0)
+        while True:
+            node = self._require(node_uuid)
+            error = failure(node)
+            if error is not None:
+                raise error
+            if done(node):
+                return node
+            if self._clock() >= deadline:
+                raise OperationTimedOut(node_uuid, operation, timeout,
+                                        node.provision_state)
+            self._sleep(self._poll_interval)
+
+    def _write(self, method: str, path: str, what: str, body: Any) -> Any:
+        """One PATCH/PUT, retried on connection errors, 5xx and NodeLocked;
+        any other answer (success or refusal) is returned."""
+        call = getattr(self._conn.baremetal, method)
+
+        def once() -> Any:
+            response = call(path, json=body, microversion=API_VERSION,
+                            raise_exc=False, connect_retries=0)
+            status = response.status_code
+            if status >= 500:
+                raise _Retriable(status, response.text)
+            if status == 409 and 'locked' in _fault(response).lower():
+                raise _Locked(_fault(response))
+            return response
+        return self._retrying(once, what)
+
     # -- internals ----------------------------------------------------------
 
     def _retrying(self, fn: Callable[[], Any], what: str) -> Any:
@@ -207,6 +464,36 @@ class IronicDriver(BaremetalDriver):
         if not isinstance(body, dict):
             raise DriverError(what, f'unexpected answer {body!r:.200}')
         return body
+
+
+def _is_available(node: Node) -> bool:
+    return node.provision_state == AVAILABLE
+
+
+def _undeploy_failure(node: Node) -> DriverError | None:
+    if node.provision_state in ('clean failed', 'error', DEPLOY_FAILED):
+        return DriverError(f'node {node.uuid}', f'undeploy ended in '
+                           f'{node.provision_state!r}: '
+                           f'{node.last_error or "no last_error"}')
+    return None
+
+
+def _fault(response: Any) -> str:
+    """Ironic's message from an error answer (its ``faultstring``)."""
+    text = getattr(response, 'text', '') or ''
+    try:
+        message = json.loads(text).get('error_message', text)
+        if isinstance(message, str):
+            try:
+                message = json.loads(message)
+            except ValueError:
+                pass
+        if isinstance(message, dict):
+            message = message.get('faultstring') or json.dumps(message)
+        text = str(message)
+    except (ValueError, AttributeError):
+        pass
+    return ' '.join(text.split())[:500] or f'HTTP {response.status_code}'
 
 
 class _Listing:
