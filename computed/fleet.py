@@ -162,10 +162,12 @@ class Fleet:
         return ownership.managed.get(self.host, frozenset())
 
     def _record_claim(self, claim: Claim) -> None:
+        self.claimed = getattr(self, "claimed", 0) + 1  # read by computed.metrics
         self._audit.record("claim", node=claim.node, epoch=claim.epoch,
                            member_epoch=self._membership.epoch)
 
     def _record_release(self, claim: Claim) -> None:
+        self.released = getattr(self, "released", 0) + 1  # read by computed.metrics
         self._audit.record("release", node=claim.node, epoch=claim.epoch)
 
     def _release(self, nodes: Iterable[str]) -> None:

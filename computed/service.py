@@ -137,6 +137,7 @@ class ComputeService:
 
     def node_hint(self, uuid: str, event_type: str) -> None:
         """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
+        self.last_event_at = time.monotonic()  # read by computed.metrics (event lag)
         if event_type in LISTING_EVENTS:
             self._refresh_soon.set()
         with self._hints_lock:

@@ -28,7 +28,7 @@ from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
-from computed import rpc
+from computed import metrics, rpc, systemd
 from computed.db import api as db_api
 from computed.events import listener
 from computed.report import Outbox
@@ -111,12 +111,15 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     backend = _backend_label(conf.coordination.backend_url)
     service = _service(conf)
+    endpoint = metrics.serve_daemon(conf, service)  # before joining: a busy port is a config error
     try:
         service.start()
     except coordination.ToozError as exc:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
         return EXIT_BACKEND
+    status = systemd.StatusLoop(lambda: metrics.describe(service)).start()
+    systemd.ready(metrics.describe(service))
     try:
         LOG.info('computed is up: host %s in group %s on %s',
                  service.membership.host, conf.coordination.group, backend)
@@ -125,10 +128,13 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         if stop.requested:
             LOG.info('Received %s: draining, then leaving group %s',
                      stop.signal_name, conf.coordination.group)
+            systemd.stopping(f'{stop.signal_name}: draining')
             service.stop()
             service.wait(conf.fleet.drain_timeout + 10)
         failed = service.error
     finally:
+        status.stop()
+        endpoint.stop()
         service.close()
     if failed is not None:
         LOG.error('computed stopped: %s', failed)

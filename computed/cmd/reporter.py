@@ -20,7 +20,7 @@ from typing import NoReturn
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from computed import keystone, rpc
+from computed import keystone, metrics, rpc, systemd
 from computed.claim import claim_epochs
 from computed.cmd import common
 from computed.conf import loader
@@ -65,8 +65,11 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         transport = rpc.get_transport(conf)
         server = rpc.get_server(transport, conf.reporter.topic, host,
                                 [ReporterEndpoint(applier)])
+        endpoint = metrics.serve_reporter(conf, applier, client)
         server.start()
         LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
+        systemd.ready(f'serving topic {conf.reporter.topic}')
+        status = systemd.StatusLoop(lambda: f'reports: {dict(applier.counts)}').start()
         try:
             next_stats = time.monotonic() + STATS_INTERVAL
             while not stop.requested:
@@ -75,6 +78,9 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
                     LOG.info('reports so far: %s', dict(applier.counts))
                     next_stats = time.monotonic() + STATS_INTERVAL
         finally:
+            systemd.stopping()
+            status.stop()
+            endpoint.stop()
             server.stop()
             server.wait()
             applier.close()

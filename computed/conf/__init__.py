@@ -15,10 +15,11 @@ from computed.conf import database
 from computed.conf import default
 from computed.conf import fleet
 from computed.conf import ironic
+from computed.conf import metrics
 from computed.conf import placement
 from computed.conf import reporter
 
-MODULES = (default, coordination, fleet, ironic, placement, reporter, database)
+MODULES = (default, coordination, fleet, ironic, placement, reporter, database, metrics)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
