@@ -38,7 +38,7 @@ from computed.audit import AuditLog
 from computed.claim import Claim, ClaimTable
 from computed.epoch import Fence, SessionState
 from computed.membership import Membership
-from hashring.ownership import compute_ownership
+from hashring.ownership import Ownership, compute_ownership
 
 LOG = logging.getLogger(__name__)
 
@@ -59,7 +59,8 @@ class Fleet:
     def __init__(self, client: Any, membership: Membership, fence: Fence, root: str,
                  nodes: Callable[[], Iterable[str] | None], audit: AuditLog,
                  instance_hosts: Callable[[], Mapping[str, str]] = dict,
-                 join_timeout: float = 30.0, tick: float = 1.0):
+                 join_timeout: float = 30.0, tick: float = 1.0,
+                 on_joined: Callable[[int], None] = lambda member_epoch: None):
         self.host = membership.host
         self.state = FleetState.JOINING
         self._client = client
@@ -69,10 +70,13 @@ class Fleet:
         self._instance_hosts = instance_hosts
         self._audit = audit
         self._join_timeout = join_timeout
+        self._on_joined = on_joined
         self._tick = tick
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._generation = 0  # the fence generation our membership and claims belong to
+        self.members: list = []
+        self.ownership: Ownership | None = None  # the rules' answer at the last pass
         self.claims = ClaimTable(client, root, self.host, on_freed=lambda _node: self.wake(),
                                  on_claimed=self._record_claim, on_released=self._record_release)
         self.passes = 0
@@ -120,6 +124,7 @@ class Fleet:
         self._audit.record("join", member_epoch=epoch, generation=self._generation)
         LOG.info("host %s joined group %s with member epoch %s", self.host,
                  self._membership.group, epoch)
+        self._on_joined(epoch)
         self.state = FleetState.ACTIVE
 
     def reconcile(self) -> None:
@@ -159,6 +164,8 @@ class Fleet:
             return None
         ownership = compute_ownership([m.as_ring_member() for m in members], nodes,
                                       self._instance_hosts())
+        # Kept for the service: orphans (instances whose host is gone) are re-homed from it.
+        self.members, self.ownership = members, ownership
         return ownership.managed.get(self.host, frozenset())
 
     def _record_claim(self, claim: Claim) -> None:

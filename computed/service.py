@@ -25,19 +25,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 from urllib import parse
 
 from kazoo.client import KazooState
 
 from computed.audit import AuditLog
 from computed.claim import Claim
+from computed.db import api as db_api
 from computed.driver import BaremetalDriver, DriverError, Node
 from computed.epoch import Fence
 from computed.fleet import Fleet
 from computed.membership import Membership, MembershipError, fleet_root, kazoo_client
 from computed.node import NodeCatalog
 from computed.provider import provider_from_node
+from computed.rehome import Rehomer, readopt_own
 from computed.report import Outbox
 
 LOG = logging.getLogger(__name__)
@@ -60,24 +62,28 @@ class ComputeService:
                  audit_path: str | None = None, join_timeout: float = 30.0,
                  drain_timeout: float = 60.0,
                  outbox: Callable[[Callable[[str, int], bool]], Outbox] | None = None,
-                 known_providers: Callable[[], Iterable[str]] | None = None,
+                 engine: Any | None = None, rehome_grace: float = 120.0,
                  events: Callable[[Callable[[str, str], None]], Any] | None = None):
         self._coordinator = coordinator
         self._client = kazoo_client(coordinator)
         self._driver = driver
         self._refresh_interval = node_refresh_interval
         self._drain_timeout = drain_timeout
-        self._known_providers = known_providers
+        self._engine = engine
         self.fence = Fence(session_timeout, on_change=self._session_changed)
         self.membership = Membership(coordinator, group, host, weight,
                                      on_change=lambda: self.fleet.wake())
         self.audit = AuditLog(audit_path, self.membership.host)
         self.fleet = Fleet(self._client, self.membership, self.fence, fleet_root(group),
-                           nodes=self.node_uuids, audit=self.audit, join_timeout=join_timeout)
+                           nodes=self.node_uuids, audit=self.audit, join_timeout=join_timeout,
+                           instance_hosts=self._instance_hosts, on_joined=self._joined)
+        self.rehomer = (Rehomer(engine, self.membership.host, rehome_grace)
+                        if engine is not None else None)
         self.catalog = NodeCatalog(driver)
         self.outbox = outbox(self.may_report) if outbox is not None else None
         self._listener = events(self.node_hint) if events is not None else None
         self._providers: frozenset[str] = frozenset()
+        self._sticky: Mapping[str, str] = {}
         self._synced: dict[str, tuple[int, Node | None]] = {}
         self._no_class_logged: set[str] = set()
         self._hints: set[str] = set()
@@ -127,13 +133,50 @@ class ComputeService:
             self.catalog.refresh()
         except DriverError:
             return False  # nothing listed yet; the catalog logged why
-        if self._known_providers is not None:
+        if self._engine is not None:
             try:
-                self._providers = frozenset(self._known_providers())
+                self._providers = frozenset(db_api.provider_uuids(self._engine))
             except Exception as exc:  # the database is a hint here: keep the last set
                 LOG.warning("cannot read known providers: %s", exc)
         after = self.node_uuids()
         return before is None or set(before) != set(after or ())
+
+    # --- instances ---------------------------------------------------------------------
+
+    def _instance_hosts(self) -> Mapping[str, str]:
+        """Nodes hosting live instances -> the instances' hosts (for stickiness)."""
+        if self._engine is None:
+            return {}
+        try:
+            self._sticky = db_api.instance_hosts(self._engine)
+        except Exception as exc:  # keep the last answer: dropping stickiness would move nodes
+            LOG.warning("cannot read instance hosts, keeping the last ones: %s", exc)
+        return self._sticky
+
+    def _joined(self, member_epoch: int) -> None:
+        """A (re)join: keep this host's instances under its new member epoch."""
+        if self._engine is None:
+            return
+        moved = readopt_own(self._engine, self.membership.host, member_epoch)
+        if moved:
+            LOG.info("kept %d instance(s) of this host under member epoch %s", len(moved),
+                     member_epoch)
+
+    def rehome_orphans(self) -> list[str]:
+        """Adopt instances orphaned for longer than the grace period, if this daemon is their
+        adopter; returns the adopted instance uuids."""
+        ownership = self.fleet.ownership
+        if self.rehomer is None or ownership is None:
+            return []
+        members = [m.as_ring_member() for m in self.fleet.members]
+        adopted = self.rehomer.step(members, ownership.orphans, self.membership.epoch)
+        for uuid in adopted:
+            self.audit.record("rehome", instance=uuid, member_epoch=self.membership.epoch)
+        if adopted:
+            self.fleet.wake()
+        return adopted
+
+    # --- events --------------------------------------------------------------------------
 
     def node_hint(self, uuid: str, event_type: str) -> None:
         """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
@@ -212,6 +255,7 @@ class ComputeService:
             try:
                 self._reread_hinted()
                 self.sync_claimed()
+                self.rehome_orphans()
             except Exception:  # one bad pass must not stop syncing
                 LOG.exception("node sync pass failed")
             self._node_wake.wait(min(1.0, self._refresh_interval))

@@ -157,6 +157,20 @@ def moves_between(before: Iterable[Member], after: Iterable[Member],
                           max_load))
 
 
+def adopters(members: Iterable[Member], orphans: Mapping[str, str],
+             partitions: int = DEFAULT_PARTITIONS) -> Dict[str, str]:
+    """Return ``{node: member}``: who should adopt each orphaned node's instance.
+
+    The adopter is the node's ring owner among the live, non-draining members, so every
+    daemon computes the same adopter without talking to the others, and adopted instances
+    spread over the fleet the way free nodes do. Empty when every member drains.
+    """
+    eligible = [m for m in _by_name(members).values() if not m.draining]
+    if not eligible or not orphans:
+        return {}
+    return dict(_ring(eligible, partitions).assign(list(orphans)))
+
+
 def _by_name(members: Iterable[Member]) -> Dict[str, Member]:
     live: Dict[str, Member] = {}
     for member in members:

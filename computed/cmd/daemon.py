@@ -104,7 +104,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         node_refresh_interval=conf.fleet.node_refresh_interval,
         audit_path=conf.fleet.audit_log, join_timeout=conf.coordination.join_timeout,
         drain_timeout=conf.fleet.drain_timeout, outbox=outbox,
-        known_providers=lambda: db_api.provider_uuids(engine),
+        engine=engine, rehome_grace=conf.fleet.rehome_grace,
         events=events if conf.ironic.notifications else None)
 
 

@@ -36,6 +36,15 @@ ALL_OPTS = [
         help='On SIGTERM, seconds to wait for peers to take over this '
              "daemon's free nodes before it leaves anyway (its claims then "
              'go with it and peers take the nodes at once).'),
+    cfg.FloatOpt(
+        'rehome_grace',
+        default=120.0,
+        min=0,
+        help='Seconds an instance whose daemon left the group stays with it '
+             'before a live daemon adopts it (its node then moves to the '
+             'adopter). Long enough for a restart or a short partition to '
+             'heal; a daemon that comes back after it finds its instances '
+             're-homed and leaves them alone.'),
     cfg.StrOpt(
         'audit_log',
         help='File to append one JSON line to for every claim, release and '

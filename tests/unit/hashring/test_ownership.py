@@ -153,3 +153,17 @@ def test_no_moves_without_change(world):
                             instances, SMALL)
     assert moves(one, two) == ()
     assert one == two
+
+
+def test_adopters_are_the_ring_owners_among_live_non_draining_members():
+    from hashring.ownership import adopters
+    members = [Member("a"), Member("b"), Member("c", draining=True)]
+    orphans = {f"node-{i}": "dead-host" for i in range(200)}
+    chosen = adopters(members, orphans)
+    assert set(chosen) == set(orphans)
+    assert set(chosen.values()) == {"a", "b"}  # never the draining one
+    # The same answer as the ring gives free nodes, so every daemon agrees.
+    free = compute_ownership(members, list(orphans), {})
+    assert chosen == free.owners()
+    assert adopters([Member("c", draining=True)], orphans) == {}
+    assert adopters(members, {}) == {}

@@ -1,0 +1,89 @@
+"""Re-homing: instances whose daemon is gone get a new one, after a grace period, safely.
+
+Owns the rule Nova never had. A node hosting an instance stays with the instance's host (sticky);
+when that host leaves the group, its instances are *orphans* (:func:`hashring.ownership.
+compute_ownership`). Once an orphan has stayed orphaned for ``grace`` seconds, the node's ring
+owner among the live, non-draining members (:func:`hashring.ownership.adopters`: every daemon
+computes the same one) adopts its instance with a compare-and-set on (host, epoch) in the
+database: of two racing adopters exactly one wins, and a daemon that comes back finds the instance
+no longer has its (host, epoch), so it leaves it alone.
+
+Epochs here are *member* epochs (the zxid of the host's membership znode, new on every join). A
+daemon that rejoins keeps its own instances by moving them from its old epoch to its new one
+(:func:`readopt_own`), with the same compare-and-set, so it can never take back an instance that
+was re-homed while it was away.
+
+The grace clock starts when this daemon first sees the orphan; a daemon that restarts starts it
+again, which only delays adoption.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from computed.db import api as db_api
+from hashring.ownership import Member, adopters
+
+LOG = logging.getLogger(__name__)
+
+
+class Rehomer:
+    def __init__(self, engine: Any, host: str, grace: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self._engine = engine
+        self._host = host
+        self._grace = grace
+        self._clock = clock
+        self._orphaned_since: dict[str, float] = {}
+
+    def due(self, orphans: Mapping[str, str]) -> list[str]:
+        """Nodes orphaned for at least the grace period (and forget those no longer orphans)."""
+        now = self._clock()
+        for node in list(self._orphaned_since):
+            if node not in orphans:
+                del self._orphaned_since[node]
+        for node in orphans:
+            self._orphaned_since.setdefault(node, now)
+        return sorted(node for node, since in self._orphaned_since.items()
+                      if now - since >= self._grace)
+
+    def step(self, members: Iterable[Member], orphans: Mapping[str, str],
+             member_epoch: int) -> list[str]:
+        """Adopt the instances of due orphans whose adopter is this daemon; returns their uuids."""
+        due = {node: orphans[node] for node in self.due(orphans)}
+        mine = [node for node, adopter in adopters(members, due).items()
+                if adopter == self._host]
+        if not mine:
+            return []
+        adopted = []
+        by_node = {row.node_uuid: row for row in db_api.live_instances(self._engine)
+                   if row.node_uuid in set(mine)}
+        for node in mine:
+            row = by_node.get(node)
+            if row is None:
+                continue
+            if db_api.rehome_instance(self._engine, row.uuid, row.host, row.epoch,
+                                      self._host, member_epoch):
+                LOG.warning("re-homed instance %s on node %s from %s (gone for %.0fs or more) "
+                            "to %s", row.uuid, node, row.host, self._grace, self._host)
+                adopted.append(row.uuid)
+                self._orphaned_since.pop(node, None)
+            else:
+                LOG.info("instance %s on node %s was adopted by someone else first",
+                         row.uuid, node)
+        return adopted
+
+
+def readopt_own(engine: Any, host: str, member_epoch: int) -> list[str]:
+    """Move this host's instances from its previous member epochs to the current one."""
+    moved = []
+    for row in db_api.instances_by_host(engine, host):
+        if row.epoch == member_epoch:
+            continue
+        if db_api.rehome_instance(engine, row.uuid, host, row.epoch, host, member_epoch):
+            moved.append(row.uuid)
+        else:
+            LOG.info("instance %s changed hands while %s was away; leaving it", row.uuid, host)
+    return moved

@@ -1,0 +1,77 @@
+"""Re-homing on a real (sqlite) database: grace, adopter choice, compare-and-set."""
+
+import pytest
+
+from computed import db
+from computed.db import api as db_api
+from computed.rehome import Rehomer, readopt_own
+from hashring.ownership import Member, adopters
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def engine(tmp_path):
+    url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
+    db.sync(url)
+    engine = db_api.engine_from_url(url)
+    yield engine
+    engine.dispose()
+
+
+def instance(engine, uuid, node, host, epoch):
+    db_api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host=host, epoch=epoch)
+
+
+MEMBERS = [Member("a"), Member("b")]
+NODES = [f"00000000-0000-0000-0000-{i:012d}" for i in range(40)]
+INSTANCES = [f"11111111-0000-0000-0000-{i:012d}" for i in range(40)]
+
+
+def test_orphans_are_adopted_only_after_the_grace_and_only_by_their_adopter(engine):
+    for node, uuid in zip(NODES, INSTANCES):
+        instance(engine, uuid, node, "dead", 5)
+    orphans = {node: "dead" for node in NODES}
+    clock = Clock()
+    rehomers = {name: Rehomer(engine, name, grace=30, clock=clock) for name in ("a", "b")}
+    assert rehomers["a"].step(MEMBERS, orphans, member_epoch=70) == []
+    assert rehomers["b"].step(MEMBERS, orphans, member_epoch=80) == []
+    clock.now = 29.9
+    assert rehomers["a"].step(MEMBERS, orphans, member_epoch=70) == []
+    clock.now = 30
+    adopted = {name: r.step(MEMBERS, orphans, member_epoch=70 if name == "a" else 80)
+               for name, r in rehomers.items()}
+    expected = adopters(MEMBERS, orphans)
+    hosts = db_api.instance_hosts(engine)
+    assert hosts == expected  # every instance went to its node's adopter, none twice
+    assert len(adopted["a"]) + len(adopted["b"]) == len(NODES)
+    assert {db_api.get_instance(engine, u).epoch for u in adopted["a"]} == {70}
+
+
+def test_a_node_that_stops_being_orphaned_restarts_its_grace(engine):
+    instance(engine, INSTANCES[0], NODES[0], "dead", 5)
+    clock = Clock()
+    rehomer = Rehomer(engine, "a", grace=10, clock=clock)
+    rehomer.step([Member("a")], {NODES[0]: "dead"}, 70)
+    clock.now = 8
+    rehomer.step([Member("a")], {}, 70)  # its host came back
+    clock.now = 12
+    assert rehomer.step([Member("a")], {NODES[0]: "dead"}, 70) == []
+    clock.now = 22
+    assert rehomer.step([Member("a")], {NODES[0]: "dead"}, 70) == [INSTANCES[0]]
+
+
+def test_a_returning_daemon_keeps_its_own_but_not_what_was_rehomed(engine):
+    instance(engine, INSTANCES[0], NODES[0], "a", 5)
+    instance(engine, INSTANCES[1], NODES[1], "a", 5)
+    assert db_api.rehome_instance(engine, INSTANCES[1], "a", 5, "b", 9)  # adopted while away
+    assert readopt_own(engine, "a", 12) == [INSTANCES[0]]
+    assert db_api.get_instance(engine, INSTANCES[0]).epoch == 12
+    assert db_api.get_instance(engine, INSTANCES[1]).host == "b"
+    assert readopt_own(engine, "a", 12) == []  # already current
