@@ -24,6 +24,7 @@ from oslo_config import cfg
 from computed.cmd import common
 from computed.cmd import db
 from computed.cmd import fleet
+from computed.cmd import server
 from computed.conf import loader
 
 PROG = 'computed-manage'
@@ -91,6 +92,37 @@ CATEGORIES: dict[str, Category] = {
             'version': Command(
                 run=db.db_version,
                 help="Print the database's schema revision and the newest one."),
+        }),
+    'server': Category(
+        help='Instances: build on a free node, list, show, operate (computed.cmd.server).',
+        commands={
+            'create': Command(
+                run=server.server_create,
+                help='Schedule an instance through Placement and cast its build to the '
+                     "node's daemon.",
+                arguments=(
+                    (('--resource-class',), {'required': True, 'metavar': 'CLASS',
+                                             'help': "Ironic resource class, or Placement's "
+                                                     'CUSTOM_* name'}),
+                    (('--trait',), {'action': 'append', 'metavar': 'TRAIT',
+                                    'help': 'required trait (repeatable)'}),
+                    (('--image',), {'metavar': 'URL', 'help': 'image_source to deploy'}),
+                    (('--wait',), {'action': 'store_true',
+                                   'help': 'wait until ACTIVE or ERROR (exit 1 on ERROR)'}),
+                    (('--timeout',), {'type': float, 'default': 1800.0,
+                                      'help': 'seconds --wait waits (default 1800)'}))),
+            'list': Command(
+                run=server.server_list, help='The live (not deleted) instances.',
+                arguments=((('--json',), {'action': 'store_true'}),)),
+            'show': Command(
+                run=server.server_show, help='One instance, deleted or not.',
+                arguments=((('instance',), {'metavar': 'UUID'}),
+                           (('--json',), {'action': 'store_true'}))),
+            **{action: Command(
+                run=getattr(server, f'server_{action}'),
+                help=f'{action.capitalize()} an instance (cast to its current host).',
+                arguments=((('instance',), {'metavar': 'UUID'}),))
+               for action in ('delete', 'reboot', 'stop', 'start')},
         }),
 }
 

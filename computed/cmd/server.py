@@ -1,0 +1,180 @@
+"""``computed-manage server ...``: create, list, show and operate instances.
+
+``create`` schedules through Placement (:mod:`computed.scheduler`), records the instance and
+casts the build to the daemon owning the chosen node (:mod:`computed.compute_rpc`); ``--wait``
+polls the database until the instance is ACTIVE or ERROR (exit 1 on ERROR). ``delete``,
+``reboot``, ``stop`` and ``start`` cast to the instance's current host as the database says.
+``list`` and ``show`` read the database only (``--json``: stable documents, see
+:func:`document`).
+
+Bad input (an unknown resource class or trait, a malformed uuid, an unknown instance) and
+unreachable services end with one line on stderr and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from oslo_config import cfg
+
+from computed.cmd import common
+from computed.conf.errors import ConfigError
+
+PROG = 'computed-manage'
+EXIT_FAILED = 1
+
+T = TypeVar('T')
+
+FIELDS = ('uuid', 'state', 'node_uuid', 'host', 'epoch', 'resource_class', 'traits', 'image',
+          'fault', 'created_at', 'updated_at', 'deleted_at')
+
+
+def document(row: Any) -> dict[str, Any]:
+    """An instance as a JSON-ready dict (times ISO 8601, UTC)."""
+    doc = {}
+    for field in FIELDS:
+        value = getattr(row, field)
+        if hasattr(value, 'isoformat'):
+            value = value.isoformat() + 'Z'
+        elif isinstance(value, tuple):
+            value = list(value)
+        doc[field] = value
+    return doc
+
+
+def _engine(conf: cfg.ConfigOpts) -> Any:
+    from computed.db import api as db_api
+    if not conf.database.connection:
+        raise ConfigError('database', 'connection', 'required by server commands')
+    return db_api.engine_from_url(conf.database.connection)
+
+
+def _guard(body: Callable[[], T]) -> T:
+    """Run ``body``; the expected failures become one line and exit 1."""
+    from sqlalchemy import exc as sa_exc
+    from computed import scheduler
+    from computed.compute_rpc import NoHost
+    from computed.db.api import DatabaseError
+    from computed.driver import DriverError
+    from computed.placement import PlacementError
+    try:
+        return body()
+    except (scheduler.BadRequest, scheduler.NoValidHost, DatabaseError, PlacementError, NoHost,
+            DriverError, TimeoutError) as exc:
+        common.fail(PROG, str(exc), EXIT_FAILED)
+    except sa_exc.SQLAlchemyError as exc:
+        common.fail(PROG, f'database: {" ".join(str(getattr(exc, "orig", exc)).split())}',
+                    EXIT_FAILED)
+    except Exception as exc:  # oslo.messaging, kazoo: transport failures
+        if type(exc).__module__.split('.')[0] in ('oslo_messaging', 'kazoo', 'keystoneauth1'):
+            common.fail(PROG, f'{type(exc).__name__}: {exc}', EXIT_FAILED)
+        raise
+
+
+@contextlib.contextmanager
+def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
+    from computed import keystone, rpc, scheduler
+    from computed.compute_rpc import ComputeAPI, ServerAPI
+    from computed.membership import fleet_root
+    transport = rpc.get_transport(conf)
+    try:
+        with common.zookeeper(conf) as client:
+            owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
+            yield ServerAPI(engine, keystone.load_adapter(conf, 'placement'),
+                            ComputeAPI(transport), owner_of)
+    finally:
+        transport.cleanup()
+
+
+def server_create(conf: cfg.ConfigOpts) -> int:
+    args = conf.category
+    engine = _engine(conf)
+
+    def create() -> Any:
+        with _server_api(conf, engine) as api:
+            row = api.create(args.resource_class, args.trait or (), args.image)
+            print(f'instance {row.uuid}: BUILDING on node {row.node_uuid} '
+                  f'(host {row.host})')
+            if args.wait:
+                row = api.wait(row.uuid, timeout=args.timeout)
+                print(f'instance {row.uuid}: {row.state}'
+                      + (f': {row.fault}' if row.fault else ''))
+            return row
+
+    try:
+        row = _guard(create)
+    finally:
+        engine.dispose()
+    return EXIT_FAILED if row.state == 'ERROR' else 0
+
+
+def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
+    def run(conf: cfg.ConfigOpts) -> int:
+        engine = _engine(conf)
+
+        def act() -> Any:
+            with _server_api(conf, engine) as api:
+                return api.action(name, conf.category.instance)
+        try:
+            row = _guard(act)
+        finally:
+            engine.dispose()
+        if name == 'delete' and row.state == 'DELETED':
+            print(f'instance {row.uuid}: already deleted')
+        else:
+            print(f'instance {row.uuid}: {name} sent to {row.host}')
+        return 0
+    return run
+
+
+def server_list(conf: cfg.ConfigOpts) -> int:
+    from computed.db import api as db_api
+    engine = _engine(conf)
+    try:
+        rows = _guard(lambda: db_api.live_instances(engine))
+    finally:
+        engine.dispose()
+    if conf.category.json:
+        print(json.dumps([document(row) for row in rows], indent=2, sort_keys=True))
+        return 0
+    header = ('UUID', 'STATE', 'NODE', 'HOST', 'RESOURCE CLASS')
+    lines = [header] + [(r.uuid, r.state, r.node_uuid or '-', r.host or '-', r.resource_class)
+                        for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print('  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    return 0
+
+
+def server_show(conf: cfg.ConfigOpts) -> int:
+    from computed import scheduler
+    from computed.db import api as db_api
+    engine = _engine(conf)
+
+    def show() -> Any:
+        uuid = scheduler._check_uuid(conf.category.instance)
+        row = db_api.get_instance(engine, uuid)
+        if row is None:
+            raise db_api.InstanceNotFound(uuid)
+        return row
+    try:
+        row = _guard(show)
+    finally:
+        engine.dispose()
+    doc = document(row)
+    if conf.category.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        for field in FIELDS:
+            value = doc[field]
+            print(f'{field:15} {",".join(value) if isinstance(value, list) else value}')
+    return 0
+
+
+server_delete = _action('delete')
+server_reboot = _action('reboot')
+server_stop = _action('stop')
+server_start = _action('start')

@@ -1,0 +1,148 @@
+"""Test doubles for the instance lifecycle: an in-memory bare metal driver and Placement."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from typing import Any
+from urllib import parse
+
+from computed.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DeployFailed,
+                             DriverError, Node)
+
+
+class FakeDriver(BaremetalDriver):
+    """Nodes as dicts; ``fail_deploy[node] = reason`` makes deploys of that node fail the way
+    Ironic's do (the node left in ``deploy failed`` with the instance associated)."""
+
+    def __init__(self, *uuids: str):
+        self.nodes = {u: dict(provision_state='available', instance_uuid=None,
+                              power_state=POWER_OFF, instance_info={}, last_error=None)
+                      for u in uuids}
+        self.fail_deploy: dict[str, str] = {}
+        self.fail_power: dict[str, str] = {}
+        self.fail_undeploy: dict[str, str] = {}
+        self.calls: list[tuple] = []
+        self.lock = threading.Lock()
+
+    def _node(self, uuid: str) -> Node:
+        n = self.nodes[uuid]
+        return Node(uuid=uuid, provision_state=n['provision_state'],
+                    instance_uuid=n['instance_uuid'], power_state=n['power_state'],
+                    last_error=n['last_error'])
+
+    def list_nodes(self):
+        return [self._node(u) for u in self.nodes]
+
+    def get_node(self, uuid):
+        return self._node(uuid) if uuid in self.nodes else None
+
+    def deploy(self, node_uuid, instance_uuid, image_source, *, timeout):
+        self.calls.append(('deploy', node_uuid, instance_uuid))
+        n = self.nodes[node_uuid]
+        if n['instance_uuid'] not in (None, instance_uuid):
+            raise DeployFailed(node_uuid, f"node hosts instance {n['instance_uuid']}")
+        if n['instance_uuid'] == instance_uuid and n['provision_state'] == 'active':
+            return self._node(node_uuid)
+        n.update(instance_uuid=instance_uuid, instance_info={'image_source': image_source})
+        if node_uuid in self.fail_deploy:
+            n.update(provision_state='deploy failed', last_error=self.fail_deploy[node_uuid])
+            raise DeployFailed(node_uuid, self.fail_deploy[node_uuid])
+        n.update(provision_state='active', power_state=POWER_ON)
+        return self._node(node_uuid)
+
+    def undeploy(self, node_uuid, *, timeout):
+        self.calls.append(('undeploy', node_uuid))
+        if node_uuid in self.fail_undeploy:
+            raise DriverError(f'node {node_uuid}', self.fail_undeploy[node_uuid])
+        self.nodes[node_uuid].update(provision_state='available', instance_uuid=None,
+                                     instance_info={}, power_state=POWER_OFF)
+        return self._node(node_uuid)
+
+    def set_power(self, node_uuid, target, *, timeout):
+        self.calls.append(('power', node_uuid, target))
+        if node_uuid in self.fail_power:
+            raise DriverError(f'node {node_uuid}', self.fail_power[node_uuid])
+        self.nodes[node_uuid]['power_state'] = POWER_ON if target == REBOOT else target
+        return self._node(node_uuid)
+
+    def clear_instance(self, node_uuid, instance_uuid=None, *, timeout):
+        self.calls.append(('clear', node_uuid, instance_uuid))
+        n = self.nodes[node_uuid]
+        if instance_uuid is not None and n['instance_uuid'] not in (None, instance_uuid):
+            return self._node(node_uuid)
+        if n['provision_state'] != 'available':
+            self.undeploy(node_uuid, timeout=timeout)
+        n.update(instance_uuid=None, instance_info={})
+        return self._node(node_uuid)
+
+
+@dataclasses.dataclass
+class Response:
+    status_code: int
+    body: Any = None
+
+    def json(self):
+        return self.body
+
+    @property
+    def text(self):
+        return json.dumps(self.body) if self.body is not None else ''
+
+
+class FakePlacement:
+    """Enough of Placement for scheduling: providers with one unit of one class, traits,
+    allocation candidates, allocations with the capacity check. Thread-safe."""
+
+    def __init__(self):
+        self.providers: dict[str, tuple[str, frozenset[str]]] = {}
+        self.allocations: dict[str, str] = {}  # consumer -> provider
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str]] = []
+        self.before_put = lambda consumer, node: None  # a hook to interleave racers
+
+    def add(self, node: str, rc: str, traits=()) -> None:
+        self.providers[node] = (rc, frozenset(traits))
+
+    def used(self, node: str) -> bool:
+        return node in self.allocations.values()
+
+    def request(self, url, method, headers=None, raise_exc=True, json=None):
+        assert headers['OpenStack-API-Version'] == 'placement 1.39'
+        self.requests.append((method, url))
+        path, _, query = url.partition('?')
+        if method == 'GET' and path == '/allocation_candidates':
+            return self._candidates(dict(parse.parse_qsl(query)))
+        consumer = path.rsplit('/', 1)[-1]
+        if method == 'PUT':
+            for key in ('consumer_type', 'project_id', 'user_id'):
+                assert json[key]
+            (node, alloc), = json['allocations'].items()
+            self.before_put(consumer, node)
+            with self.lock:
+                if self.used(node) and self.allocations.get(consumer) != node:
+                    return Response(409, {'errors': [{'code': 'placement.undefined_code',
+                                                      'detail': 'capacity exceeded'}]})
+                self.allocations[consumer] = node
+            return Response(204)
+        if method == 'DELETE':
+            with self.lock:
+                return Response(204 if self.allocations.pop(consumer, None) else 404)
+        if method == 'GET':
+            node = self.allocations.get(consumer)
+            rc = self.providers[node][0] if node else None
+            return Response(200, {'allocations': {node: {'resources': {rc: 1}}} if node else {}})
+        raise AssertionError((method, url))
+
+    def _candidates(self, params):
+        rc, _ = params['resources'].split(':')
+        if rc not in {p[0] for p in self.providers.values()}:
+            return Response(400, {'errors': [{'detail': f'No such resource class {rc}'}]})
+        required = set(params['required'].split(',')) if 'required' in params else set()
+        with self.lock:
+            free = [n for n, (prc, traits) in self.providers.items()
+                    if prc == rc and required <= traits and not self.used(n)]
+        free = free[:int(params.get('limit', 1000))]
+        return Response(200, {'allocation_requests': [
+            {'allocations': {n: {'resources': {rc: 1}}}} for n in free]})

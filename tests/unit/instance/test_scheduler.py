@@ -1,0 +1,159 @@
+"""computed.scheduler: candidates, retries on conflicts, no leftovers, the race for one node."""
+
+import random
+import threading
+import uuid
+
+import pytest
+
+from computed import scheduler
+from computed.compute_rpc import ServerAPI
+from computed.db import api, models
+from tests.unit.instance.fakes import FakePlacement
+
+RC = 'CUSTOM_GOLD'
+A, B, C = (f'{i}' * 8 + '-0000-0000-0000-000000000000' for i in 'abc')
+
+
+def owners(host='c1', epoch=3, missing=()):
+    return lambda node: None if node in missing else (host, epoch)
+
+
+def test_placement_class_accepts_ironic_and_custom_names():
+    assert scheduler.placement_class('gold-1') == 'CUSTOM_GOLD_1'
+    assert scheduler.placement_class('CUSTOM_GOLD') == 'CUSTOM_GOLD'
+    with pytest.raises(scheduler.BadRequest):
+        scheduler.placement_class(' ')
+
+
+def test_schedules_with_traits_and_records_owner(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    placement.add(B, RC, ['CUSTOM_FAST'])
+    row = scheduler.schedule(placement, engine, 'gold', ['CUSTOM_FAST'], 'http://i',
+                             owner_of=owners('c2', 11))
+    assert (row.node_uuid, row.host, row.epoch, row.state) == (B, 'c2', 11, models.BUILDING)
+    assert (row.resource_class, row.traits, row.image) == (RC, ('CUSTOM_FAST',), 'http://i')
+    assert placement.allocations == {row.uuid: B}
+    assert ('GET', f'/allocation_candidates?resources={RC}:1&limit=20&required=CUSTOM_FAST') \
+        in placement.requests
+
+
+def test_a_409_moves_on_to_the_next_candidate(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    placement.add(B, RC)
+    stolen = []
+
+    def steal(consumer, node):  # another build takes the first candidate right before us
+        if not stolen:
+            stolen.append(node)
+            placement.allocations['thief'] = node
+    placement.before_put = steal
+    row = scheduler.schedule(placement, engine, RC, owner_of=owners())
+    assert row.node_uuid != stolen[0]
+    assert placement.allocations == {'thief': stolen[0], row.uuid: row.node_uuid}
+
+
+def test_node_in_use_in_the_database_removes_the_allocation_and_moves_on(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    placement.add(B, RC)
+    api.create_instance(engine, str(uuid.uuid4()), RC, node_uuid=A, host='c1', epoch=1,
+                        state=models.ERROR)  # holds A without an allocation
+    row = scheduler.schedule(placement, engine, RC, owner_of=owners(),
+                             rand=random.Random(0))
+    assert row.node_uuid == B
+    assert placement.allocations == {row.uuid: B}
+
+
+def test_an_unowned_node_is_skipped(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    placement.add(B, RC)
+    row = scheduler.schedule(placement, engine, RC, owner_of=owners(missing={A}))
+    assert row.node_uuid == B and placement.allocations == {row.uuid: B}
+
+
+def test_no_valid_host_leaves_no_row_and_no_allocation(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    with pytest.raises(scheduler.NoValidHost, match='CUSTOM_GOLD with CUSTOM_X'):
+        scheduler.schedule(placement, engine, RC, ['CUSTOM_X'], owner_of=owners())
+    with pytest.raises(scheduler.NoValidHost, match='taken meanwhile or unowned'):
+        scheduler.schedule(placement, engine, RC, owner_of=owners(missing={A}))
+    assert placement.allocations == {} and api.live_instances(engine) == []
+
+
+def test_bad_input_is_refused_before_anything_is_written(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    with pytest.raises(scheduler.BadRequest, match='No such resource class CUSTOM_NOPE'):
+        scheduler.schedule(placement, engine, 'nope', owner_of=owners())
+    with pytest.raises(scheduler.BadRequest, match='not a uuid'):
+        scheduler.schedule(placement, engine, RC, instance_uuid='x', owner_of=owners())
+    with pytest.raises(scheduler.BadRequest, match='not a trait'):
+        scheduler.schedule(placement, engine, RC, ['lower'], owner_of=owners())
+    assert placement.allocations == {} and api.live_instances(engine) == []
+
+
+def test_an_existing_instance_uuid_is_refused(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    placement.add(B, RC)
+    row = scheduler.schedule(placement, engine, RC, owner_of=owners())
+    with pytest.raises(api.InstanceExists):
+        scheduler.schedule(placement, engine, RC, instance_uuid=row.uuid, owner_of=owners())
+    assert placement.allocations == {row.uuid: row.node_uuid}
+
+
+def test_racing_builds_for_the_last_node_never_share_it(engine):
+    for _ in range(5):
+        placement = FakePlacement()
+        node = str(uuid.uuid4())
+        placement.add(node, RC)
+        barrier = threading.Barrier(2)
+        placement.before_put = lambda consumer, n: barrier.wait(timeout=5)
+        results = []
+
+        def build():
+            try:
+                results.append(scheduler.schedule(placement, engine, RC, owner_of=owners()))
+            except scheduler.NoValidHost as exc:
+                results.append(exc)
+        threads = [threading.Thread(target=build) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rows = [r for r in results if isinstance(r, api.InstanceRow)]
+        assert len(rows) == 1 and len(results) == 2
+        assert placement.allocations == {rows[0].uuid: node}
+        api.set_instance_state(engine, rows[0].uuid, models.DELETED)
+
+
+class RecordingCompute:
+    def __init__(self):
+        self.casts = []
+
+    def __getattr__(self, name):
+        return lambda host, instance_uuid: self.casts.append((name, host, instance_uuid))
+
+
+def test_server_api_casts_build_to_the_owner_and_actions_to_the_current_host(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    compute = RecordingCompute()
+    servers = ServerAPI(engine, placement, compute, owners('c1', 3))
+    row = servers.create('gold')
+    assert compute.casts == [('build_instance', 'c1', row.uuid)]
+    api.rehome_instance(engine, row.uuid, 'c1', 3, 'c3', 5)
+    servers.action('reboot', row.uuid)
+    assert compute.casts[-1] == ('reboot_instance', 'c3', row.uuid)
+    api.set_instance_state(engine, row.uuid, models.DELETED)
+    servers.action('delete', row.uuid)  # already deleted: nothing cast
+    assert len(compute.casts) == 2
+    with pytest.raises(api.InstanceNotFound):
+        servers.action('stop', str(uuid.uuid4()))
+    with pytest.raises(scheduler.BadRequest):
+        servers.action('stop', 'not-a-uuid')
