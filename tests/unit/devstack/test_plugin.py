@@ -218,3 +218,22 @@ def test_nothing_happens_when_no_service_is_enabled(tmp_path):
     run = Run(tmp_path, "keystone")
     for phase in PHASES:
         assert {c[0] for c in run.calls[phase]} <= {"define_plugin", "plugin_requires"}, phase
+
+
+def test_zuul_multinode_job_uses_the_plugin():
+    import yaml
+    config = yaml.safe_load((ROOT / ".zuul.yaml").read_text())
+    job = next(item["job"] for item in config if "job" in item)
+    assert job["parent"] == "devstack-multinode"  # two nodes: controller and subnode
+    assert "computed" in job["vars"]["devstack_plugins"]
+    assert list(job["vars"]["devstack_plugins"]) == ["ironic", "computed"]  # ironic first
+    controller = job["vars"]["devstack_services"]
+    assert all(controller[s] for s in ("computed", "computed-reporter", "computed-zookeeper",
+                                        "ir-api", "ir-cond", "placement-api"))
+    subnode = job["group-vars"]["subnode"]["devstack_services"]
+    assert subnode["computed"] and not subnode["computed-reporter"]
+    assert not subnode["computed-zookeeper"]
+    assert (ROOT / job["post-run"]).exists()
+    yaml.safe_load((ROOT / job["post-run"]).read_text())
+    project = next(item["project"] for item in config if "project" in item)
+    assert job["name"] in project["check"]["jobs"]
