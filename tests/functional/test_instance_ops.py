@@ -1,0 +1,265 @@
+"""Instances end to end in-process (no daemon): computed.scheduler, computed.instance and the
+Ironic driver's operations against the real Ironic, Placement and ZooKeeper (and PostgreSQL for
+computed's database where the stack has one).
+
+Each test gets nodes of its own resource class, made available in Ironic, reported to
+Placement with PlacementClient.apply(provider_from_node(...)), and claimed in ZooKeeper by a
+pretend daemon (a claim znode with host and member epoch, as ClaimTable writes it), so that
+scheduling reads the owner the way it does in production.
+
+A failed deploy is made real by giving the node ``instance_info.traits`` it does not have:
+Ironic refuses to deploy it ("Cannot specify instance traits that are not also set on the
+node"), and the build must unwind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from computed import db, instance, keystone, scheduler
+from computed.claim import claims_path
+from computed.db import api, models
+from computed.membership import fleet_root
+from computed.placement import PlacementClient
+from computed.provider import normalise_resource_class, provider_from_node
+from drivers.ironic import IronicDriver
+from tests.harness.ironic import _request, delete_nodes, enroll_nodes
+
+HOST, EPOCH = "test-host", 42
+
+
+def ironic(stack, method, path, body=None):
+    return _request(method, f"{stack['ironic'].url}/v1{path}", body)
+
+
+def wait_state(stack, node, state, timeout=60):
+    deadline = time.monotonic() + timeout
+    while ironic(stack, "GET", f"/nodes/{node}")["provision_state"] != state:
+        assert time.monotonic() < deadline, f"node {node} not {state}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def world(stack, computed_config, tmp_path):
+    token = uuid.uuid4().hex[:6]
+    if "postgres" in stack:
+        url = stack["postgres"].create_database(f"inst_{token}")
+        stack.save()
+    else:
+        url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
+    db.sync(url)
+    engine = api.engine_from_url(url)
+    adapter = keystone.load_adapter(computed_config, "placement")
+    driver = IronicDriver.for_endpoint(stack["ironic"].url)
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    group = f"inst{token}"
+    root = fleet_root(group)
+
+    class World:
+        placement = adapter
+        providers = PlacementClient(adapter)
+        owner = instance.Owner(engine, driver, adapter, HOST, EPOCH, deploy_timeout=60,
+                               power_timeout=30)
+        owner_of = staticmethod(scheduler.zookeeper_owner(zk, root))
+        nodes: list[str] = []
+        coordination_group = group
+
+        def __init__(self):
+            self.engine = engine
+            self.driver = driver
+
+        def make_nodes(self, count, name="gold"):
+            """``count`` available nodes of class ``name-token``, reported and claimed."""
+            resource_class = f"{name}-{token}"
+            made = enroll_nodes(stack["ironic"].url, count, resource_class=resource_class,
+                                prefix=f"inst-{name}-{token}", workers=1)
+            self.nodes += made
+            for node in made:
+                ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "manage"})
+            for node in made:
+                wait_state(stack, node, "manageable")
+                ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "provide"})
+            for node in made:
+                wait_state(stack, node, "available")
+                ironic(stack, "PUT", f"/nodes/{node}/states/power", {"target": "power off"})
+            for node in made:
+                deadline = time.monotonic() + 30
+                while ironic(stack, "GET", f"/nodes/{node}")["power_state"] != "power off":
+                    assert time.monotonic() < deadline, f"node {node} not powered off"
+                    time.sleep(0.1)
+                self.report(node)
+                assert self.providers.get(node).reserved == 0
+                zk.create(f"{claims_path(root)}/{node}", json.dumps(
+                    {"host": HOST, "member_epoch": EPOCH}).encode(), makepath=True)
+            return normalise_resource_class(resource_class), made
+
+        def report(self, node):
+            """What the owning daemon's reporter does: the node's provider as Ironic says."""
+            state = provider_from_node(driver.get_node(node))
+            self.providers.forget(node)
+            self.providers.apply(state)
+
+        def schedule(self, rc, **kwargs):
+            return scheduler.schedule(adapter, engine, rc, owner_of=self.owner_of, **kwargs)
+
+    world = World()
+    yield world
+    for row in api.live_instances(engine):
+        scheduler.remove_allocation(adapter, row.uuid)
+    for node in world.nodes:
+        try:
+            driver.clear_instance(node, timeout=60)
+        except Exception:  # best effort: delete_nodes below reports nothing either
+            pass
+        world.providers.delete(node)
+    delete_nodes(stack["ironic"].url, world.nodes, workers=1)
+    zk.delete(root, recursive=True)
+    zk.stop()
+    zk.close()
+    driver.close()
+    engine.dispose()
+
+
+def node_of(stack, node):
+    return ironic(stack, "GET", f"/nodes/{node}")
+
+
+def test_build_reboot_stop_start_delete(stack, world):
+    rc, nodes = world.make_nodes(2)
+    row = world.schedule(rc, image="http://images.example.org/ubuntu.qcow2")
+    assert row.state == models.BUILDING and row.node_uuid in nodes
+    assert (row.host, row.epoch) == (HOST, EPOCH)
+    assert scheduler.allocations(world.placement, row.uuid) == {row.node_uuid: {rc: 1}}
+
+    started = time.monotonic()
+    row = instance.build(world.owner, row.uuid)
+    build_seconds = time.monotonic() - started
+    assert row.state == models.ACTIVE, row.fault
+    node = node_of(stack, row.node_uuid)
+    assert (node["provision_state"], node["instance_uuid"]) == ("active", row.uuid)
+    assert node["instance_info"]["image_source"] == "http://images.example.org/ubuntu.qcow2"
+    print(f"\ninstance.build through the real Ironic (fake driver): {build_seconds:.2f} s")
+
+    assert instance.reboot(world.owner, row.uuid).state == models.ACTIVE
+    assert instance.stop(world.owner, row.uuid).state == models.STOPPED
+    assert node_of(stack, row.node_uuid)["power_state"] == "power off"
+    assert instance.start(world.owner, row.uuid).state == models.ACTIVE
+    assert node_of(stack, row.node_uuid)["power_state"] == "power on"
+
+    row = instance.delete(world.owner, row.uuid)
+    assert row.state == models.DELETED
+    node = node_of(stack, row.node_uuid)
+    assert (node["provision_state"], node["instance_uuid"], node["instance_info"]) == (
+        "available", None, {})
+    assert scheduler.allocations(world.placement, row.uuid) == {}
+    assert instance.delete(world.owner, row.uuid).state == models.DELETED  # idempotent
+
+
+def test_failed_deploy_unwinds_and_frees_the_node(stack, world):
+    rc, [node] = world.make_nodes(1, "fail")
+    ironic(stack, "PATCH", f"/nodes/{node}", [
+        {"op": "add", "path": "/instance_info/traits", "value": ["CUSTOM_NOT_ON_NODE"]}])
+    row = instance.build(world.owner, world.schedule(rc).uuid)
+    assert row.state == models.ERROR
+    assert "missing traits CUSTOM_NOT_ON_NODE" in row.fault
+    assert row.node_uuid is None
+    state = node_of(stack, node)
+    assert (state["provision_state"], state["instance_uuid"], state["instance_info"]) == (
+        "available", None, {})
+    assert scheduler.allocations(world.placement, row.uuid) == {}
+    # the node is free again: the next build gets it and succeeds
+    again = instance.build(world.owner, world.schedule(rc).uuid)
+    assert (again.state, again.node_uuid) == (models.ACTIVE, node)
+    # an ERROR instance deletes cleanly
+    assert instance.delete(world.owner, row.uuid).state == models.DELETED
+
+
+def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
+    rc, [node] = world.make_nodes(1, "race")
+    for _ in range(3):
+        barrier = threading.Barrier(2)
+        results = []
+
+        def build():
+            barrier.wait(timeout=10)
+            try:
+                results.append(world.schedule(rc))
+            except scheduler.NoValidHost as exc:
+                results.append(exc)
+        threads = [threading.Thread(target=build) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        rows = [r for r in results if isinstance(r, api.InstanceRow)]
+        assert len(results) == 2 and len(rows) == 1, results
+        assert rows[0].node_uuid == node
+        loser = next(r for r in results if not isinstance(r, api.InstanceRow))
+        assert isinstance(loser, scheduler.NoValidHost)
+        usage = world.placement.get(f"/resource_providers/{node}/allocations", headers={
+            "OpenStack-API-Version": "placement 1.39"}).json()["allocations"]
+        assert list(usage) == [rows[0].uuid]
+        assert instance.delete(world.owner, rows[0].uuid).state == models.DELETED
+
+
+def test_resume_after_the_daemon_died_mid_build_and_mid_delete(stack, world):
+    rc, nodes = world.make_nodes(2, "resume")
+    # died after Ironic deployed, before ACTIVE was written
+    first = world.schedule(rc)
+    world.driver.deploy(first.node_uuid, first.uuid, None, timeout=60)
+    assert instance.resume(world.owner, first.uuid).state == models.ACTIVE
+    # died before deploying at all
+    second = world.schedule(rc)
+    assert instance.resume(world.owner, second.uuid).state == models.ACTIVE
+    assert node_of(stack, second.node_uuid)["instance_uuid"] == second.uuid
+    # died after DELETING was written
+    api.set_instance_state(world.engine, first.uuid, models.DELETING,
+                           expect_host=HOST, expect_epoch=EPOCH)
+    assert instance.resume(world.owner, first.uuid).state == models.DELETED
+    assert node_of(stack, first.node_uuid)["provision_state"] == "available"
+    assert scheduler.allocations(world.placement, first.uuid) == {}
+
+
+def manage(stack, world, tmp_path, *args):
+    conf = tmp_path / "manage.conf"
+    database = world.engine.url.render_as_string(hide_password=False)
+    conf.write_text(stack.computed_conf(host=HOST, database=database) +
+                    f"\n[coordination]\ngroup = {world.coordination_group}\n")
+    script = Path(sys.executable).parent / "computed-manage"
+    return subprocess.run([str(script), "--config-file",
+                           str(conf), "server", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_computed_manage_server(stack, world, tmp_path):
+    rc, [node] = world.make_nodes(1, "cli")
+    bad = manage(stack, world, tmp_path, "create", "--resource-class", "no-such-class")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "No such resource class CUSTOM_NO_SUCH_CLASS" in bad.stderr
+    bad = manage(stack, world, tmp_path, "show", "not-a-uuid")
+    assert (bad.returncode, bad.stderr.strip()) == (1, "computed-manage: error: not a uuid: "
+                                                       "'not-a-uuid'")
+    created = manage(stack, world, tmp_path, "create", "--resource-class", rc,
+                     "--image", "http://img")
+    assert created.returncode == 0, created.stderr
+    instance_uuid = created.stdout.split()[1].rstrip(":")
+    # the build was cast to HOST (no daemon listens here); act as that daemon
+    assert instance.build(world.owner, instance_uuid).state == models.ACTIVE
+    shown = json.loads(manage(stack, world, tmp_path, "show", instance_uuid, "--json").stdout)
+    assert (shown["state"], shown["node_uuid"], shown["host"]) == ("ACTIVE", node, HOST)
+    listed = json.loads(manage(stack, world, tmp_path, "list", "--json").stdout)
+    assert [doc["uuid"] for doc in listed] == [instance_uuid]
+    reboot = manage(stack, world, tmp_path, "reboot", instance_uuid)
+    assert reboot.returncode == 0 and f"reboot sent to {HOST}" in reboot.stdout
+    missing = manage(stack, world, tmp_path, "delete", str(uuid.uuid4()))
+    assert missing.returncode == 1 and "not found" in missing.stderr
