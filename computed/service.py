@@ -84,6 +84,7 @@ class ComputeService:
         self._listener = events(self.node_hint) if events is not None else None
         self._providers: frozenset[str] = frozenset()
         self._sticky: Mapping[str, str] = {}
+        self.worker: Any = None  # computed.worker.InstanceWorker, set by the daemon's wiring
         self._synced: dict[str, tuple[int, Node | None]] = {}
         self._no_class_logged: set[str] = set()
         self._hints: set[str] = set()
@@ -161,6 +162,8 @@ class ComputeService:
         if moved:
             LOG.info("kept %d instance(s) of this host under member epoch %s", len(moved),
                      member_epoch)
+        if self.worker is not None:
+            self.worker.resume_all()  # finish what a previous life left half done
 
     def rehome_orphans(self) -> list[str]:
         """Adopt instances orphaned for longer than the grace period, if this daemon is their
@@ -174,6 +177,8 @@ class ComputeService:
             self.audit.record("rehome", instance=uuid, member_epoch=self.membership.epoch)
         if adopted:
             self.fleet.wake()
+            if self.worker is not None:
+                self.worker.resume_all()
         return adopted
 
     # --- events --------------------------------------------------------------------------

@@ -28,7 +28,9 @@ from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
-from computed import metrics, rpc, systemd
+from computed import compute_rpc, keystone, metrics, rpc, systemd
+from computed.instance import Owner
+from computed.worker import InstanceWorker
 from computed.db import api as db_api
 from computed.events import listener
 from computed.report import Outbox
@@ -98,7 +100,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
 
     coordinator = coordination.get_coordinator(
         common.coordinator_url(url), host.encode())
-    return ComputeService(
+    service = ComputeService(
         coordinator, driver, host=host, group=conf.coordination.group,
         session_timeout=session_timeout(url), weight=conf.fleet.weight,
         node_refresh_interval=conf.fleet.node_refresh_interval,
@@ -106,6 +108,11 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         drain_timeout=conf.fleet.drain_timeout, outbox=outbox,
         engine=engine, rehome_grace=conf.fleet.rehome_grace,
         events=events if conf.ironic.notifications else None)
+    placement = keystone.load_adapter(conf, 'placement')
+    service.worker = InstanceWorker(service.fleet, lambda: Owner(
+        engine, driver, placement, host, service.membership.epoch))
+    service.rpc_server = rpc.get_server(transport, compute_rpc.TOPIC, host, [service.worker])
+    return service
 
 
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
@@ -118,6 +125,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
         return EXIT_BACKEND
+    service.rpc_server.start()  # instance operations (computed.worker)
     status = systemd.StatusLoop(lambda: metrics.describe(service)).start()
     systemd.ready(metrics.describe(service))
     try:
@@ -135,6 +143,8 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     finally:
         status.stop()
         endpoint.stop()
+        service.rpc_server.stop()
+        service.worker.stop()
         service.close()
     if failed is not None:
         LOG.error('computed stopped: %s', failed)
