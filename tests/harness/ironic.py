@@ -69,7 +69,7 @@ class Ironic(Service):
             "[conductor]",
             "automated_clean = false",
             "[fake]",
-            f"deploy_delay = {self.info['deploy_delay']}",
+            f"deploy_delay = {int(self.info['deploy_delay'])}",  # Ironic int()s it: '0.0' fails every deploy
         ]
         if self.info.get("transport_url"):
             lines[1:1] = ["notification_level = info",
