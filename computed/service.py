@@ -46,6 +46,8 @@ LOG = logging.getLogger(__name__)
 
 # tooz's ZooKeeper driver uses a 10 s session when the URL names no timeout.
 DEFAULT_SESSION_TIMEOUT = 10.0
+# Seconds between two looks for this host's instances left in a transitional state.
+RESUME_INTERVAL = 60.0
 # Events that can add or remove nodes: they call for a full listing, not a single re-read.
 LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
 
@@ -251,7 +253,13 @@ class ComputeService:
 
     def _node_loop(self) -> None:
         next_refresh = 0.0
+        next_resume = time.monotonic() + RESUME_INTERVAL
         while not self._stop.is_set():
+            if self.worker is not None and time.monotonic() >= next_resume:
+                # A cast sent while no daemon consumed its queue is lost: whatever is left in
+                # a transitional state is picked up here.
+                self.worker.resume_all()
+                next_resume = time.monotonic() + RESUME_INTERVAL
             if time.monotonic() >= next_refresh or self._refresh_soon.is_set():
                 self._refresh_soon.clear()
                 if self.refresh_nodes():

@@ -9,12 +9,19 @@ leave it running.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 from oslo_config import cfg
 
 from computed import conf as computed_conf
+from computed import db, keystone
+from computed.db import api as db_api
+from computed.placement import PlacementClient
+from computed.provider import normalise_resource_class
+from tests.functional.daemons import Daemon, Reporter, fleet_database
+from tests.harness.ironic import delete_nodes, enroll_nodes
 from tests.harness.stack import Stack
 
 
@@ -53,3 +60,50 @@ def computed_config(stack, tmp_path):
     computed_conf.register_opts(conf)
     conf(["--config-file", str(path)], project="computed")
     return conf
+
+
+@pytest.fixture
+def placement(computed_config):
+    return PlacementClient(keystone.load_adapter(computed_config, "placement"))
+
+
+@pytest.fixture
+def world(stack, tmp_path, request):
+    """A fleet group with its own database, resource class and nodes; processes started on
+    demand with world.daemon(host) / world.reporter(host)."""
+    token = uuid.uuid4().hex[:6]
+    if "postgres" in stack:
+        database = stack["postgres"].create_database(f"report_{token}")
+        db.sync(database)
+    else:
+        database = fleet_database(tmp_path)
+    stack.save()
+
+    class World:
+        group = f"r{token}"
+        resource_class = f"gold-{token}"
+        rc = normalise_resource_class(f"gold-{token}")
+        processes: list = []
+        nodes = enroll_nodes(stack["ironic"].url, getattr(request.module, "WORLD_NODES", 24),
+                             resource_class=f"gold-{token}",
+                             prefix=f"rep-{token}", workers=1)
+
+        def daemon(self, host, **kw):
+            process = Daemon(stack, tmp_path, host, group=self.group, database=database,
+                             **kw).start()
+            self.processes.append(process)
+            return process
+
+        def reporter(self, host, **kw):
+            process = Reporter(stack, tmp_path, host, group=self.group, database=database,
+                               **kw).start()
+            self.processes.append(process)
+            return process
+
+    world = World()
+    world.engine = db_api.engine_from_url(database)
+    yield world
+    world.engine.dispose()
+    for process in world.processes:
+        process.ensure_stopped()
+    delete_nodes(stack["ironic"].url, world.nodes, workers=1)

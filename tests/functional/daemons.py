@@ -42,7 +42,8 @@ class Process:
 
     def __init__(self, stack, workdir: Path, host: str, session_timeout: int = 2,
                  refresh: float = 1.0, weight: int = 1, drain_timeout: int = 20,
-                 group: str = GROUP, database: str = "", extra: str = ""):
+                 group: str = GROUP, database: str = "", extra: str = "",
+                 rehome_grace: float = 120.0):
         self.host = host
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -53,6 +54,7 @@ class Process:
         self.conf.write_text(stack.computed_conf(host=host, database=database, extra=(
             f"[fleet]\nnode_refresh_interval = {refresh}\naudit_log = {self.audit}\n"
             f"weight = {weight}\ndrain_timeout = {drain_timeout}\n"
+            f"rehome_grace = {rehome_grace}\n"
             f"[reporter]\ntopic = reporter-{group}\ncall_timeout = 10\n" + extra)).replace(
             f"backend_url = {zk}?timeout=2",
             f"backend_url = {zk}?timeout={session_timeout}\ngroup = {group}"))
@@ -163,3 +165,49 @@ def json_status(daemon: Daemon) -> dict:
                             timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+# --- the real services, as the tests poke them ------------------------------------------------
+
+def wait_for(check, timeout, what, processes=()):
+    """Poll ``check`` until it returns something true; fail with the processes' logs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached after {timeout}s\n{dump_logs(processes)}")
+        time.sleep(0.2)
+
+
+def ironic(stack, method, path, body=None):
+    from tests.harness.ironic import _request
+    return _request(method, f"{stack['ironic'].url}/v1{path}", body)
+
+
+def wait_state(stack, node, state):
+    wait_for(lambda: ironic(stack, "GET", f"/nodes/{node}")["provision_state"] == state, 60,
+             f"node {node} {state}")
+
+
+def make_available(stack, nodes):
+    """manage + provide + power off: the nodes become schedulable (reserved 0)."""
+    for node in nodes:
+        ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "manage"})
+    for node in nodes:
+        wait_state(stack, node, "manageable")
+        ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "provide"})
+    for node in nodes:
+        wait_state(stack, node, "available")
+        ironic(stack, "PUT", f"/nodes/{node}/states/power", {"target": "power off"})
+
+
+def seen(placement, node):
+    """The provider as Placement has it, or None while it does not exist or is half-written
+    (created, inventory not yet set: the reporter is in the middle of applying it)."""
+    from computed.placement import PlacementError
+    try:
+        return placement.get(node)
+    except PlacementError:
+        return None

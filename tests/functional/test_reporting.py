@@ -11,106 +11,16 @@ import json
 import time
 import uuid
 
-import pytest
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
-from computed import db, keystone, rpc
-from computed.db import api as _db_api  # noqa: F401  (db.api used below)
+from computed import db, rpc
+
 from computed.claim import claims_path
 from computed.membership import fleet_root
-from computed.placement import PlacementClient, PlacementError
-from computed.provider import normalise_resource_class
-from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
-from tests.harness.ironic import _request, delete_nodes, enroll_nodes
+from tests.functional.daemons import ironic, make_available, seen, wait_for
 
 NODES = 24
-
-
-def ironic(stack, method, path, body=None):
-    return _request(method, f"{stack['ironic'].url}/v1{path}", body)
-
-
-def wait_for(check, timeout, what, processes=()):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached after {timeout}s\n{dump_logs(processes)}")
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def placement(computed_config):
-    return PlacementClient(keystone.load_adapter(computed_config, "placement"))
-
-
-@pytest.fixture
-def world(stack, tmp_path, request):
-    """A fleet group with its own database, resource class and nodes; processes started on
-    demand with world.daemon(host) / world.reporter(host)."""
-    token = uuid.uuid4().hex[:6]
-    if "postgres" in stack:
-        database = stack["postgres"].create_database(f"report_{token}")
-        db.sync(database)
-    else:
-        database = fleet_database(tmp_path)
-    stack.save()
-
-    class World:
-        group = f"r{token}"
-        resource_class = f"gold-{token}"
-        rc = normalise_resource_class(f"gold-{token}")
-        processes: list = []
-        nodes = enroll_nodes(stack["ironic"].url, NODES, resource_class=f"gold-{token}",
-                             prefix=f"rep-{token}", workers=1)
-
-        def daemon(self, host, **kw):
-            process = Daemon(stack, tmp_path, host, group=self.group, database=database,
-                             **kw).start()
-            self.processes.append(process)
-            return process
-
-        def reporter(self, host, **kw):
-            process = Reporter(stack, tmp_path, host, group=self.group, database=database,
-                               **kw).start()
-            self.processes.append(process)
-            return process
-
-    world = World()
-    world.engine = db.api.engine_from_url(database)
-    yield world
-    world.engine.dispose()
-    for process in world.processes:
-        process.ensure_stopped()
-    delete_nodes(stack["ironic"].url, world.nodes, workers=1)
-
-
-def make_available(stack, nodes):
-    for node in nodes:
-        ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "manage"})
-    for node in nodes:
-        wait_state(stack, node, "manageable")
-        ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "provide"})
-    for node in nodes:
-        wait_state(stack, node, "available")
-        ironic(stack, "PUT", f"/nodes/{node}/states/power", {"target": "power off"})
-
-
-def wait_state(stack, node, state):
-    wait_for(lambda: ironic(stack, "GET", f"/nodes/{node}")["provision_state"] == state, 60,
-             f"node {node} {state}")
-
-
-def seen(placement, node):
-    """The provider as Placement has it, or None while it does not exist or is half-written
-    (created, inventory not yet set: the reporter is in the middle of applying it)."""
-    try:
-        return placement.get(node)
-    except PlacementError:
-        return None
 
 
 def providers(placement, nodes):
