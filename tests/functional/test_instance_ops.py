@@ -32,20 +32,10 @@ from computed.membership import fleet_root
 from computed.placement import PlacementClient
 from computed.provider import normalise_resource_class, provider_from_node
 from drivers.ironic import IronicDriver
-from tests.harness.ironic import _request, delete_nodes, enroll_nodes
+from tests.functional.daemons import ironic, make_available
+from tests.harness.ironic import delete_nodes, enroll_nodes
 
 HOST, EPOCH = "test-host", 42
-
-
-def ironic(stack, method, path, body=None):
-    return _request(method, f"{stack['ironic'].url}/v1{path}", body)
-
-
-def wait_state(stack, node, state, timeout=60):
-    deadline = time.monotonic() + timeout
-    while ironic(stack, "GET", f"/nodes/{node}")["provision_state"] != state:
-        assert time.monotonic() < deadline, f"node {node} not {state}"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -84,19 +74,8 @@ def world(stack, computed_config, tmp_path):
             made = enroll_nodes(stack["ironic"].url, count, resource_class=resource_class,
                                 prefix=f"inst-{name}-{token}", workers=1)
             self.nodes += made
+            make_available(stack, made)
             for node in made:
-                ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "manage"})
-            for node in made:
-                wait_state(stack, node, "manageable")
-                ironic(stack, "PUT", f"/nodes/{node}/states/provision", {"target": "provide"})
-            for node in made:
-                wait_state(stack, node, "available")
-                ironic(stack, "PUT", f"/nodes/{node}/states/power", {"target": "power off"})
-            for node in made:
-                deadline = time.monotonic() + 30
-                while ironic(stack, "GET", f"/nodes/{node}")["power_state"] != "power off":
-                    assert time.monotonic() < deadline, f"node {node} not powered off"
-                    time.sleep(0.1)
                 self.report(node)
                 assert self.providers.get(node).reserved == 0
                 zk.create(f"{claims_path(root)}/{node}", json.dumps(

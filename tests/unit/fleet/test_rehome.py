@@ -1,8 +1,5 @@
 """Re-homing on a real (sqlite) database: grace, adopter choice, compare-and-set."""
 
-import pytest
-
-from computed import db
 from computed.db import api as db_api
 from computed.rehome import Rehomer, readopt_own
 from hashring.ownership import Member, adopters
@@ -14,15 +11,6 @@ class Clock:
 
     def __call__(self):
         return self.now
-
-
-@pytest.fixture
-def engine(tmp_path):
-    url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
-    db.sync(url)
-    engine = db_api.engine_from_url(url)
-    yield engine
-    engine.dispose()
 
 
 def instance(engine, uuid, node, host, epoch):

@@ -15,7 +15,7 @@ from computed import metrics
 from computed.conf import metrics as metrics_opts_module
 from computed.conf.errors import ConfigError
 from computed.driver import BaremetalDriver, DriverUnavailable, Node
-from computed.epoch import Fence, SessionState
+from computed.epoch import Fence
 from computed.fleet import FleetState
 from computed.membership import MemberInfo
 from computed.node import NodeCatalog
