@@ -1,0 +1,106 @@
+"""The long chaos soak: faults drawn from a seed for ``--minutes``, then every invariant checked.
+
+    .venv/bin/python bench/chaos_soak.py --minutes 30 --seed 42 [--daemons 3 --nodes 60]
+        [--benchmarks BENCHMARKS.md]
+
+Same engine as the short run in the test suite (:mod:`tests.chaos.chaos`): daemons in network
+namespaces, a workload through ServerAPI and Ironic, one fault at a time (inject, hold, heal,
+measure the time from the heal to convergence). Prints every fault and the invariant results;
+with ``--benchmarks`` replaces the "Chaos soak" section of that file with the figures. Exit status
+1 if an invariant failed or a fault never recovered. Must run as root (namespaces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.chaos.chaos import Chaos
+
+SECTION = "## Chaos soak"
+DESCRIPTION = (
+    "Daemons each in a network namespace of their own (tests/chaos/netns.py), the reporter and "
+    "the services in the root namespace. Recovery = time from the heal (restart, SIGCONT, link "
+    "up, rule removed, drain done) to convergence: claims == ownership rules for the live "
+    "members with no orphan, and Placement == Ironic for every node (the workload pauses while "
+    "recovery is measured).")
+
+
+def markdown(chaos: Chaos, args, minutes_run: float) -> str:
+    res = chaos.results
+    summary = chaos.summary()
+    load = os.getloadavg()
+    lines = [SECTION, "",
+             (f"`bench/chaos_soak.py --minutes {args.minutes:g} --seed {args.seed} "
+             f"--daemons {args.daemons} --nodes {args.nodes}` on {os.cpu_count()} cores "
+             f"({platform.python_version()}), machine shared with other work (load average at "
+             f"the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session timeout "
+             f"{chaos.session} s, rehome_grace {chaos.grace:g} s."), "", DESCRIPTION, "",
+             "| fault | injected | recovered |", "|---|---|---|"]
+    for kind, (count, ok) in sorted(summary["by_kind"].items()):
+        lines.append(f"| {kind} | {count} | {ok} |")
+    lines += ["", (f"Recovery over {summary['recovered']} fault(s): p50 {summary['p50']:.1f} s, "
+                   f"p95 {summary['p95']:.1f} s, max {summary['max']:.1f} s."), "",
+              "Workload: " + ", ".join(f"{k} {v}" for k, v in sorted(res.workload.items())) + ".",
+              "", "| invariant | result |", "|---|---|"]
+    for name, (ok, detail) in res.checks.items():
+        lines.append(f"| {name} | {'PASS' if ok else 'FAIL'}: {detail.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, text: str) -> None:
+    old = path.read_text() if path.exists() else ""
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    if pattern.search(old):
+        new = pattern.sub(lambda _: text + "\n", old)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.write_text(new)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    parser.add_argument("--daemons", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=60)
+    parser.add_argument("--session", type=int, default=3)
+    parser.add_argument("--grace", type=float, default=3.0)
+    parser.add_argument("--benchmarks", type=Path, default=None)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    print(f"chaos soak: seed {args.seed}, {args.minutes:g} min", flush=True)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-soak-"))
+    chaos = Chaos(workdir, args.seed, daemons=args.daemons, nodes=args.nodes,
+                  session=args.session, grace=args.grace,
+                  log=lambda text: print(text, flush=True))
+    try:
+        chaos.setup()
+        started = time.monotonic()
+        chaos.run_faults(duration=args.minutes * 60)
+        minutes_run = (time.monotonic() - started) / 60
+        results = chaos.check()
+        print(results.report(), flush=True)
+        summary = chaos.summary()
+        print(f"recovery p50 {summary['p50']:.1f}s p95 {summary['p95']:.1f}s "
+              f"max {summary['max']:.1f}s over {summary['recovered']}/{summary['faults']}",
+              flush=True)
+        if args.benchmarks:
+            write_section(args.benchmarks, markdown(chaos, args, minutes_run))
+        never = summary["recovered"] < summary["faults"]
+        return 1 if never or not results.ok else 0
+    finally:
+        chaos.close()
+        print(f"logs in {workdir}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

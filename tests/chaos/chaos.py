@@ -1,0 +1,769 @@
+"""The chaos engine shared by ``tests/chaos/test_chaos.py`` (short) and ``bench/chaos_soak.py``.
+
+A run owns a private stack (ZooKeeper, a *private* RabbitMQ so that restarting it touches nobody
+else, PostgreSQL when a server is available else sqlite, Placement, Ironic), a network of
+namespaces (:mod:`tests.chaos.netns`: one per daemon, the controller behind a bridge), a reporter
+(in the root namespace, a controller process), daemons, and three threads:
+
+* the **workload**: instances created and deleted through :class:`ServerAPI`, nodes toggled in
+  and out of maintenance, traits changed, nodes enrolled and removed (paused while the run waits
+  for recovery after each fault, so that convergence is a fixed target);
+* the **sampler**: lists Placement's providers every ``SAMPLE_INTERVAL``; a provider seen once
+  and later missing while Ironic still has its node is a violation;
+* the **injector** (the main thread): faults drawn by ``random.Random(seed)``, one at a time:
+  inject, hold, heal, then measure the time from the heal to convergence (claims == the ownership
+  rules for the live members with every sticky node's host live, and Placement == Ironic).
+
+After the last fault the invariants are checked from evidence (:meth:`Chaos.check`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import signal
+import statistics
+import subprocess
+import threading
+import time
+import traceback
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from oslo_config import cfg
+
+from computed import conf as computed_conf
+from computed import db, keystone, rpc, scheduler
+from computed.audit import fencing_violations
+from computed.compute_rpc import ComputeAPI, ServerAPI
+from computed.db import api as db_api
+from computed.db import models
+from computed.membership import fleet_root
+from computed.provider import normalise_resource_class, provider_from_node
+from computed.service import RESUME_INTERVAL
+from drivers.ironic.convert import LIST_FIELDS, node_from_api
+from hashring.ownership import compute_ownership
+from tests.chaos import netns
+from tests.functional.daemons import (
+    BIN,
+    Daemon,
+    Reporter,
+    make_available,
+    ownership_now,
+)
+from tests.harness import postgres
+from tests.harness.ironic import Ironic, _request, enroll_nodes
+from tests.harness.placement import Placement
+from tests.harness.postgres import PostgreSQL
+from tests.harness.rabbitmq import RabbitMQ
+from tests.harness.stack import Stack
+from tests.harness.zookeeper import ZooKeeper
+
+IMAGE = "http://10.231.0.1/images/chaos.qcow2"
+SAMPLE_INTERVAL = 2.0
+PLACEMENT_VERSION = {"OpenStack-API-Version": "placement 1.39"}
+KINDS = ("kill_daemon", "kill_reporter", "freeze_daemon", "partition_zookeeper",
+         "partition_all", "restart_zookeeper", "restart_rabbitmq", "restart_placement",
+         "restart_ironic", "add_daemon", "drain_daemon")
+
+
+def start_stack(workdir: Path) -> Stack:
+    """ZooKeeper, a private RabbitMQ, PostgreSQL (if available), Placement, Ironic."""
+    stack = Stack(Path(workdir))
+    stack.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        for name, make in (
+                ("zookeeper", lambda: ZooKeeper(stack.workdir)),
+                ("rabbitmq", lambda: RabbitMQ(stack.workdir, info={"private": True})),
+                ("postgres", lambda: PostgreSQL(stack.workdir)),
+                ("placement", lambda: Placement(stack.workdir, info={
+                    "database": stack["postgres"].create_database(
+                        f"placement_{stack['postgres'].info['database']}")}
+                    if "postgres" in stack else None)),
+                ("ironic", lambda: Ironic(stack.workdir,
+                                          transport_url=stack["rabbitmq"].url))):
+            if name == "postgres" and not postgres.available():
+                continue
+            stack.services[name] = service = make()
+            service.start()
+            stack.save()
+    except BaseException:
+        stack.down()
+        raise
+    return stack
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    injected: float          # seconds since the run started
+    healed: float = 0.0
+    recovery: float | None = None   # seconds from heal to convergence; None: never converged
+    note: str = ""
+    placement_only: bool = False    # never converged only because Placement != Ironic
+
+    def line(self) -> str:
+        rec = "NOT RECOVERED" if self.recovery is None else f"recovered in {self.recovery:.1f}s"
+        return (f"  t={self.injected:6.1f}s  {self.kind:<20} {self.target:<10} "
+                f"healed t={self.healed:6.1f}s  {rec}{'  ' + self.note if self.note else ''}")
+
+
+@dataclass
+class Results:
+    seed: int
+    faults: list[Fault] = field(default_factory=list)
+    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    workload: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def check(self, name: str, ok: bool, detail: str = "") -> None:
+        self.checks[name] = (ok, detail)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for ok, _ in self.checks.values())
+
+    def report(self) -> str:
+        lines = [f"chaos run seed={self.seed}: {len(self.faults)} fault(s)"]
+        lines += [f.line() for f in self.faults]
+        lines.append("workload: " + ", ".join(f"{k}={v}" for k, v in sorted(self.workload.items())))
+        lines.append("timings: " + ", ".join(f"{k}={v:.1f}s" for k, v in self.timings.items()))
+        lines.append("invariants:")
+        for name, (ok, detail) in self.checks.items():
+            lines.append(f"  [{'PASS' if ok else 'FAIL'}] {name}" + (f": {detail}" if detail
+                                                                     else ""))
+        return "\n".join(lines)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class NetDaemon(Daemon):
+    """A daemon in its own namespace, talking to the controller address only."""
+
+    def __init__(self, host_ns: netns.Host, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ns = host_ns
+        self.conf.write_text(self.conf.read_text().replace("127.0.0.1", netns.CONTROLLER))
+
+    def start(self) -> NetDaemon:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.ns.argv([str(BIN / self.script), "--config-file",
+                                                       str(self.conf)]),
+                                         stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        return self
+
+
+class Chaos:
+    def __init__(self, workdir: Path, seed: int, daemons: int = 3, nodes: int = 40,
+                 session: int = 3, grace: float = 3.0, log=print):
+        self.workdir = Path(workdir)
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.workload_rng = random.Random(seed * 7919 + 1)
+        self.n_daemons = daemons
+        self.n_nodes = nodes
+        self.session = session
+        self.grace = grace
+        self.log = log
+        self.results = Results(seed)
+        self.t0 = time.monotonic()
+        self.stack: Stack | None = None
+        self.network: netns.Network | None = None
+        self.daemons: dict[str, NetDaemon] = {}      # every daemon ever started, by host
+        self.live: set[str] = set()                  # hosts that should be members
+        self.retired: set[str] = set()
+        self.reporter: Reporter | None = None
+        self.token = uuidlib.uuid4().hex[:6]
+        self.group = f"chaos{self.token}"
+        self.resource_class = f"chaos-{self.token}"
+        self.rc = normalise_resource_class(self.resource_class)
+        self.removed_nodes: set[str] = set()
+        self.created: list[str] = []
+        self.provider_violations: list[str] = []
+        self._seen_providers: set[str] = set()
+        self._stop = threading.Event()
+        self._pause = threading.Event()
+        self._paused = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._next_host = 0
+        self._lock = threading.Lock()
+
+    # --- setup and teardown ----------------------------------------------------------------
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def say(self, text: str) -> None:
+        self.log(f"[{self.now():7.1f}s] {text}")
+
+    def setup(self) -> None:
+        reason = netns.available()
+        if reason:
+            raise netns.NetnsUnavailable(reason)
+        removed = netns.cleanup_stale()
+        if removed:
+            self.say(f"removed leftovers of a previous run: {', '.join(removed)}")
+        started = time.monotonic()
+        self.stack = start_stack(self.workdir / "stack")
+        self.results.timings["stack_up"] = time.monotonic() - started
+        ports = {name: self.stack[name].info["port"] for name in
+                 ("zookeeper", "rabbitmq", "placement", "ironic", "postgres")
+                 if name in self.stack}
+        self.network = netns.Network(self.workdir)
+        self.network.setup(ports)
+        if "postgres" in self.stack:
+            self.database = self.stack["postgres"].create_database(f"chaos_{self.token}")
+            db.sync(self.database)
+        else:
+            self.database = f"sqlite:///{self.workdir / 'computed.sqlite'}"
+            db.sync(self.database)
+        self.engine = db_api.engine_from_url(self.database)
+        conf_path = self.workdir / "client.conf"
+        conf_path.write_text(self.stack.computed_conf(host="chaos-client",
+                                                      database=self.database))
+        self.conf = cfg.ConfigOpts()
+        computed_conf.register_opts(self.conf)
+        self.conf(["--config-file", str(conf_path)], project="computed")
+        self.placement = keystone.load_adapter(self.conf, "placement")
+        self.zk = KazooClient(hosts=self.stack["zookeeper"].hosts, timeout=10)
+        self.zk.start(timeout=30)
+        self.transport = rpc.get_transport(self.conf, url=self.stack["rabbitmq"].url)
+        self.api = ServerAPI(self.engine, self.placement, ComputeAPI(self.transport),
+                             scheduler.zookeeper_owner(self.zk, fleet_root(self.group)))
+        started = time.monotonic()
+        self.nodes = enroll_nodes(self.ironic_url, self.n_nodes,
+                                  resource_class=self.resource_class, prefix=f"chaos-{self.token}",
+                                  workers=2)
+        make_available(self.stack, self.nodes[: self.n_nodes * 3 // 4])
+        for node in self.nodes[:3]:
+            self._ironic("PUT", f"/nodes/{node}/traits", {"traits": ["CUSTOM_CHAOS"]})
+        self.reporter = Reporter(self.stack, self.workdir, "rep1", group=self.group,
+                                 database=self.database).start()
+        for _ in range(self.n_daemons):
+            self._start_daemon(self._new_host())
+        self.say(f"seed {self.seed}: {len(self.nodes)} nodes, daemons {sorted(self.live)}, "
+                 f"session {self.session}s, rehome_grace {self.grace}s, group {self.group}")
+        took = self.wait_converged(180, placement_too=True)
+        if took is None:
+            raise AssertionError("the fleet never converged before any fault\n" + self.tails())
+        self.results.timings["setup"] = time.monotonic() - started
+
+    @property
+    def ironic_url(self) -> str:
+        return self.stack["ironic"].url
+
+    def _ironic(self, method: str, path: str, body=None):
+        return _request(method, f"{self.ironic_url}/v1{path}", body, timeout=10, attempts=3)
+
+    def _new_host(self) -> str:
+        self._next_host += 1
+        return f"c{self._next_host}"
+
+    def _start_daemon(self, host: str) -> NetDaemon:
+        daemon = self.daemons.get(host)
+        if daemon is None:
+            daemon = NetDaemon(self.network.host(host), self.stack, self.workdir, host,
+                               session_timeout=self.session, group=self.group,
+                               database=self.database, rehome_grace=self.grace,
+                               drain_timeout=15)
+            self.daemons[host] = daemon
+        daemon.start()
+        self.live.add(host)
+        return daemon
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        for proc in [*self.daemons.values(), self.reporter]:
+            if proc is None or proc.proc is None:
+                continue
+            with contextlib.suppress(OSError):  # already gone
+                proc.proc.send_signal(signal.SIGCONT)
+            proc.ensure_stopped()
+        for closer in (lambda: self.transport.cleanup(), lambda: self.zk.stop(),
+                       lambda: self.zk.close(), lambda: self.engine.dispose()):
+            with contextlib.suppress(Exception):  # best effort: the rest must still be cleaned
+                closer()
+        if self.network is not None:
+            self.network.close()
+        if self.stack is not None:
+            self.stack.down()
+
+    def tails(self) -> str:
+        procs = [*self.daemons.values()] + ([self.reporter] if self.reporter else [])
+        return "\n".join(f"--- {p.host}\n" + p.log.read_text(errors="replace")[-2500:]
+                         for p in procs if p.log.exists())
+
+    # --- state as the services have it ----------------------------------------------------
+
+    def ironic_nodes(self) -> dict[str, dict]:
+        """Every node of this run's resource class, from a fresh listing (detailed fields)."""
+        out: dict[str, dict] = {}
+        marker = ""
+        while True:
+            query = f"fields={','.join(LIST_FIELDS)}&limit=1000" + (
+                f"&marker={marker}" if marker else "")
+            page = self._ironic("GET", f"/nodes?{query}")["nodes"]
+            out.update({n["uuid"]: n for n in page})
+            if len(page) < 1000:
+                return out
+            marker = page[-1]["uuid"]
+
+    def expected_claims(self, ironic: dict[str, dict]) -> tuple[list, dict, dict]:
+        members, claims = ownership_now(self.zk, self.group)
+        nodes = set(ironic) | db_api.provider_uuids(self.engine)
+        ownership = compute_ownership([m.as_ring_member() for m in members], nodes,
+                                      db_api.instance_hosts(self.engine))
+        return members, claims, ownership
+
+    def claims_converged(self) -> str | None:
+        """None when converged, else why not."""
+        try:
+            ironic = self.ironic_nodes()
+            members, claims, ownership = self.expected_claims(ironic)
+        except Exception as exc:  # noqa: BLE001 - a service is still coming back
+            return f"cannot read state: {exc!r}"[:200]
+        names = {m.name for m in members}
+        if names != self.live:
+            return f"members {sorted(names)} want {sorted(self.live)}"
+        if ownership.orphans:
+            return f"{len(ownership.orphans)} orphaned instance node(s)"
+        want = ownership.owners()
+        if claims != want:
+            wrong = [n for n in set(want) | set(claims) if want.get(n) != claims.get(n)]
+            return f"{len(wrong)} claim(s) differ from the rules"
+        return None
+
+    def placement_state(self, uuid: str) -> tuple | None:
+        base = f"/resource_providers/{uuid}"
+        rp = self.placement.get(base, headers=PLACEMENT_VERSION, raise_exc=False)
+        if rp.status_code == 404:
+            return None
+        rp.raise_for_status()
+        inv = self.placement.get(base + "/inventories", headers=PLACEMENT_VERSION,
+                                 raise_exc=False)
+        traits = self.placement.get(base + "/traits", headers=PLACEMENT_VERSION,
+                                    raise_exc=False)
+        inv.raise_for_status()
+        traits.raise_for_status()
+        inventories = inv.json()["inventories"]
+        return (rp.json()["name"],
+                {rc: i["reserved"] for rc, i in inventories.items()},
+                tuple(sorted(traits.json()["traits"])))
+
+    def placement_mismatches(self, ironic: dict[str, dict] | None = None) -> list[str]:
+        """Nodes whose provider differs from what provider_from_node says; providers left for
+        nodes Ironic no longer has (and no allocation keeps)."""
+        ironic = self.ironic_nodes() if ironic is None else ironic
+        wrong = []
+        for uuid, record in ironic.items():
+            want = provider_from_node(node_from_api(record))
+            got = self.placement_state(uuid)
+            expected = None if want is None else (want.name, {want.resource_class: want.reserved},
+                                                  want.traits)
+            if got != expected:
+                wrong.append(f"{uuid}: placement {got} != ironic {expected}")
+        for uuid in self.all_providers() - set(ironic):
+            if not self.allocations_of(uuid):
+                wrong.append(f"{uuid}: provider of a node Ironic no longer has, no allocation")
+        return wrong
+
+    def all_providers(self) -> set[str]:
+        resp = self.placement.get("/resource_providers", headers=PLACEMENT_VERSION,
+                                  raise_exc=False)
+        resp.raise_for_status()
+        return {rp["uuid"] for rp in resp.json()["resource_providers"]}
+
+    def allocations_of(self, provider: str) -> dict:
+        resp = self.placement.get(f"/resource_providers/{provider}/allocations",
+                                  headers=PLACEMENT_VERSION, raise_exc=False)
+        resp.raise_for_status()
+        return resp.json()["allocations"]
+
+    def wait_converged(self, timeout: float, placement_too: bool = True,
+                       placement_timeout: float = 60.0) -> float | None:
+        """Seconds until the claims converge and then (``placement_too``) Placement matches
+        Ironic; None after ``timeout`` for the claims or ``placement_timeout`` more for
+        Placement (``self.last_mismatch`` then says what differed)."""
+        started = time.monotonic()
+        why: str | None = ""
+        self.last_mismatch = ""
+        while time.monotonic() - started < timeout:
+            why = self.claims_converged()
+            if why is None:
+                break
+            time.sleep(0.5)
+        if why is not None:
+            self.say(f"claims not converged after {timeout:.0f}s: {why}")
+            return None
+        if not placement_too:
+            return time.monotonic() - started
+        deadline = time.monotonic() + placement_timeout
+        while True:
+            try:
+                wrong = self.placement_mismatches()
+            except Exception as exc:  # noqa: BLE001 - a service is still coming back
+                wrong = [repr(exc)[:200]]
+            if not wrong:
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                self.last_mismatch = f"{len(wrong)} provider(s) differ: {wrong[0]}"
+                self.say(f"Placement != Ironic {placement_timeout:.0f}s after the claims "
+                         f"converged: {self.last_mismatch}")
+                return None
+            time.sleep(1.0)
+
+    # --- workload and sampler ---------------------------------------------------------------
+
+    def start_threads(self) -> None:
+        for target in (self._workload, self._sampler):
+            thread = threading.Thread(target=self._guard(target), name=target.__name__,
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _guard(self, target):
+        def run():
+            try:
+                target()
+            except Exception:  # noqa: BLE001
+                self.say(f"thread {target.__name__} died:\n{traceback.format_exc()}")
+        return run
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.results.workload[what] = self.results.workload.get(what, 0) + 1
+
+    def _workload(self) -> None:
+        rng = self.workload_rng
+        ops = [("create", 4), ("delete", 3), ("maintenance", 3), ("traits", 1), ("enroll", 1),
+               ("remove", 1)]
+        names = [name for name, _ in ops]
+        weights = [w for _, w in ops]
+        while not self._stop.is_set():
+            if self._pause.is_set():
+                self._paused.set()
+                time.sleep(0.2)
+                continue
+            self._paused.clear()
+            op = rng.choices(names, weights)[0]
+            try:
+                getattr(self, f"_op_{op}")(rng)
+                self._count(op)
+            except Exception as exc:  # noqa: BLE001 - services come and go: count, go on
+                self._count(f"{op}_failed:{type(exc).__name__}")
+            self._stop.wait(rng.uniform(0.3, 1.2))
+        self._paused.set()
+
+    def pause_workload(self) -> None:
+        self._pause.set()
+        self._paused.wait(30)
+
+    def resume_workload(self) -> None:
+        self._pause.clear()
+
+    def _op_create(self, rng) -> None:
+        traits = ["CUSTOM_CHAOS"] if rng.random() < 0.1 else []
+        uuid = str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
+        with self._lock:
+            self.created.append(uuid)
+        try:
+            self.api.create(self.resource_class, traits=traits, image=IMAGE, instance_uuid=uuid)
+        except scheduler.NoValidHost:
+            with self._lock:
+                self.created.remove(uuid)
+            raise
+
+    def _op_delete(self, rng) -> None:
+        rows = [r for r in db_api.live_instances(self.engine)
+                if r.state in (models.ACTIVE, models.ERROR, models.STOPPED)]
+        if not rows:
+            return
+        self.api.action("delete", rng.choice(rows).uuid)  # NoHost (an orphan): counted
+
+    def _free_nodes(self) -> list[str]:
+        hosting = set(db_api.instance_hosts(self.engine))
+        return [n for n in self.nodes if n not in self.removed_nodes and n not in hosting]
+
+    def _op_maintenance(self, rng) -> None:
+        node = rng.choice([n for n in self.nodes if n not in self.removed_nodes])
+        if rng.random() < 0.5:
+            self._ironic("PUT", f"/nodes/{node}/maintenance", {"reason": "chaos"})
+        else:
+            self._ironic("DELETE", f"/nodes/{node}/maintenance")
+
+    def _op_traits(self, rng) -> None:
+        node = rng.choice([n for n in self.nodes if n not in self.removed_nodes])
+        traits = rng.sample(["CUSTOM_CHAOS", "CUSTOM_FAST", "HW_CPU_X86_AVX2"], rng.randint(0, 2))
+        self._ironic("PUT", f"/nodes/{node}/traits", {"traits": traits})
+
+    def _op_enroll(self, rng) -> None:
+        if len(self.nodes) - len(self.removed_nodes) >= self.n_nodes + 10:
+            return
+        new = enroll_nodes(self.ironic_url, 1, resource_class=self.resource_class,
+                           prefix=f"chaos-{self.token}-{rng.getrandbits(24):06x}", workers=1)
+        with self._lock:
+            self.nodes += new
+
+    def _op_remove(self, rng) -> None:
+        free = self._free_nodes()
+        if len(self.nodes) - len(self.removed_nodes) <= self.n_nodes - 10 or not free:
+            return
+        node = rng.choice(free)
+        record = self._ironic("GET", f"/nodes/{node}")
+        if record.get("instance_uuid") or record["provision_state"] not in (
+                "enroll", "manageable", "available"):
+            return
+        with self._lock:
+            self.removed_nodes.add(node)  # before: the provider may vanish at once
+        try:
+            self._ironic("DELETE", f"/nodes/{node}")
+        except Exception:
+            with self._lock:
+                self.removed_nodes.discard(node)
+            raise
+
+    def _sampler(self) -> None:
+        """Remember every provider seen; one that disappears while its node exists in Ironic
+        (checked right then, again if Ironic cannot answer) is a violation."""
+        suspects: dict[str, float] = {}
+        while not self._stop.is_set():
+            try:
+                now = self.all_providers()
+            except Exception:  # noqa: BLE001 - Placement restarting
+                self._stop.wait(SAMPLE_INTERVAL)
+                continue
+            with self._lock:
+                missing = self._seen_providers - now
+                self._seen_providers |= now
+            for uuid in missing:
+                suspects.setdefault(uuid, self.now())
+            for uuid in list(suspects):
+                if uuid in now:  # it came back: still a gap in the record
+                    pass
+                try:
+                    resp = self._ironic("GET", f"/nodes/{uuid}?fields=uuid")
+                except Exception as exc:  # noqa: BLE001
+                    if "404" in str(exc):
+                        suspects.pop(uuid)
+                        with self._lock:
+                            self._seen_providers.discard(uuid)
+                    continue  # Ironic down: ask again next time
+                if resp.get("uuid") == uuid:
+                    self.provider_violations.append(
+                        f"provider {uuid} missing from Placement at t={suspects[uuid]:.1f}s "
+                        f"while Ironic still has the node")
+                    self.say(f"VIOLATION: provider {uuid} deleted while its node exists")
+                suspects.pop(uuid)
+                with self._lock:
+                    self._seen_providers.discard(uuid)
+            self._stop.wait(SAMPLE_INTERVAL)
+
+    # --- faults -----------------------------------------------------------------------------
+
+    def live_daemons(self) -> list[str]:
+        return sorted(self.live)
+
+    def pick_fault(self) -> str:
+        kinds = list(KINDS)
+        if len(self.live) <= 2:
+            kinds = [k for k in kinds if k != "drain_daemon"]
+        if len(self.live) >= self.n_daemons + 1:
+            kinds = [k for k in kinds if k != "add_daemon"]
+        return self.rng.choice(kinds)
+
+    def inject(self, kind: str) -> Fault:
+        rng = self.rng
+        hold = self.session + rng.uniform(1.0, 3.0)
+        target = rng.choice(self.live_daemons()) if kind.endswith("daemon") and \
+            kind != "add_daemon" or kind.startswith("partition") else ""
+        fault = Fault(kind, target or kind.split("_", 1)[1], self.now())
+        self.say(f"FAULT {kind} {fault.target} (hold {hold:.1f}s)")
+        if kind == "kill_daemon":
+            self.daemons[target].kill()
+            self.live.discard(target)
+            time.sleep(hold)
+            self._start_daemon(target)
+        elif kind == "kill_reporter":
+            self.reporter.kill()
+            time.sleep(hold)
+            self.reporter.start()
+        elif kind == "freeze_daemon":
+            self.daemons[target].signal(signal.SIGSTOP)
+            time.sleep(hold)
+            self.daemons[target].signal(signal.SIGCONT)
+        elif kind in ("partition_zookeeper", "partition_all"):
+            host = self.network.hosts[target]
+            host.cut_zookeeper() if kind == "partition_zookeeper" else host.link_down()
+            time.sleep(hold)
+            host.heal()
+        elif kind.startswith("restart_"):
+            service = self.stack[kind.split("_", 1)[1]]
+            service.stop()
+            time.sleep(rng.uniform(0.5, 2.0))
+            service.start()
+            self.stack.save()
+        elif kind == "add_daemon":
+            fault.target = self._new_host()
+            self._start_daemon(fault.target)
+        elif kind == "drain_daemon":
+            self.manage("fleet", "drain", target)
+            fault.note = "drained, then stopped (SIGTERM) and retired"
+            time.sleep(hold)
+            self.daemons[target].stop(60)
+            self.live.discard(target)
+            self.retired.add(target)
+            self.manage("fleet", "undrain", target)
+        fault.healed = self.now()
+        return fault
+
+    def manage(self, *args: str) -> None:
+        conf = self.reporter.conf
+        result = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(conf), *args],
+                                capture_output=True, text=True, timeout=120, check=False)
+        if result.returncode != 0:
+            raise AssertionError(f"computed-manage {' '.join(args)}: {result.stderr}")
+
+    def run_faults(self, count: int | None = None, duration: float = 90.0,
+                   recovery_timeout: float = 60.0) -> None:
+        """Inject faults (``count`` of them, or until ``duration`` seconds passed)."""
+        self.start_threads()
+        started = time.monotonic()
+        injected = 0
+        while (count is None or injected < count) and time.monotonic() - started < duration:
+            self._stop.wait(self.rng.uniform(1.0, 4.0))  # workload runs between faults
+            fault = self.inject(self.pick_fault())
+            injected += 1
+            self.pause_workload()
+            healed_at = time.monotonic()
+            took = self.wait_converged(recovery_timeout)
+            fault.recovery = None if took is None else time.monotonic() - healed_at
+            if took is None and self.last_mismatch:
+                fault.note = f"claims converged, Placement did not: {self.last_mismatch}"
+                fault.placement_only = True
+            self.results.faults.append(fault)
+            self.say(fault.line().strip())
+            self.resume_workload()
+        self.faults_stopped = time.monotonic()
+
+    # --- invariants -------------------------------------------------------------------------
+
+    def check(self) -> Results:
+        res = self.results
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        stopped = getattr(self, "faults_stopped", time.monotonic())
+        bound = self.grace + self.session
+
+        # Every instance manageable: its host a live member.
+        def unmanageable() -> list[str]:
+            members = {m.name for m in ownership_now(self.zk, self.group)[0]}
+            return [f"{r.uuid} ({r.state}) on {r.host}" for r in db_api.live_instances(self.engine)
+                    if r.host not in members]
+        deadline = stopped + bound + 30
+        while unmanageable() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        bad = unmanageable()
+        took = time.monotonic() - stopped
+        verdict = "met" if took <= bound else "exceeded (node refreshes and load add to it)"
+        res.check("every instance manageable (host is a live member)", not bad,
+                  f"{len(bad)} not: {bad[:3]}" if bad else
+                  f"all, {took:.1f}s after the last fault healed (bound rehome_grace+session = "
+                  f"{bound:.0f}s: {verdict})")
+
+        # Convergence: claims == rules for the live members, Placement == Ironic.
+        took = self.wait_converged(180, placement_too=False)
+        res.check("claims == ownership rules for the live members, no orphan", took is not None,
+                  self.claims_converged() or f"converged {took:.1f}s after the checks began")
+        self.wait_converged(60, placement_timeout=60)  # let the last reports land
+
+        # No build lost or stuck: nothing transitional after a resume interval.
+        def transitional():
+            return [f"{r.uuid} {r.state} on {r.host}" for r in db_api.live_instances(self.engine)
+                    if r.state in models.TRANSITIONAL_STATES]
+        deadline = time.monotonic() + RESUME_INTERVAL + 30
+        while transitional() and time.monotonic() < deadline:
+            time.sleep(1)
+        stuck = transitional()
+        lost = [u for u in self.created if db_api.get_instance(self.engine, u) is None]
+        res.check("no build lost or stuck (no transitional state after a resume interval)",
+                  not stuck and not lost,
+                  f"stuck {stuck[:5]}, lost {lost[:5]}" if stuck or lost else
+                  f"{len(self.created)} instance(s) created, all settled")
+        rows = [db_api.get_instance(self.engine, u) for u in self.created]
+        states: dict[str, int] = {}
+        for row in rows:
+            if row is not None:
+                states[row.state] = states.get(row.state, 0) + 1
+        res.check("instance states after the run (informational)", True, json.dumps(states))
+        errors = [f"{r.uuid}: {r.fault}" for r in rows if r is not None and r.state == models.ERROR]
+        if errors:
+            res.check("instances in ERROR (informational)", True, "; ".join(errors[:3]))
+
+        # Placement matches Ironic exactly.
+        ironic = self.ironic_nodes()
+        wrong = self.placement_mismatches(ironic)
+        res.check("Placement == Ironic for every node (class, reserved, traits)", not wrong,
+                  f"{len(wrong)} differ: {wrong[:3]}" if wrong else f"{len(ironic)} nodes")
+
+        # No provider of an existing node deleted (sampled all along).
+        res.check("no provider of an existing node deleted", not self.provider_violations,
+                  "; ".join(self.provider_violations[:3]) or
+                  f"{len(self._seen_providers)} providers tracked every {SAMPLE_INTERVAL:.0f}s")
+
+        # No allocation lost, none left over.
+        live = {r.uuid: r for r in db_api.live_instances(self.engine)}
+        problems = []
+        consumers: dict[str, dict] = {}
+        for provider in self.all_providers():
+            for consumer, alloc in self.allocations_of(provider).items():
+                consumers.setdefault(consumer, {})[provider] = alloc["resources"]
+        for uuid, row in live.items():
+            if row.node_uuid and row.state != models.ERROR:
+                want = {row.node_uuid: {self.rc: 1}}
+                if consumers.get(uuid) != want:
+                    problems.append(f"instance {uuid} {row.state}: allocations "
+                                    f"{consumers.get(uuid)} want {want}")
+        for consumer, allocs in consumers.items():
+            row = live.get(consumer)
+            if row is None or set(allocs) != {row.node_uuid}:
+                problems.append(f"allocation of consumer {consumer} on {sorted(allocs)}: "
+                                f"instance {'gone' if row is None else row.state + ' on ' + str(row.node_uuid)}")
+        res.check("no allocation lost, none without a live instance", not problems,
+                  f"{len(problems)}: {problems[:3]}" if problems else
+                  f"{len(consumers)} allocation(s) == {len(live)} live instance(s)' nodes")
+
+        # Fencing: from the merged audit logs of every daemon that ever ran.
+        records = sorted((r for d in self.daemons.values() for r in d.records()),
+                         key=lambda r: r["t"])
+        violations = fencing_violations(records)
+        acts = sum(1 for r in records if r["event"] == "act")
+        res.check("no fencing violation in the merged audit logs", not violations,
+                  f"{len(violations)}: {violations[:3]}" if violations else
+                  f"{len(records)} records, {acts} actions")
+        return res
+
+    def summary(self) -> dict:
+        rec = [f.recovery for f in self.results.faults if f.recovery is not None]
+        by_kind: dict[str, list[int]] = {}
+        for f in self.results.faults:
+            entry = by_kind.setdefault(f.kind, [0, 0])
+            entry[0] += 1
+            entry[1] += f.recovery is not None
+        return {"faults": len(self.results.faults), "recovered": len(rec), "by_kind": by_kind,
+                "p50": percentile(rec, 0.5), "p95": percentile(rec, 0.95),
+                "max": max(rec) if rec else float("nan"),
+                "mean": statistics.mean(rec) if rec else float("nan")}
