@@ -129,11 +129,15 @@ class PlacementClient:
         """HTTP requests sent so far (for measurements and tests)."""
         return self._requests
 
-    def apply(self, state: ProviderState, verify: bool = False) -> bool:
+    def apply(self, state: ProviderState, verify: bool = False,
+              assume_new: bool = False) -> bool:
         """Make Placement hold ``state``; True if Placement was changed.
 
         ``verify`` ignores the cache and re-reads the provider first (for a
         periodic resync that must also repair changes made by others).
+        ``assume_new`` (the caller never applied this provider) creates it
+        first and reads only if it turns out to exist: a cold start of
+        thousands of providers saves one request each.
 
         :raises PlacementUnavailable: Placement unreachable or failing.
         :raises PlacementError: a refusal, or conflicts that outlasted the
@@ -146,7 +150,8 @@ class PlacementClient:
             changed = False
             for attempt in range(1, self._max_attempts + 1):
                 try:
-                    return self._apply_once(state, entry) or changed
+                    fresh = assume_new and attempt == 1 and entry is None
+                    return self._apply_once(state, entry, fresh) or changed
                 except KeyError as exc:
                     raise PlacementError(state.uuid, 'apply',
                                          detail=f'answer lacks {exc}')
@@ -239,11 +244,15 @@ class PlacementClient:
 
     # -- apply --------------------------------------------------------------
 
-    def _apply_once(self, state: ProviderState, entry: _Entry | None) -> bool:
+    def _apply_once(self, state: ProviderState, entry: _Entry | None,
+                    assume_new: bool = False) -> bool:
         uuid = state.uuid
         changed = False
         leftovers: frozenset[str] = frozenset()
-        view = entry.view if entry else self._read_view(uuid)
+        if entry is not None:
+            view = entry.view
+        else:
+            view = None if assume_new else self._read_view(uuid)
         if entry is not None:
             leftovers = entry.leftovers
         if view is None:

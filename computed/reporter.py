@@ -105,14 +105,15 @@ class ReportApplier:
         report, state = item
         result: list[Outcome] = []
 
-        def write(_row: Any) -> str | None:
+        def write(row: Any) -> str | None:
             if state is None:
                 outcome = self._placement.delete(report.uuid)
                 if outcome == "kept":
                     result.append(Outcome.KEPT)
                     raise _Kept()
                 return None
-            self._placement.apply(state)
+            # A provider never applied before is most likely not in Placement yet.
+            self._placement.apply(state, assume_new=row is None)
             return json.dumps(state.to_dict(), sort_keys=True)
 
         try:

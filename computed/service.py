@@ -5,10 +5,13 @@ Owns the daemon's threads and their lifetimes:
 * the **fleet** thread (:class:`computed.fleet.Fleet`): membership, claims, handover;
 * the **lease** thread: a round trip to ZooKeeper every quarter of the session timeout, which
   keeps the fence's lease fresh (:mod:`computed.epoch`);
-* the **node** thread: lists Ironic's nodes every ``node_refresh_interval``, re-reads single nodes
-  that Ironic's notifications hint at (:mod:`computed.events`), and syncs every claimed node whose
-  snapshot or claim changed since it was last synced, through :meth:`Fleet.act` (so only while the
-  claim is provably ours). Syncing a node offers its provider state to the outbox;
+* the **listing** thread: lists Ironic's nodes every ``node_refresh_interval`` (and soon after an
+  event that adds or removes a node), on its own so that a listing of thousands of nodes never
+  delays an event;
+* the **node** thread: re-reads single nodes that Ironic's notifications hint at
+  (:mod:`computed.events`), and syncs every claimed node whose snapshot or claim changed since it
+  was last synced, through :meth:`Fleet.act` (so only while the claim is provably ours). Syncing a
+  node offers its provider state to the outbox. It also re-homes orphaned instances when due;
 * the **report** thread: sends the outbox to the reporters (:class:`computed.report.Outbox`).
 
 What the fleet manages is every node Ironic lists plus every provider computed reported whose node
@@ -251,8 +254,20 @@ class ComputeService:
             self.outbox.offer(uuid, claim.epoch, state.to_dict())
         return report
 
+    def _listing_loop(self) -> None:
+        """Full listings, apart from the node thread: at 10,000 nodes a listing takes seconds,
+        and an event's node must not wait behind it (issue 5's latency goal)."""
+        while not self._stop.is_set():
+            self._refresh_soon.clear()
+            try:
+                if self.refresh_nodes():
+                    self.fleet.wake()
+            except Exception:  # a failed listing must not end the listings
+                LOG.exception("node listing failed")
+            self._node_wake.set()  # sync what the listing changed
+            self._refresh_soon.wait(self._refresh_interval)
+
     def _node_loop(self) -> None:
-        next_refresh = 0.0
         next_resume = time.monotonic() + RESUME_INTERVAL
         while not self._stop.is_set():
             if self.worker is not None and time.monotonic() >= next_resume:
@@ -260,11 +275,6 @@ class ComputeService:
                 # a transitional state is picked up here.
                 self.worker.resume_all()
                 next_resume = time.monotonic() + RESUME_INTERVAL
-            if time.monotonic() >= next_refresh or self._refresh_soon.is_set():
-                self._refresh_soon.clear()
-                if self.refresh_nodes():
-                    self.fleet.wake()
-                next_refresh = time.monotonic() + self._refresh_interval
             try:
                 self._reread_hinted()
                 self.sync_claimed()
@@ -284,8 +294,8 @@ class ComputeService:
         self._coordinator.start(start_heart=True)
         if self._client.connected:
             self.fence.connected()
-        targets = [("lease", self._lease_loop), ("nodes", self._node_loop),
-                   ("fleet", self._run_fleet)]
+        targets = [("lease", self._lease_loop), ("listing", self._listing_loop),
+                   ("nodes", self._node_loop), ("fleet", self._run_fleet)]
         if self.outbox is not None:
             targets.append(("report", lambda: self.outbox.run(self._stop)))
         for name, target in targets:
@@ -306,6 +316,7 @@ class ComputeService:
         finally:
             self._stop.set()
             self._node_wake.set()
+            self._refresh_soon.set()
 
     def stop(self) -> None:
         """Drain and leave (the fleet thread does it), then stop the other threads."""
@@ -326,6 +337,7 @@ class ComputeService:
     def close(self) -> None:
         self._stop.set()
         self._node_wake.set()
+        self._refresh_soon.set()
         if self._listener is not None:
             try:
                 self._listener.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 import time
 import uuid as uuidlib
@@ -104,6 +106,23 @@ def test_second_provider_of_known_class_and_traits_costs_three_requests(client, 
     recorder.reset()
     client.apply(state())
     assert [m for m, _ in recorder.calls] == ['GET', 'POST', 'PUT', 'PUT']
+
+
+def test_assume_new_creates_without_reading_first(client, recorder):
+    client.apply(state())
+    recorder.reset()
+    client.apply(state(), assume_new=True)
+    assert [m for m, _ in recorder.calls] == ['POST', 'PUT', 'PUT']
+
+
+def test_assume_new_on_an_existing_provider_reads_and_fixes_it(client, other, recorder):
+    s = state()
+    other.apply(dataclasses.replace(s, reserved=1))
+    recorder.reset()
+    assert client.apply(s, assume_new=True) is True
+    # POST refused (it exists), read it, ensure the class (once per client), fix the inventory.
+    assert [m for m, _ in recorder.calls] == ['POST', 'GET', 'GET', 'PUT', 'PUT']
+    assert client.get(s.uuid).reserved == 0
 
 
 def test_cache_miss_rereads_and_writes_nothing_when_placement_has_it(client, other, recorder):

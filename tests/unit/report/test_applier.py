@@ -23,7 +23,7 @@ class FakePlacement:
         self.allocations = set()
         self.down = False
 
-    def apply(self, provider):
+    def apply(self, provider, assume_new=False):
         if self.down:
             raise PlacementUnavailable(provider.uuid, "connection refused")
         self.providers[provider.uuid] = provider
