@@ -48,7 +48,9 @@ MICROVERSION = '1.39'
 DEFAULT_PROJECT = 'computed'
 DEFAULT_USER = 'computed'
 CONSUMER_TYPE = 'INSTANCE'
-DEFAULT_CANDIDATES = 20
+DEFAULT_CANDIDATES = 50
+#: How many times to ask Placement again when every candidate was taken meanwhile.
+CANDIDATE_ROUNDS = 5
 
 #: ``owner_of(node_uuid)`` -> (host, member epoch) of the daemon holding the node's claim.
 OwnerOf = Callable[[str], 'tuple[str, int] | None']
@@ -102,15 +104,21 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
             raise BadRequest(f'not a trait name: {trait!r}')
     if db_api.get_instance(engine, instance_uuid) is not None:
         raise db_api.InstanceExists(instance_uuid)
-    nodes = candidates(placement, rc, traits, limit)
-    (rand or random).shuffle(nodes)
-    tried = []
-    for node in nodes:
-        row = _try_node(placement, engine, node, rc, traits, image, instance_uuid, owner_of,
-                        project_id, user_id)
-        if row is not None:
-            return row
-        tried.append(node)
+    tried: set[str] = set()
+    for _round in range(CANDIDATE_ROUNDS):
+        # Concurrent builds get the same first candidates from Placement: when all of ours
+        # were taken meanwhile, ask again (Placement no longer lists the allocated ones)
+        # rather than refuse while free nodes remain.
+        nodes = [node for node in candidates(placement, rc, traits, limit) if node not in tried]
+        if not nodes:
+            break
+        (rand or random).shuffle(nodes)
+        for node in nodes:
+            row = _try_node(placement, engine, node, rc, traits, image, instance_uuid,
+                            owner_of, project_id, user_id)
+            if row is not None:
+                return row
+            tried.add(node)
     reason = (f'{len(tried)} candidate(s) taken meanwhile or unowned' if tried
               else 'no free node')
     raise NoValidHost(rc, traits, reason)

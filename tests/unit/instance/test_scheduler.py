@@ -35,7 +35,7 @@ def test_schedules_with_traits_and_records_owner(engine):
     assert (row.node_uuid, row.host, row.epoch, row.state) == (B, 'c2', 11, models.BUILDING)
     assert (row.resource_class, row.traits, row.image) == (RC, ('CUSTOM_FAST',), 'http://i')
     assert placement.allocations == {row.uuid: B}
-    assert ('GET', f'/allocation_candidates?resources={RC}:1&limit=20&required=CUSTOM_FAST') \
+    assert ('GET', f'/allocation_candidates?resources={RC}:1&limit=50&required=CUSTOM_FAST') \
         in placement.requests
 
 
@@ -157,3 +157,23 @@ def test_server_api_casts_build_to_the_owner_and_actions_to_the_current_host(eng
         servers.action('stop', str(uuid.uuid4()))
     with pytest.raises(scheduler.BadRequest):
         servers.action('stop', 'not-a-uuid')
+
+
+def test_when_every_candidate_was_taken_placement_is_asked_again(engine):
+    # Concurrent builds all get the same first candidates: losing every one of them must not
+    # end in NoValidHost while Placement still has free nodes beyond that first page.
+    placement = FakePlacement()
+    for node in (A, B, C):
+        placement.add(node, RC)
+    taken = []
+
+    def others_win(consumer, node):
+        if node in (A, B) and node not in taken:
+            taken.append(node)
+            placement.allocations[f'other-{node}'] = node
+    placement.before_put = others_win
+    row = scheduler.schedule(placement, engine, RC, owner_of=owners(), limit=2,
+                             rand=random.Random(1))
+    assert row.node_uuid == C
+    assert sum(1 for method, path in placement.requests
+               if path.startswith('/allocation_candidates')) == 2
