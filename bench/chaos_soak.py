@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.chaos.chaos import Chaos
 
-SECTION = "## Chaos soak"
+SECTION = "## Chaos soak (issue 8)"
 DESCRIPTION = (
     "Daemons each in a network namespace of their own (tests/chaos/netns.py), the reporter and "
     "the services in the root namespace. Recovery = time from the heal (restart, SIGCONT, link "

@@ -64,6 +64,11 @@ from tests.harness.zookeeper import ZooKeeper
 
 IMAGE = "http://10.231.0.1/images/chaos.qcow2"
 SAMPLE_INTERVAL = 2.0
+# The promise is "manageable within rehome_grace + session timeout"; measured here from the last
+# heal (a frozen or partitioned daemon must first notice and rejoin), on a loaded 2-core machine,
+# node refreshes (1 s) and process wake-ups add to it. The report says whether the strict bound
+# was met; the check fails past bound + this slack.
+MANAGEABLE_SLACK = 10.0
 PLACEMENT_VERSION = {"OpenStack-API-Version": "placement 1.39"}
 KINDS = ("kill_daemon", "kill_reporter", "freeze_daemon", "partition_zookeeper",
          "partition_all", "restart_zookeeper", "restart_rabbitmq", "restart_placement",
@@ -191,6 +196,7 @@ class Chaos:
         self.removed_nodes: set[str] = set()
         self.created: list[str] = []
         self.provider_violations: list[str] = []
+        self.known_stuck: set[str] = set()
         self._seen_providers: set[str] = set()
         self._stop = threading.Event()
         self._pause = threading.Event()
@@ -416,9 +422,13 @@ class Chaos:
                 wrong = self.placement_mismatches()
             except Exception as exc:  # noqa: BLE001 - a service is still coming back
                 wrong = [repr(exc)[:200]]
+            # A provider already found stuck (see known_stuck) is left to the final check, so
+            # that one stuck provider does not make every later fault wait in vain.
+            wrong = [w for w in wrong if w.split(":")[0] not in self.known_stuck]
             if not wrong:
                 return time.monotonic() - started
             if time.monotonic() > deadline:
+                self.known_stuck |= {w.split(":")[0] for w in wrong}
                 self.last_mismatch = f"{len(wrong)} provider(s) differ: {wrong[0]}"
                 self.say(f"Placement != Ironic {placement_timeout:.0f}s after the claims "
                          f"converged: {self.last_mismatch}")
@@ -481,9 +491,17 @@ class Chaos:
             self.created.append(uuid)
         try:
             self.api.create(self.resource_class, traits=traits, image=IMAGE, instance_uuid=uuid)
-        except scheduler.NoValidHost:
-            with self._lock:
-                self.created.remove(uuid)
+        except Exception:
+            # Scheduling failed before the row was written (no host, Placement down): no
+            # instance to account for. A row written before the failure (the cast failed:
+            # RabbitMQ down) stays accounted for: the owner must resume its build.
+            try:
+                exists = db_api.get_instance(self.engine, uuid) is not None
+            except Exception:  # noqa: BLE001 - keep it: the final check looks again
+                exists = True
+            if not exists:
+                with self._lock:
+                    self.created.remove(uuid)
             raise
 
     def _op_delete(self, rng) -> None:
@@ -647,7 +665,7 @@ class Chaos:
             fault = self.inject(self.pick_fault())
             injected += 1
             self.pause_workload()
-            healed_at = time.monotonic()
+            healed_at = self.faults_stopped = time.monotonic()
             took = self.wait_converged(recovery_timeout)
             fault.recovery = None if took is None else time.monotonic() - healed_at
             if took is None and self.last_mismatch:
@@ -656,7 +674,6 @@ class Chaos:
             self.results.faults.append(fault)
             self.say(fault.line().strip())
             self.resume_workload()
-        self.faults_stopped = time.monotonic()
 
     # --- invariants -------------------------------------------------------------------------
 
@@ -665,7 +682,7 @@ class Chaos:
         self._stop.set()
         for thread in self._threads:
             thread.join(30)
-        stopped = getattr(self, "faults_stopped", time.monotonic())
+        stopped = getattr(self, "faults_stopped", time.monotonic())  # the last heal
         bound = self.grace + self.session
 
         # Every instance manageable: its host a live member.
@@ -673,7 +690,7 @@ class Chaos:
             members = {m.name for m in ownership_now(self.zk, self.group)[0]}
             return [f"{r.uuid} ({r.state}) on {r.host}" for r in db_api.live_instances(self.engine)
                     if r.host not in members]
-        deadline = stopped + bound + 30
+        deadline = stopped + bound + MANAGEABLE_SLACK
         while unmanageable() and time.monotonic() < deadline:
             time.sleep(0.2)
         bad = unmanageable()
@@ -713,7 +730,8 @@ class Chaos:
         if errors:
             res.check("instances in ERROR (informational)", True, "; ".join(errors[:3]))
 
-        # Placement matches Ironic exactly.
+        # Placement matches Ironic exactly (every node, the known stuck ones included).
+        self.known_stuck = set()
         ironic = self.ironic_nodes()
         wrong = self.placement_mismatches(ironic)
         res.check("Placement == Ironic for every node (class, reserved, traits)", not wrong,

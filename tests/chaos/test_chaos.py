@@ -33,7 +33,7 @@ def test_short_chaos_run(tmp_path):
     chaos = Chaos(tmp_path, seed, daemons=3, nodes=40, session=3, grace=3.0)
     try:
         chaos.setup()
-        chaos.run_faults(count=FAULTS, duration=90)
+        chaos.run_faults(count=FAULTS, duration=360)  # recovery waits count too
         results = chaos.check()
         print(results.report())
         failed = {name: detail for name, (ok, detail) in results.checks.items() if not ok}
