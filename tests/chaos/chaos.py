@@ -62,7 +62,7 @@ from tests.harness.rabbitmq import RabbitMQ
 from tests.harness.stack import Stack
 from tests.harness.zookeeper import ZooKeeper
 
-IMAGE = "http://10.231.0.1/images/chaos.qcow2"
+IMAGE = "http://127.0.0.1/images/chaos.qcow2"  # never fetched: fake deploy
 SAMPLE_INTERVAL = 2.0
 # The promise is "manageable within rehome_grace + session timeout"; measured here from the last
 # heal (a frozen or partitioned daemon must first notice and rejoin), on a loaded 2-core machine,
@@ -158,7 +158,7 @@ class NetDaemon(Daemon):
     def __init__(self, host_ns: netns.Host, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.ns = host_ns
-        self.conf.write_text(self.conf.read_text().replace("127.0.0.1", netns.CONTROLLER))
+        self.conf.write_text(self.conf.read_text().replace("127.0.0.1", host_ns.network.controller))
 
     def start(self) -> NetDaemon:
         with open(self.log, "ab") as out:

@@ -3,19 +3,21 @@
 Layout (everything created here carries the prefix :data:`PREFIX`, so a crashed run's leftovers
 are found and removed by name at the next start):
 
-* a bridge ``cdcbr0`` in the root namespace with address ``10.231.0.1/24`` (the *controller*
+* a run takes a free *slot* N (an flock in /run/computed-chaos, released when the process dies),
+  so that concurrent runs never meet; below, ``cdcN`` is its prefix.
+* a bridge ``cdcNbr`` in the root namespace with address ``10.231.N.1/24`` (the *controller*
   address). The controller services (ZooKeeper, RabbitMQ, PostgreSQL, Placement, Ironic) stay
   bound to 127.0.0.1 as the harness starts them; one ``socat`` forwarder per service port listens
   on ``10.231.0.1:<same port>`` and relays to ``127.0.0.1:<port>``. A daemon therefore reaches
   the controller only over its veth and the bridge, which is what the faults cut.
-* one namespace ``cdc-<host>`` per daemon, with a veth pair (``cdcNh`` on the bridge, ``cdcNn``
-  inside, address ``10.231.0.<10+N>/24``) and its own loopback. The daemon runs there through
+* one namespace ``cdcN-<host>`` per daemon, with a veth pair (``cdcN-Ih`` on the bridge,
+  ``cdcN-In`` inside, address ``10.231.N.<10+I>/24``) and its own loopback. The daemon runs there through
   ``ip netns exec``, which execs (no fork), so its PID is the daemon's and signals reach it.
 
 Faults: :meth:`Host.cut_zookeeper` drops, with nftables in the daemon's namespace only, every
 packet to the controller's ZooKeeper port (RabbitMQ, the database, Ironic and Placement stay
 reachable); :meth:`Host.link_down` takes the namespace's end of the veth down (cut from
-everything); :meth:`Host.heal` undoes both. No address outside 10.231.0.0/24 or loopback is used.
+everything); :meth:`Host.heal` undoes both. No address outside 10.231.N.0/24 or loopback is used.
 """
 
 from __future__ import annotations
@@ -28,10 +30,15 @@ from pathlib import Path
 from tests.harness import process
 
 PREFIX = "cdc"
-BRIDGE = f"{PREFIX}br0"
-SUBNET = "10.231.0"
-CONTROLLER = f"{SUBNET}.1"
 TABLE = "computed_chaos"
+LOCKS = Path("/run/computed-chaos")
+SLOTS = range(1, 200)
+
+
+def names(slot: int) -> tuple[str, str, str]:
+    """(name prefix, bridge, subnet) of run slot ``slot``: concurrent runs on one machine (two
+    test sessions) each hold a slot (an flock) and never touch each other's namespaces."""
+    return f"{PREFIX}{slot}", f"{PREFIX}{slot}br", f"10.231.{slot}"
 
 
 class NetnsUnavailable(RuntimeError):
@@ -63,7 +70,7 @@ def available() -> str | None:
         ensure_tools()
     except Exception as exc:  # noqa: BLE001 - any failure means: not here
         return f"tools missing: {exc}"
-    probe = f"{PREFIX}-probe"
+    probe = f"{PREFIX}probe-{os.getpid()}"
     result = _ip("netns", "add", probe, check=False)
     if result.returncode != 0:
         return f"ip netns add failed: {result.stderr.strip()}"
@@ -71,31 +78,61 @@ def available() -> str | None:
     return None
 
 
-def cleanup_stale() -> list[str]:
-    """Remove every namespace and link named with :data:`PREFIX` (a crashed run's); returns
-    what was removed. Rules live inside the namespaces and go with them."""
+def cleanup_stale(slot: int | None = None) -> list[str]:
+    """Remove the namespaces, links and forwarders of run slot ``slot`` (default: of every slot
+    no live process holds: a crashed run's); returns what was removed. Rules live inside the
+    namespaces and go with them."""
+    slots = [slot] if slot is not None else [n for n in SLOTS if _slot_free(n)]
     removed = []
-    for line in _ip("netns", "list", check=False).stdout.splitlines():
-        name = line.split()[0] if line.split() else ""
-        if name.startswith(PREFIX + "-"):
-            _ip("netns", "del", name, check=False)
-            removed.append(f"netns {name}")
-    for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
-        parts = line.split(":")
-        if len(parts) < 2:
-            continue
-        name = parts[1].strip().split("@")[0]
-        if name.startswith(PREFIX):
-            _ip("link", "del", name, check=False)
-            removed.append(f"link {name}")
-    # Forwarders of a crashed run: socat processes bound to the controller address.
-    for pid in _pids_with(f"bind={CONTROLLER}"):
-        try:
-            os.kill(pid, 9)
-            removed.append(f"forwarder pid {pid}")
-        except OSError:
-            pass
+    netns_list = [line.split()[0] for line in _ip("netns", "list", check=False).stdout.splitlines()
+                  if line.split()]
+    links = [line.split(":")[1].strip().split("@")[0]
+             for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
+             if len(line.split(":")) > 1]
+    for n in slots:
+        prefix, bridge, subnet = names(n)
+        for name in netns_list:
+            if name.startswith(prefix + "-"):
+                _ip("netns", "del", name, check=False)
+                removed.append(f"netns {name}")
+        for name in links:
+            if name == bridge or name.startswith(prefix + "-"):
+                _ip("link", "del", name, check=False)
+                removed.append(f"link {name}")
+        for pid in _pids_with(f"bind={subnet}.1,"):
+            try:
+                os.kill(pid, 9)
+                removed.append(f"forwarder pid {pid}")
+            except OSError:
+                pass
     return removed
+
+
+def _slot_free(slot: int) -> bool:
+    import fcntl
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    with open(LOCKS / f"{slot}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return True
+
+
+def take_slot():
+    """(slot, open lock file) of a free run slot, held until the file is closed."""
+    import fcntl
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    for slot in SLOTS:
+        lock = open(LOCKS / f"{slot}.lock", "w")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        return slot, lock
+    raise NetnsUnavailable("no free chaos run slot")
 
 
 def _pids_with(text: str) -> list[int]:
@@ -118,10 +155,10 @@ class Host:
     def __init__(self, network: Network, name: str, index: int):
         self.network = network
         self.name = name
-        self.ns = f"{PREFIX}-{name}"
-        self.address = f"{SUBNET}.{10 + index}"
-        self.outer = f"{PREFIX}{index}h"
-        self.inner = f"{PREFIX}{index}n"
+        self.ns = f"{network.prefix}-{name}"
+        self.address = f"{network.subnet}.{10 + index}"
+        self.outer = f"{network.prefix}-{index}h"
+        self.inner = f"{network.prefix}-{index}n"
         self.zookeeper_cut = False
         self.link_is_down = False
 
@@ -129,7 +166,7 @@ class Host:
         _ip("netns", "add", self.ns)
         _ip("link", "add", self.outer, "type", "veth", "peer", "name", self.inner)
         _ip("link", "set", self.inner, "netns", self.ns)
-        _ip("link", "set", self.outer, "master", BRIDGE, "up")
+        _ip("link", "set", self.outer, "master", self.network.bridge, "up")
         _ip("-n", self.ns, "addr", "add", f"{self.address}/24", "dev", self.inner)
         _ip("-n", self.ns, "link", "set", self.inner, "up")
         _ip("-n", self.ns, "link", "set", "lo", "up")
@@ -148,7 +185,8 @@ class Host:
 
     def cut_zookeeper(self) -> None:
         """Drop every packet from this namespace to the controller's ZooKeeper port."""
-        self._nft("add", "rule", "inet", TABLE, "out", "ip", "daddr", CONTROLLER, "tcp",
+        self._nft("add", "rule", "inet", TABLE, "out", "ip", "daddr", self.network.controller,
+                  "tcp",
                   "dport", str(self.network.zookeeper_port), "drop")
         self.zookeeper_cut = True
 
@@ -178,23 +216,26 @@ class Network:
         self.forwarders: list[int] = []
         self.zookeeper_port = 0
         self._next = 0
+        self.slot, self._lock = take_slot()
+        self.prefix, self.bridge, self.subnet = names(self.slot)
+        self.controller = f"{self.subnet}.1"
 
     def setup(self, ports: dict[str, int]) -> None:
         """Create the bridge and forward ``ports`` ({service: port}) from the controller
         address to loopback."""
-        cleanup_stale()
-        _ip("link", "add", BRIDGE, "type", "bridge")
-        _ip("addr", "add", f"{CONTROLLER}/24", "dev", BRIDGE)
-        _ip("link", "set", BRIDGE, "up")
+        cleanup_stale(self.slot)
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.controller}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
         self.zookeeper_port = ports["zookeeper"]
         for name, port in ports.items():
-            listen = f"TCP-LISTEN:{port},bind={CONTROLLER},fork,reuseaddr,backlog=256"
+            listen = f"TCP-LISTEN:{port},bind={self.controller},fork,reuseaddr,backlog=256"
             pid = process.spawn(["socat", listen, f"TCP:127.0.0.1:{port}"],
                                 self.workdir / f"forward-{name}.log")
             self.forwarders.append(pid)
         for port in ports.values():
-            process.wait_until(lambda p=port: process.port_open(p, CONTROLLER), 10,
-                               f"forwarder {CONTROLLER}:{port}")
+            process.wait_until(lambda p=port: process.port_open(p, self.controller), 10,
+                               f"forwarder {self.controller}:{port}")
 
     def host(self, name: str) -> Host:
         if name not in self.hosts:
@@ -211,5 +252,6 @@ class Network:
         for host in self.hosts.values():
             host.destroy()
         self.hosts = {}
-        _ip("link", "del", BRIDGE, check=False)
-        cleanup_stale()
+        _ip("link", "del", self.bridge, check=False)
+        cleanup_stale(self.slot)
+        self._lock.close()
