@@ -86,6 +86,10 @@ class ClaimTable:
         with self._lock:
             return dict(self._held)
 
+    def get(self, node: str) -> Claim | None:
+        with self._lock:
+            return self._held.get(node)
+
     def acquire(self, nodes: Iterable[str], member_epoch: int, generation: int) -> AcquireResult:
         """Create claims on ``nodes``, pipelined; busy ones get a watch that calls ``on_freed``."""
         value = json.dumps({"host": self._host, "member_epoch": member_epoch}).encode()

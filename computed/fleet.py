@@ -230,7 +230,7 @@ class Fleet:
 
     def claim_for(self, node: str) -> Claim | None:
         """The claim this daemon may act on for ``node`` right now, or None."""
-        claim = self.claims.held().get(node)
+        claim = self.claims.get(node)
         if claim is None or not self._fence.may_act(claim.generation):
             return None
         return claim

@@ -105,7 +105,8 @@ class Outbox:
     """What this daemon still has to report, and what the reporters confirmed."""
 
     def __init__(self, host: str, send: Callable[[list[Report]], Mapping[tuple[str, int], str]],
-                 batch_size: int = 100, may_send: Callable[[str, int], bool] = lambda u, e: True,
+                 batch_size: int = 100,
+                 may_send: Callable[[str, int], bool | None] = lambda u, e: True,
                  max_backoff: float = 30.0):
         self.host = host
         self._send = send
@@ -114,16 +115,20 @@ class Outbox:
         self._max_backoff = max_backoff
         self._lock = threading.Lock()
         self._pending: dict[str, _Entry] = {}
+        # Providers with a report on the wire: until it settles, "confirmed" may not be what
+        # Placement will hold, so an offer equal to it must still be sent.
+        self._inflight: set[str] = set()
         self._confirmed: dict[str, tuple[int, Mapping[str, Any] | None]] = {}
         self._seq = itertools.count(int(time.time() * 1000))
         self._wake = threading.Event()
         self.failures = 0
         self.sent = 0
+        self.last_failed = 0  # reports of the last batch answered "failed"
 
     def offer(self, uuid: str, epoch: int, state: Mapping[str, Any] | None) -> bool:
         """Queue ``state`` for ``uuid`` unless it is already confirmed or queued; True if queued."""
         with self._lock:
-            if self._confirmed.get(uuid) == (epoch, state):
+            if uuid not in self._inflight and self._confirmed.get(uuid) == (epoch, state):
                 self._pending.pop(uuid, None)
                 return False
             entry = self._pending.get(uuid)
@@ -156,26 +161,42 @@ class Outbox:
         batch = [r for r in batch if self._still_ours(r)]
         if not batch:
             return 0
-        outcomes = self._send(batch)
+        with self._lock:
+            self._inflight.update(r.uuid for r in batch)
+        try:
+            outcomes = self._send(batch)
+        except BaseException:
+            with self._lock:
+                self._inflight.difference_update(r.uuid for r in batch)
+            raise
         self._settle(batch, outcomes)
         self.sent += len(batch)
         return len(batch)
 
     def _still_ours(self, report: Report) -> bool:
-        if self._may_send(report.uuid, report.epoch):
+        """Send it (True); hold it (None from may_send: the claim is ours but the fence is
+        closed, e.g. while ZooKeeper reconnects); or drop it (the claim went away or changed
+        epoch: the node's next owner reports it)."""
+        verdict = self._may_send(report.uuid, report.epoch)
+        if verdict:
             return True
-        with self._lock:  # the claim went away or changed epoch: this report is no longer ours
+        if verdict is None:
+            return False
+        with self._lock:
             entry = self._pending.get(report.uuid)
             if entry is not None and entry.seq == report.seq:
                 del self._pending[report.uuid]
         return False
 
     def _settle(self, batch: list[Report], outcomes: Mapping[tuple[str, int], str]) -> None:
+        failed = 0
         with self._lock:
+            self._inflight.difference_update(r.uuid for r in batch)
             for report in batch:
                 outcome = outcomes.get((report.uuid, report.seq), Outcome.FAILED.value)
                 entry = self._pending.get(report.uuid)
                 if outcome not in {o.value for o in SETTLED}:
+                    failed += 1
                     continue  # failed: stays queued for the next attempt
                 if outcome in (Outcome.APPLIED.value, Outcome.STALE.value, Outcome.KEPT.value):
                     self._confirmed[report.uuid] = (report.epoch, report.state)
@@ -184,6 +205,7 @@ class Outbox:
                               report.uuid)
                 if entry is not None and entry.seq == report.seq:
                     del self._pending[report.uuid]
+        self.last_failed = failed
 
     def run(self, stop: threading.Event) -> None:
         """Send until ``stop``: batches back to back while there is work, backoff on failure."""
@@ -191,6 +213,10 @@ class Outbox:
         while not stop.is_set():
             try:
                 sent = self.send_batch()
+                if sent and self.last_failed == sent:
+                    # The reporter answered but could apply none (Placement or ZooKeeper
+                    # down on its side): back off as if the call itself had failed.
+                    raise RuntimeError(f"the reporter could apply none of {sent} report(s)")
                 backoff = 0.0
                 self.failures = 0
             except Exception as exc:  # the call failed: keep everything queued, retry later

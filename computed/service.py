@@ -286,9 +286,13 @@ class ComputeService:
 
     # --- lifetime ----------------------------------------------------------------------
 
-    def may_report(self, uuid: str, epoch: int) -> bool:
-        claim = self.fleet.claim_for(uuid)
-        return claim is not None and claim.epoch == epoch
+    def may_report(self, uuid: str, epoch: int) -> bool | None:
+        """True: send; None: hold (the claim is ours but the fence is closed for now);
+        False: drop (no longer our claim with that epoch)."""
+        claim = self.fleet.claims.get(uuid)
+        if claim is None or claim.epoch != epoch:
+            return False
+        return True if self.fence.may_act(claim.generation) else None
 
     def start(self) -> None:
         self._coordinator.start(start_heart=True)

@@ -146,3 +146,48 @@ def test_malformed_reports_name_the_field(bad, field):
 def test_report_round_trip():
     report = Report(U1, 7, 3, "c1", state())
     assert Report.from_dict(report.to_dict()) == report
+
+
+def test_a_state_equal_to_the_confirmed_one_is_still_sent_while_another_is_in_flight():
+    # available -> deploying -> available within one call: when the call returns, Placement
+    # holds the in-flight state, so the offer that looked "already confirmed" must go out.
+    outbox = None
+
+    def reporter(batch):
+        if batch[0].state["reserved"] == 1:
+            outbox.offer(U1, 7, state(reserved=0))  # changed back while B was on the wire
+        return {(r.uuid, r.seq): "applied" for r in batch}
+
+    outbox = Outbox("c1", reporter)
+    outbox.offer(U1, 7, state(reserved=0))
+    outbox.send_batch()
+    outbox.offer(U1, 7, state(reserved=1))
+    outbox.send_batch()
+    assert outbox.confirmed(U1) == (7, state(reserved=1))
+    assert outbox.pending() == 1  # the change back is queued, not lost
+    outbox.send_batch()
+    assert outbox.confirmed(U1) == (7, state(reserved=0))
+
+
+def test_reports_are_held_while_the_fence_is_closed_and_sent_after():
+    reporter = Reporter()
+    verdict = {"value": None}  # claim ours, fence closed (ZooKeeper reconnecting)
+    outbox = Outbox("c1", reporter, may_send=lambda uuid, epoch: verdict["value"])
+    outbox.offer(U1, 7, state())
+    assert outbox.send_batch() == 0 and outbox.pending() == 1 and reporter.batches == []
+    verdict["value"] = True
+    assert outbox.send_batch() == 1 and outbox.confirmed(U1) == (7, state())
+
+
+def test_run_backs_off_when_the_reporter_can_apply_nothing():
+    reporter = Reporter("failed")
+    outbox = Outbox("c1", reporter, max_backoff=0.2)
+    outbox.offer(U1, 7, state())
+    stop = threading.Event()
+    thread = threading.Thread(target=outbox.run, args=(stop,))
+    thread.start()
+    stop.wait(1.0)
+    stop.set()
+    thread.join(5)
+    # Without backoff this loop would have sent hundreds of calls in a second.
+    assert 2 <= len(reporter.batches) <= 10 and outbox.pending() == 1
