@@ -28,6 +28,9 @@ from hashring.ownership import Member, adopters
 
 LOG = logging.getLogger(__name__)
 
+# Seconds between two looks for node-less instances of gone hosts (rare: failed builds).
+NODELESS_INTERVAL = 10.0
+
 
 class Rehomer:
     def __init__(self, engine: Any, host: str, grace: float,
@@ -37,6 +40,8 @@ class Rehomer:
         self._grace = grace
         self._clock = clock
         self._orphaned_since: dict[str, float] = {}
+        self._nodeless: dict[str, str] = {}
+        self._next_nodeless = float("-inf")
 
     def due(self, orphans: Mapping[str, str]) -> list[str]:
         """Nodes orphaned for at least the grace period (and forget those no longer orphans)."""
@@ -51,20 +56,29 @@ class Rehomer:
 
     def step(self, members: Iterable[Member], orphans: Mapping[str, str],
              member_epoch: int) -> list[str]:
-        """Adopt the instances of due orphans whose adopter is this daemon; returns their uuids."""
+        """Adopt the instances of due orphans whose adopter is this daemon; returns their uuids.
+
+        Instances without a node (a failed build that released it) are orphans too when their
+        host is gone: nobody else could delete them. Their adopter is chosen by instance uuid.
+        """
+        members = list(members)
+        orphans = {**orphans, **self._nodeless_orphans(members)}
         due = {node: orphans[node] for node in self.due(orphans)}
         mine = [node for node, adopter in adopters(members, due).items()
                 if adopter == self._host]
         if not mine:
             return []
         adopted = []
-        by_node = {row.node_uuid: row for row in db_api.live_instances(self._engine)
-                   if row.node_uuid in set(mine)}
+        wanted = set(mine)
+        by_node = {row.node_uuid or row.uuid: row for row in db_api.live_instances(self._engine)
+                   if (row.node_uuid or row.uuid) in wanted}
         for node in mine:
             row = by_node.get(node)
             if row is None:
                 continue
-            if db_api.rehome_instance(self._engine, row.uuid, row.host, row.epoch,
+            # From the host we saw gone, not the row's host now: the row may have been
+            # adopted by someone else since (the compare-and-set then fails, as it should).
+            if db_api.rehome_instance(self._engine, row.uuid, due[node], row.epoch,
                                       self._host, member_epoch):
                 LOG.warning("re-homed instance %s on node %s from %s (gone for %.0fs or more) "
                             "to %s", row.uuid, node, row.host, self._grace, self._host)
@@ -74,6 +88,19 @@ class Rehomer:
                 LOG.info("instance %s on node %s was adopted by someone else first",
                          row.uuid, node)
         return adopted
+
+
+    def _nodeless_orphans(self, members: list[Member]) -> dict[str, str]:
+        """{instance uuid: gone host} for node-less live instances of hosts not in the group
+        (keyed by instance uuid: there is no node to key them by)."""
+        live = {member.name for member in members}
+        now = self._clock()
+        if now < self._next_nodeless:
+            return self._nodeless
+        self._next_nodeless = now + NODELESS_INTERVAL
+        self._nodeless = {row.uuid: row.host for row in db_api.nodeless_instances(self._engine)
+                          if row.host is not None and row.host not in live}
+        return self._nodeless
 
 
 def readopt_own(engine: Any, host: str, member_epoch: int) -> list[str]:

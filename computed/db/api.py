@@ -440,6 +440,12 @@ def live_instances(engine: Engine) -> list[InstanceRow]:
         return _live(conn)
 
 
+def nodeless_instances(engine: Engine) -> list[InstanceRow]:
+    """Live instances without a node (e.g. a failed build that released its node)."""
+    with _transaction(engine) as conn:
+        return _live(conn, _instances.c.node_uuid.is_(None))
+
+
 def instance_hosts(engine: Engine) -> dict[str, str]:
     """``{node_uuid: host}`` for the nodes hosting a live instance (the sticky nodes)."""
     with _transaction(engine) as conn:

@@ -63,3 +63,31 @@ def test_a_returning_daemon_keeps_its_own_but_not_what_was_rehomed(engine):
     assert db_api.get_instance(engine, INSTANCES[0]).epoch == 12
     assert db_api.get_instance(engine, INSTANCES[1]).host == "b"
     assert readopt_own(engine, "a", 12) == []  # already current
+
+
+def test_a_nodeless_instance_of_a_gone_host_is_adopted_too(engine):
+    # A build that failed and released its node leaves an ERROR instance with no node; if its
+    # host then dies, nobody could delete it unless someone adopts it.
+    db_api.create_instance(engine, INSTANCES[0], "CUSTOM_GOLD", host="dead", epoch=5)
+    db_api.set_instance_state(engine, INSTANCES[0], "ERROR", fault="deploy failed")
+    clock = Clock()
+    rehomers = {name: Rehomer(engine, name, grace=5, clock=clock) for name in ("a", "b")}
+    for name, rehomer in rehomers.items():
+        assert rehomer.step(MEMBERS, {}, 70) == []
+    clock.now = 5
+    adopted = {name: rehomer.step(MEMBERS, {}, 70) for name, rehomer in rehomers.items()}
+    assert sorted(adopted.values()) == [[], [INSTANCES[0]]]
+    winner = next(name for name, got in adopted.items() if got)
+    assert winner == adopters(MEMBERS, {INSTANCES[0]: "dead"})[INSTANCES[0]]
+    row = db_api.get_instance(engine, INSTANCES[0])
+    assert (row.host, row.epoch, row.state) == (winner, 70, "ERROR")
+
+
+def test_a_stale_view_never_takes_an_instance_from_its_new_host(engine):
+    instance(engine, INSTANCES[0], NODES[0], "dead", 5)
+    assert db_api.rehome_instance(engine, INSTANCES[0], "dead", 5, "b", 9)  # b adopted it
+    clock = Clock()
+    rehomer = Rehomer(engine, "a", grace=0, clock=clock)
+    # a still believes the node is orphaned from "dead" (its view is a pass behind).
+    assert rehomer.step([Member("a")], {NODES[0]: "dead"}, 70) == []
+    assert db_api.get_instance(engine, INSTANCES[0]).host == "b"
