@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -23,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.chaos.chaos import Chaos
+from bench.common import write_section  # noqa: E402
+from tests.chaos.chaos import Chaos  # noqa: E402
 
 SECTION = "## Chaos soak (issue 8)"
 DESCRIPTION = (
@@ -56,16 +56,6 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -94,7 +84,7 @@ def main() -> int:
               f"max {summary['max']:.1f}s over {summary['recovered']}/{summary['faults']}",
               flush=True)
         if args.benchmarks:
-            write_section(args.benchmarks, markdown(chaos, args, minutes_run))
+            write_section(args.benchmarks, SECTION, markdown(chaos, args, minutes_run))
         never = summary["recovered"] < summary["faults"]
         return 1 if never or not results.ok else 0
     finally:

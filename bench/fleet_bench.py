@@ -35,7 +35,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import signal
@@ -52,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError  # noqa: E402
 
+from bench.common import machine, write_section  # noqa: E402
 from bench.seed import api_node_uuids, seed_nodes, unseed_nodes  # noqa: E402
 from computed.audit import fencing_violations  # noqa: E402
 from computed.membership import fleet_root, read_members  # noqa: E402
@@ -388,18 +388,6 @@ def summary(values) -> str:
     return (f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
 
 
-def machine() -> str:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"nproc = {os.cpu_count()}, CPU `{model}`, Python {platform.python_version()}"
-
-
 def table(results: dict) -> list[str]:
     rows = [
         ("**failover**: kill -9 -> last of its nodes claimed (claim znode ctime)", "failover",
@@ -519,22 +507,6 @@ def markdown(args, results: dict, info: dict) -> str:
     return "\n".join(body)
 
 
-def write_section(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace our section (up to the next '## ' heading) or append it; others' stay intact."""
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = current.find(SECTION)
-    if start < 0:
-        new = current.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    else:
-        end = current.find("\n## ", start + len(SECTION))
-        tail = current[end + 1:] if end >= 0 else ""
-        old = current[start:end + 1] if end >= 0 else current[start:]
-        if KEEP in old:
-            text = text.rstrip("\n") + "\n\n" + old[old.index(KEEP):].strip("\n") + "\n"
-        new = current[:start] + text.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
-    path.write_text(new)
-
-
 def notes(results: dict, info: dict) -> str:
     """Where the time goes, from the numbers (printed and written)."""
     out = [f"One listing of the {info['total_nodes']:,} nodes from Ironic with the daemon's fields "
@@ -647,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         if violations:
             say(f"FENCING VIOLATIONS: {len(violations)}; first: {violations[:5]}")
         if args.write_md:
-            write_section(markdown(args, results, info))
+            write_section(ROOT / "BENCHMARKS.md", SECTION, markdown(args, results, info), KEEP)
             say("wrote the section of BENCHMARKS.md")
         say(f"logs and audit logs in {workdir}")
         return 0

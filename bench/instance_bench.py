@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -57,7 +56,8 @@ import sqlalchemy as sa  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
 from bench.fleet_bench import MemberWatch  # noqa: E402
-from bench.seed import _wait_state, seed_nodes, unseed_nodes  # noqa: E402
+from bench.common import machine_facts, write_section  # noqa: E402
+from bench.seed import make_template, seed_nodes, unseed_nodes  # noqa: E402
 from computed import conf as computed_conf  # noqa: E402
 from computed import db, keystone, rpc, scheduler  # noqa: E402
 from computed.compute_rpc import ComputeAPI, ServerAPI  # noqa: E402
@@ -66,7 +66,6 @@ from computed.membership import fleet_root  # noqa: E402
 from computed.provider import normalise_resource_class  # noqa: E402
 from tests.functional.daemons import (Daemon, Reporter, dump_logs, fleet_database,  # noqa: E402
                                       ironic, ownership_now, wait_converged, zk_client)
-from tests.harness.ironic import _request  # noqa: E402
 from hashring.ownership import compute_ownership  # noqa: E402
 from tests.harness.stack import Stack  # noqa: E402
 
@@ -96,38 +95,6 @@ def pct(values, q) -> float | None:
     if not values:
         return None
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
-def machine() -> dict:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
-
-
-def make_template(url: str, prefix: str, resource_class: str) -> str:
-    """The node every seeded node is copied from: available and powered off (reserved 0),
-    through Ironic's API."""
-    node = _request("POST", f"{url}/v1/nodes", {
-        "driver": "fake-hardware", "name": f"{prefix}-00000",
-        "resource_class": resource_class})["uuid"]
-    for verb, state in (("manage", "manageable"), ("provide", "available")):
-        _request("PUT", f"{url}/v1/nodes/{node}/states/provision", {"target": verb})
-        _wait_state(url, node, state)
-    _request("PUT", f"{url}/v1/nodes/{node}/states/power", {"target": "power off"})
-    deadline = time.monotonic() + 60
-    while True:
-        body = _request("GET", f"{url}/v1/nodes/{node}?fields=power_state,target_power_state")
-        if body["power_state"] == "power off" and not body.get("target_power_state"):
-            return node
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"template {node} not powered off: {body}")
-        time.sleep(0.2)
 
 
 # --- the world ------------------------------------------------------------------------------
@@ -537,19 +504,6 @@ def markdown(args, runs, info) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    path = ROOT / "BENCHMARKS.md"
-    current = path.read_text()
-    if SECTION in current:
-        head, rest = current.split(SECTION, 1)
-        nxt = rest.find("\n## ")
-        tail = rest[nxt:] if nxt >= 0 else "\n"
-        current = head + text.rstrip("\n") + "\n" + tail
-    else:
-        current = current.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    path.write_text(current)
-
-
 # --- main -----------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -625,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         info = {"command": ".venv/bin/python bench/instance_bench.py " + " ".join(
                     a for a in (argv if argv is not None else sys.argv[1:])
                     if a != "--write-md").strip(),
-                "machine": machine(), "backend": world.backend,
+                "machine": machine_facts(), "backend": world.backend,
                 "elapsed": time.monotonic() - began,
                 "load": f"{min(loads):.1f} to {max(loads):.1f} at the runs' starts and end"}
         say("")
@@ -637,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             f"120 + adoption + reboots): {_f(default, 1)} s; Nova: never without the service "
             f"or a DB edit")
         if args.write_md:
-            write_section(markdown(args, runs, info))
+            write_section(ROOT / "BENCHMARKS.md", SECTION, markdown(args, runs, info))
             say("wrote the section of BENCHMARKS.md")
         say(f"logs in {workdir}; took {time.monotonic() - began:.0f} s")
         return 0

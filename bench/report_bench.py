@@ -51,12 +51,10 @@ import ast
 import calendar
 import json
 import os
-import platform
 import random
 import re
 import shutil
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -74,7 +72,9 @@ import requests  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
-from bench.seed import _connect, _wait_state, ironic_db, seed_nodes, unseed_nodes  # noqa: E402
+from bench.common import machine, write_section  # noqa: E402
+from bench.seed import (_connect, ironic_db, make_template, seed_nodes,  # noqa: E402
+                        unseed_nodes)
 from computed import conf as computed_conf  # noqa: E402
 from computed import db, keystone  # noqa: E402
 from computed.db.api import _UNAPPLIED  # noqa: E402
@@ -111,26 +111,6 @@ def in_maintenance(index: int) -> bool:
 
 def index_of(name: str) -> int:
     return int(name.rsplit("-", 1)[1])
-
-
-def make_template(url: str, prefix: str, resource_class: str) -> str:
-    """The node every other is copied from: available, powered off, no instance, not in
-    maintenance, through the API (so Ironic's own state machine set every field)."""
-    node = _request("POST", f"{url}/v1/nodes", {
-        "driver": "fake-hardware", "name": f"{prefix}-00000",
-        "resource_class": resource_class})["uuid"]
-    for verb, state in (("manage", "manageable"), ("provide", "available")):
-        _request("PUT", f"{url}/v1/nodes/{node}/states/provision", {"target": verb})
-        _wait_state(url, node, state)
-    _request("PUT", f"{url}/v1/nodes/{node}/states/power", {"target": "power off"})
-    deadline = time.monotonic() + 60
-    while True:
-        body = _request("GET", f"{url}/v1/nodes/{node}?fields=power_state,target_power_state")
-        if body["power_state"] == "power off" and not body.get("target_power_state"):
-            return node
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"template {node} not powered off: {body}")
-        time.sleep(0.2)
 
 
 def list_nodes(url: str, prefix: str) -> dict[str, dict]:
@@ -688,22 +668,13 @@ def med(values, digits: int = 1) -> str:
             f"{max(values):.{digits}f})")
 
 
-def machine() -> str:
-    model = "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    return f"nproc = {os.cpu_count()}, CPU `{model}`, Python {platform.python_version()}"
-
-
 def table(runs: list[dict], args) -> list[str]:
     cold = [r["cold"] for r in runs]
     steady = [r["steady"] for r in runs if r.get("steady")]
     events = [r["events"] for r in runs if r.get("events")]
     raw = [r["raw"] for r in runs]
     n = args.nodes
-    lines = [f"| figure | median (min-max) | runs |", "|---|---:|---:|"]
+    lines = ["| figure | median (min-max) | runs |", "|---|---:|---:|"]
 
     def row(label, values, digits=1):
         lines.append(f"| {label} | {med(values, digits)} | {len([v for v in values if v is not None])} |")
@@ -752,7 +723,6 @@ def table(runs: list[dict], args) -> list[str]:
 
 
 def markdown(args, runs: list[dict], info: dict) -> str:
-    cold = [r["cold"] for r in runs]
     body = [
         SECTION,
         "",
@@ -781,7 +751,6 @@ def markdown(args, runs: list[dict], info: dict) -> str:
 
 
 def notes(runs: list[dict]) -> str:
-    cold = [r["cold"] for r in runs]
     raw = [r["raw"] for r in runs]
     text = [f"Raw `PlacementClient.apply` makes {raw[0]['requests_per']:.2f} requests per new "
             f"provider (read, create, inventory, traits on 2 %)."]
@@ -791,22 +760,6 @@ def notes(runs: list[dict]) -> str:
                     f"{r['raw']['apply_rate']:.0f}/s), reporters' outcomes {c['counts']}, load "
                     f"{c['load'][0]:.1f}-{c['load'][1]:.1f}.")
     return " ".join(text)
-
-
-def write_section(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace our section (up to the next '## ' heading) or append it; others' stay intact."""
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = current.find(SECTION)
-    if start < 0:
-        new = current.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    else:
-        end = current.find("\n## ", start + len(SECTION))
-        tail = current[end + 1:] if end >= 0 else ""
-        old = current[start:end + 1] if end >= 0 else current[start:]
-        if KEEP in old:
-            text = text.rstrip("\n") + "\n\n" + old[old.index(KEEP):].strip("\n") + "\n"
-        new = current[:start] + text.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
-    path.write_text(new)
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -890,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
         say(info["notes"])
         (workdir / "results.json").write_text(json.dumps(runs, indent=1, default=str))
         if args.write_md:
-            write_section(markdown(args, runs, info))
+            write_section(ROOT / "BENCHMARKS.md", SECTION, markdown(args, runs, info), KEEP)
             say("wrote the section of BENCHMARKS.md")
         say(f"logs in {workdir}")
         return 0

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import sys
@@ -39,6 +38,7 @@ from tooz import hashring as tooz_hashring  # noqa: E402
 import tooz  # noqa: E402
 
 import hashring  # noqa: E402
+from bench.common import machine_facts  # noqa: E402
 
 SIZES = (3, 5, 10, 20, 50, 100)
 
@@ -151,17 +151,9 @@ def speed():
 
 
 def machine():
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    print(f"nproc={os.cpu_count()} cpu={model!r} "
-          f"python={platform.python_version()} tooz={tooz_version()}")
+    facts = machine_facts()
+    print(f"nproc={facts['nproc']} cpu={facts['cpu']!r} "
+          f"python={facts['python']} tooz={tooz_version()}")
 
 
 def tooz_version():

@@ -91,6 +91,22 @@ def _template(url: str, prefix: str, resource_class: str, available: bool) -> st
     return node
 
 
+def make_template(url: str, prefix: str, resource_class: str) -> str:
+    """A node to copy from that Placement will see as schedulable: available, powered off
+    (fake power answers asynchronously, so wait for it), no instance, not in maintenance, all
+    set through the API so that Ironic's own state machine wrote every field."""
+    node = _template(url, prefix, resource_class, available=True)
+    _request("PUT", f"{url}/v1/nodes/{node}/states/power", {"target": "power off"})
+    deadline = time.monotonic() + 60
+    while True:
+        body = _request("GET", f"{url}/v1/nodes/{node}?fields=power_state,target_power_state")
+        if body["power_state"] == "power off" and not body.get("target_power_state"):
+            return node
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"template {node} not powered off: {body}")
+        time.sleep(0.2)
+
+
 def seed_nodes(stack, count: int, prefix: str = "bench", resource_class: str = "baremetal",
                available: bool = True, log=print) -> list[str]:
     """Make Ironic hold ``count`` nodes named ``<prefix>-NNNNN``; returns their uuids, checked
