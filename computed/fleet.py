@@ -75,6 +75,8 @@ class Fleet:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._generation = 0  # the fence generation our membership and claims belong to
+        self.claimed = 0   # claims taken and released since start (read by computed.metrics)
+        self.released = 0
         self.members: list = []
         self.ownership: Ownership | None = None  # the rules' answer at the last pass
         self.claims = ClaimTable(client, root, self.host, on_freed=lambda _node: self.wake(),
@@ -169,12 +171,12 @@ class Fleet:
         return ownership.managed.get(self.host, frozenset())
 
     def _record_claim(self, claim: Claim) -> None:
-        self.claimed = getattr(self, "claimed", 0) + 1  # read by computed.metrics
+        self.claimed += 1
         self._audit.record("claim", node=claim.node, epoch=claim.epoch,
                            member_epoch=self._membership.epoch)
 
     def _record_release(self, claim: Claim) -> None:
-        self.released = getattr(self, "released", 0) + 1  # read by computed.metrics
+        self.released += 1
         self._audit.record("release", node=claim.node, epoch=claim.epoch)
 
     def _release(self, nodes: Iterable[str]) -> None:

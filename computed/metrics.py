@@ -142,8 +142,8 @@ class DaemonCollector:
         family = CounterMetricFamily(f"{PREFIX}_claim_events", "Claims this process made and "
                                      "released (handovers and drains; claims dropped with a "
                                      "lost session are not counted).", labels=["event"])
-        family.add_metric(["claim"], float(getattr(self._service.fleet, "claimed", 0)))
-        family.add_metric(["release"], float(getattr(self._service.fleet, "released", 0)))
+        family.add_metric(["claim"], float(self._service.fleet.claimed))
+        family.add_metric(["release"], float(self._service.fleet.released))
         yield family
 
     def _ironic(self) -> Iterator[Metric]:
