@@ -53,13 +53,13 @@ from kazoo.exceptions import NoNodeError  # noqa: E402
 
 from bench.common import machine, write_section  # noqa: E402
 from bench.seed import api_node_uuids, seed_nodes, unseed_nodes  # noqa: E402
-from computed.audit import fencing_violations  # noqa: E402
-from computed.membership import fleet_root, read_members  # noqa: E402
-from drivers.ironic.convert import LIST_FIELDS  # noqa: E402
-from tests.harness.ironic import _request  # noqa: E402
+from computed.fleet.audit import fencing_violations  # noqa: E402
+from computed.fleet.membership import fleet_root, read_members  # noqa: E402
+from computed_ironic.convert import LIST_FIELDS  # noqa: E402
+from computed.testing.ironic import _request  # noqa: E402
 from tests.functional.daemons import (Daemon, expected_ownership, merged_records,  # noqa: E402
                                       ownership_now, wait_converged, zk_client)
-from tests.harness.stack import Stack  # noqa: E402
+from computed.testing.stack import Stack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Fleet: failover and handover (issue 4)"
@@ -472,7 +472,7 @@ def markdown(args, results: dict, info: dict) -> str:
         "victim's member znode disappear (ZooKeeper expiring the session; its claim znodes go in "
         "the same transaction). `wait_converged` (tests/functional/daemons.py) polls ZooKeeper "
         "until every claim matches the rules; it is a coarse cross-check (one poll reads 3,000 "
-        "znodes). Fencing: `computed.audit.fencing_violations` over all audit logs of the run "
+        "znodes). Fencing: `computed.fleet.audit.fencing_violations` over all audit logs of the run "
         f"found {info['violations']} violations.",
         "",
     ] + table(results) + [

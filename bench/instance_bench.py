@@ -11,7 +11,7 @@ schedulable: Placement lists all of them as able to take one unit of the class
 
 Each of ``--runs`` runs:
 
-1. **builds**: ``--builds`` builds through :class:`computed.compute_rpc.ServerAPI` (allocation
+1. **builds**: ``--builds`` builds through :class:`computed.instances.rpcapi.ServerAPI` (allocation
    candidates, allocation, instance row, cast; the owning daemon deploys through Ironic's fake
    driver and marks the instance ACTIVE), ``--threads`` client threads calling ``create``; one
    poller reads the instance rows every 0.1 s. Time from the first ``create`` call to the last
@@ -60,14 +60,14 @@ from bench.common import machine_facts, write_section  # noqa: E402
 from bench.seed import make_template, seed_nodes, unseed_nodes  # noqa: E402
 from computed import conf as computed_conf  # noqa: E402
 from computed import db, keystone, rpc, scheduler  # noqa: E402
-from computed.compute_rpc import ComputeAPI, ServerAPI  # noqa: E402
+from computed.instances.rpcapi import ComputeAPI, ServerAPI  # noqa: E402
 from computed.db import api as db_api  # noqa: E402
-from computed.membership import fleet_root  # noqa: E402
-from computed.provider import normalise_resource_class  # noqa: E402
+from computed.fleet.membership import fleet_root  # noqa: E402
+from computed.providers.state import normalise_resource_class  # noqa: E402
 from tests.functional.daemons import (Daemon, Reporter, dump_logs, fleet_database,  # noqa: E402
                                       ironic, ownership_now, wait_converged, zk_client)
 from hashring.ownership import compute_ownership  # noqa: E402
-from tests.harness.stack import Stack  # noqa: E402
+from computed.testing.stack import Stack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Instances: builds and re-homing (issue 6)"

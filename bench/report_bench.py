@@ -6,7 +6,7 @@ Runs real ``computed`` daemons and ``computed-reporter`` workers as separate pro
 (bench/seed.py), and measures, per run:
 
 1. **raw rate**: how fast the same Placement accepts the same writes without computed, in the same
-   run, just before the cold start: ``computed.placement.PlacementClient.apply`` over ``--raw``
+   run, just before the cold start: ``computed.placement.client.PlacementClient.apply`` over ``--raw``
    fresh provider states (random uuids, same resource class / trait / reserved mix as the nodes)
    from ``reporters x workers`` threads (the reporters' parallelism), and the bare requests (POST
    provider + PUT inventory [+ PUT traits]) over ``--raw // 2`` more. Those providers are deleted
@@ -26,7 +26,7 @@ Runs real ``computed`` daemons and ``computed-reporter`` workers as separate pro
    counters of its tables), computed's ``providers`` rows updated, and the bytes RabbitMQ
    received on the vhost's connections (``rabbitmqctl list_connections``). The daemon does not
    expose its cycle time: the dominant cost of a cycle, one listing of every node through
-   ``drivers.ironic`` with the daemon's fields, is timed instead.
+   ``computed_ironic`` with the daemon's fields, is timed instead.
 4. **events**: maintenance on, then off, on ``--events`` random reserved-0 nodes, one API call
    every ``--spacing`` s; per change, from the Ironic API call returning until Placement shows
    the new reserved value (a thread per pending change polls that provider's inventory every
@@ -78,12 +78,12 @@ from bench.seed import (_connect, ironic_db, make_template, seed_nodes,  # noqa:
 from computed import conf as computed_conf  # noqa: E402
 from computed import db, keystone  # noqa: E402
 from computed.db.api import _UNAPPLIED  # noqa: E402
-from computed.placement import PlacementClient  # noqa: E402
-from computed.provider import ProviderState, normalise_resource_class  # noqa: E402
-from drivers.ironic.driver import IronicDriver  # noqa: E402
-from tests.harness.ironic import _request  # noqa: E402
+from computed.placement.client import PlacementClient  # noqa: E402
+from computed.providers.state import ProviderState, normalise_resource_class  # noqa: E402
+from computed_ironic.driver import IronicDriver  # noqa: E402
+from computed.testing.ironic import _request  # noqa: E402
 from tests.functional.daemons import Daemon, Reporter, dump_logs  # noqa: E402
-from tests.harness.stack import Stack  # noqa: E402
+from computed.testing.stack import Stack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Providers: cold start, steady state, events (issue 5)"
@@ -546,7 +546,7 @@ class Run:
             f"{out['rows_updated']}, last update before window: "
             f"{out['last_row_update_before_window']}; RabbitMQ received (bytes, frames) on the "
             f"vhost {out['rabbit_bytes']}; topic queue {queue}; CPU s {_cpu(out['cpu'])}; "
-            f"one listing of {out['listed']} nodes via drivers.ironic {out['listing']:.2f} s "
+            f"one listing of {out['listed']} nodes via computed_ironic {out['listing']:.2f} s "
             f"(median of 3)")
         return out
 
@@ -706,7 +706,7 @@ def table(runs: list[dict], args) -> list[str]:
             [s["rows_updated"][1] for s in steady], 0)
         row("  bytes RabbitMQ received on the vhost's connections",
             [s["rabbit_bytes"][0] if s["rabbit_bytes"] else None for s in steady], 0)
-        row(f"  one listing of {steady[0]['listed']:,} nodes through drivers.ironic (s)",
+        row(f"  one listing of {steady[0]['listed']:,} nodes through computed_ironic (s)",
             [s["listing"] for s in steady], 2)
         for key in ("daemons", "reporters", "placement", "ironic"):
             row(f"  CPU seconds over the window: {key}", [s["cpu"].get(key) for s in steady], 0)
@@ -732,7 +732,7 @@ def markdown(args, runs: list[dict], info: dict) -> str:
         f"    {info['command']}",
         "",
         f"Machine: {machine()} (from /proc/cpuinfo). Placement {info['placement']} on the stack's "
-        f"PostgreSQL (one process, a thread per request: tests/harness/bin/wsgi_serve.py), Ironic "
+        f"PostgreSQL (one process, a thread per request: computed/testing/bin/wsgi_serve.py), Ironic "
         f"on sqlite (API and conductor in one process). {args.nodes:,} Ironic nodes "
         f"(fake-hardware, `available`, `power off`, no instance: reserved 0), seeded by copying "
         f"the row of one node made through the API (bench/seed.py), of which "

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.harness.ironic import _request  # noqa: E402
+from computed.testing.ironic import _request  # noqa: E402
 
 PAGE = 1000  # Ironic's default [api] max_limit
 
@@ -169,7 +169,7 @@ def unseed_nodes(stack, prefix: str = "bench") -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.harness.stack import Stack
+    from computed.testing.stack import Stack
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack-dir", required=True, type=Path,
                         help="workdir of a running stack (tools/services up: .services)")

@@ -32,8 +32,8 @@ from computed import db  # noqa: E402
 from computed.db import api as db_api  # noqa: E402
 from tests.functional.daemons import (Daemon, Reporter, ownership_now,  # noqa: E402
                                       zk_client)
-from tests.harness.ironic import _request  # noqa: E402
-from tests.harness.stack import Stack  # noqa: E402
+from computed.testing.ironic import _request  # noqa: E402
+from computed.testing.stack import Stack  # noqa: E402
 
 GROUP = "demo"
 CLEAR = "\033[H\033[2J"

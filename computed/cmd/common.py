@@ -17,8 +17,9 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from tooz import coordination
 
+from computed.baremetal.driver import BaremetalDriver, UnknownDriver, load_driver
 from computed.conf.errors import ConfigError
-from computed.membership import kazoo_client
+from computed.fleet.membership import kazoo_client
 from computed.conf.loader import EXIT_CONFIG
 
 EXIT_INTERRUPTED = 130
@@ -66,6 +67,15 @@ def coordinator_url(url: str) -> str:
         return url
     query.append(('handler', 'eventlet'))
     return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
+
+
+def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
+    """The driver named by ``[DEFAULT] baremetal_driver``, configured from ``conf``."""
+    try:
+        driver_class = load_driver(conf.baremetal_driver)
+    except UnknownDriver as exc:
+        raise ConfigError(None, 'baremetal_driver', str(exc)) from None
+    return driver_class.from_conf(conf)
 
 
 @contextlib.contextmanager

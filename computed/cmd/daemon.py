@@ -1,8 +1,8 @@
 """``computed``: the compute daemon, one per controller node.
 
-Loads and validates the configuration, then runs :class:`computed.service.ComputeService`:
+Loads and validates the configuration, then runs :class:`computed.daemon.service.ComputeService`:
 joins the fleet's tooz group on ZooKeeper as member ``host`` (normalised to lower case), claims
-its share of the Ironic nodes on the hash ring with fencing (see :mod:`computed.fleet`), listens
+its share of the Ironic nodes on the hash ring with fencing (see :mod:`computed.fleet.reconciler`), listens
 to Ironic's notifications, and reports its nodes' providers to the reporters over RPC. On SIGTERM
 or SIGINT it drains: its free nodes go to its peers before it leaves.
 
@@ -28,14 +28,14 @@ from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
-from computed import compute_rpc, keystone, metrics, rpc, systemd
-from computed.instance import Owner
-from computed.worker import InstanceWorker
+from computed.instances import rpcapi
+from computed.runtime import keystone, metrics, rpc, systemd
+from computed.instances.lifecycle import Owner
+from computed.instances.worker import InstanceWorker
 from computed.db import api as db_api
-from computed.events import listener
-from computed.report import Outbox
-from computed.service import ComputeService, rpc_sender, session_timeout
-from drivers.ironic.driver import IronicDriver
+from computed.baremetal.events import listener
+from computed.providers.report import Outbox
+from computed.daemon.service import ComputeService, rpc_sender, session_timeout
 
 PROG = 'computed'
 EXIT_BACKEND = 1
@@ -83,7 +83,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         raise ConfigError('database', 'connection',
                           'required by the daemon (it records what it reported)')
     host = normalise_host(conf.host)
-    driver = IronicDriver.from_conf(conf)
+    driver = common.baremetal_driver(conf)
     engine = db_api.engine_from_url(conf.database.connection)
     transport = rpc.get_transport(conf)
     client = rpc.get_client(transport, conf.reporter.topic,
@@ -111,7 +111,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     placement = keystone.load_adapter(conf, 'placement')
     service.worker = InstanceWorker(service.fleet, lambda: Owner(
         engine, driver, placement, host, service.membership.epoch))
-    service.rpc_server = rpc.get_server(transport, compute_rpc.TOPIC, host, [service.worker])
+    service.rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [service.worker])
     return service
 
 
@@ -125,7 +125,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
         return EXIT_BACKEND
-    service.rpc_server.start()  # instance operations (computed.worker)
+    service.rpc_server.start()  # instance operations (computed.instances.worker)
     status = systemd.StatusLoop(lambda: metrics.describe(service)).start()
     systemd.ready(metrics.describe(service))
     try:

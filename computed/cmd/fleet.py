@@ -2,7 +2,7 @@
 
 ``status`` reads ZooKeeper (members, drain markers, claims) and, when ``[ironic]`` has an
 ``auth_type``, Ironic's node list, and prints who owns every node (``--json``: the stable document
-of :mod:`computed.status`). ``drain HOST`` writes a persistent drain marker: the member hands its
+of :mod:`computed.fleet.status`). ``drain HOST`` writes a persistent drain marker: the member hands its
 free nodes to its peers and keeps only the nodes hosting its instances, until ``undrain HOST``.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 from oslo_config import cfg
-from computed import status
-from computed.claim import read_claims
+from computed.fleet import status
+from computed.fleet.claims import read_claims
 from computed.cmd import common
-from computed.driver import DriverError
-from computed.membership import (clear_draining, fleet_root, mark_draining, read_members,
+from computed.baremetal.driver import DriverError
+from computed.fleet.membership import (clear_draining, fleet_root, mark_draining, read_members,
                                  TOOZ_NAMESPACE)
 
 EXIT_BACKEND = 1
@@ -29,8 +29,7 @@ def _paths(conf: cfg.ConfigOpts) -> tuple[str, str]:
 def _ironic_nodes(conf: cfg.ConfigOpts) -> list[str] | None:
     if not conf.ironic.auth_type:
         return None
-    from drivers.ironic.driver import IronicDriver  # only when Ironic is configured
-    with IronicDriver.from_conf(conf) as driver:
+    with common.baremetal_driver(conf) as driver:
         return [node.uuid for node in driver.list_nodes()]
 
 

@@ -4,7 +4,7 @@ Loads and validates the configuration, connects to Placement (``[placement]``), 
 (``[database] connection``, where the last applied report of every provider is kept) and ZooKeeper
 (``[coordination] backend_url``, read-only: to check that a report's sender still holds its claim),
 then serves the RPC topic ``[reporter] topic`` until SIGTERM or SIGINT. Run as many replicas as
-needed; they share the topic. See :mod:`computed.reporter` for the rules.
+needed; they share the topic. See :mod:`computed.reporter.applier` for the rules.
 
 Exit status: 0 after a clean stop, 1 when a backend cannot be used, 2 for bad configuration.
 """
@@ -20,16 +20,16 @@ from typing import NoReturn
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from computed import keystone, metrics, rpc, systemd
-from computed.claim import claim_epochs
+from computed.runtime import keystone, metrics, rpc, systemd
+from computed.fleet.claims import claim_epochs
 from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
 from computed.db import api as db_api
-from computed.membership import fleet_root
-from computed.placement import PlacementClient
-from computed.reporter import ReportApplier, ReporterEndpoint
+from computed.fleet.membership import fleet_root
+from computed.placement.client import PlacementClient
+from computed.reporter.applier import ReportApplier, ReporterEndpoint
 
 PROG = 'computed-reporter'
 EXIT_BACKEND = 1

@@ -1,7 +1,7 @@
 """``computed-manage server ...``: create, list, show and operate instances.
 
-``create`` schedules through Placement (:mod:`computed.scheduler`), records the instance and
-casts the build to the daemon owning the chosen node (:mod:`computed.compute_rpc`); ``--wait``
+``create`` schedules through Placement (:mod:`computed.instances.scheduler`), records the instance and
+casts the build to the daemon owning the chosen node (:mod:`computed.instances.rpcapi`); ``--wait``
 polls the database until the instance is ACTIVE or ERROR (exit 1 on ERROR). ``delete``,
 ``reboot``, ``stop`` and ``start`` cast to the instance's current host as the database says.
 ``list`` and ``show`` read the database only (``--json``: stable documents, see
@@ -55,11 +55,11 @@ def _engine(conf: cfg.ConfigOpts) -> Any:
 def _guard(body: Callable[[], T]) -> T:
     """Run ``body``; the expected failures become one line and exit 1."""
     from sqlalchemy import exc as sa_exc
-    from computed import scheduler
-    from computed.compute_rpc import NoHost
+    from computed.instances import scheduler
+    from computed.instances.rpcapi import NoHost
     from computed.db.api import DatabaseError
-    from computed.driver import DriverError
-    from computed.placement import PlacementError
+    from computed.baremetal.driver import DriverError
+    from computed.placement.client import PlacementError
     try:
         return body()
     except (scheduler.BadRequest, scheduler.NoValidHost, DatabaseError, PlacementError, NoHost,
@@ -76,9 +76,10 @@ def _guard(body: Callable[[], T]) -> T:
 
 @contextlib.contextmanager
 def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
-    from computed import keystone, rpc, scheduler
-    from computed.compute_rpc import ComputeAPI, ServerAPI
-    from computed.membership import fleet_root
+    from computed.runtime import keystone, rpc
+    from computed.instances import scheduler
+    from computed.instances.rpcapi import ComputeAPI, ServerAPI
+    from computed.fleet.membership import fleet_root
     transport = rpc.get_transport(conf)
     try:
         with common.zookeeper(conf) as client:
@@ -150,7 +151,7 @@ def server_list(conf: cfg.ConfigOpts) -> int:
 
 
 def server_show(conf: cfg.ConfigOpts) -> int:
-    from computed import scheduler
+    from computed.instances import scheduler
     from computed.db import api as db_api
     engine = _engine(conf)
 

@@ -21,7 +21,14 @@ host = cfg.StrOpt(
          'surrounding blanks and a trailing dot), so "Ctl-1.Example.org." '
          'and "ctl-1.example.org" are the same host.')
 
-ALL_OPTS = [host]
+baremetal_driver = cfg.StrOpt(
+    'baremetal_driver',
+    default='ironic',
+    help='Name of the bare metal driver the daemon manages nodes with: an entry '
+         'point in the group computed.baremetal.drivers. computed ships '
+         '"ironic" (OpenStack Ironic, configured in [ironic]).')
+
+ALL_OPTS = [host, baremetal_driver]
 
 
 def normalise_host(value: str) -> str:

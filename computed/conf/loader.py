@@ -23,7 +23,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from computed import conf as computed_conf
-from computed import keystone
+from computed.runtime import keystone
 from computed.conf import checks
 from computed.conf.errors import ConfigError
 

@@ -1,4 +1,4 @@
-"""Turning Ironic API node records into :class:`computed.driver.Node`.
+"""Turning Ironic API node records into :class:`computed.baremetal.driver.Node`.
 
 Owns the list of fields computed asks Ironic for and the checks on what
 comes back. Guarantees: :func:`node_from_api` either returns a complete,
@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any, Mapping
 
-from computed.driver import MalformedNode, Node
+from computed.baremetal.driver import MalformedNode, Node
 
 #: What ``GET /v1/nodes?fields=`` asks for. ``updated_at`` is not in this
 #: list: Ironic (39.0, API 1.115) rejects it in ``fields`` ("not a valid

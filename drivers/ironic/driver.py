@@ -7,13 +7,13 @@ Guarantees:
 * Requests carry API version :data:`API_VERSION` (1.82, the first with
   ``shard``; ``conductor_group`` needs 1.46, traits 1.37). An Ironic too old
   for it fails with a ``DriverError`` saying so, never with missing data.
-* ``list_nodes`` asks only for :data:`~drivers.ironic.convert.LIST_FIELDS`,
+* ``list_nodes`` asks only for :data:`~computed_ironic.convert.LIST_FIELDS`,
   filtered server-side to ``conductor_group`` / ``shard`` when set, one page
   of ``page_size`` nodes at a time. It returns the complete list or raises:
   a failed page is retried from the last node already received (marker),
   not from the first page.
 * Connection errors, timeouts and 5xx answers are retried with exponential
-  backoff and jitter (:mod:`drivers.ironic.retry`); when the retries run out
+  backoff and jitter (:mod:`computed_ironic.retry`); when the retries run out
   the caller gets ``DriverUnavailable``. Any other error answer is a
   ``DriverError`` at once: retrying a 400 does not fix it.
 * The only retries are these: openstacksdk's own (5 retries on 409/503 for
@@ -44,11 +44,11 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
-from computed import keystone
-from computed.driver import (POWER_ON, POWER_TARGETS, REBOOT, BaremetalDriver,
+from computed.runtime import keystone
+from computed.baremetal.driver import (POWER_ON, POWER_TARGETS, REBOOT, BaremetalDriver,
                              DeployFailed, DriverError, DriverUnavailable,
                              MalformedNode, Node, OperationTimedOut)
-from drivers.ironic import convert, retry
+from . import convert, retry
 
 LOG = logging.getLogger(__name__)
 

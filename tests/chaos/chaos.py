@@ -36,15 +36,17 @@ from kazoo.client import KazooClient
 from oslo_config import cfg
 
 from computed import conf as computed_conf
-from computed import db, keystone, rpc, scheduler
-from computed.audit import fencing_violations
-from computed.compute_rpc import ComputeAPI, ServerAPI
+from computed import db
+from computed.runtime import keystone, rpc
+from computed.instances import scheduler
+from computed.fleet.audit import fencing_violations
+from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.db import api as db_api
 from computed.db import models
-from computed.membership import fleet_root
-from computed.provider import normalise_resource_class, provider_from_node
-from computed.service import RESUME_INTERVAL
-from drivers.ironic.convert import LIST_FIELDS, node_from_api
+from computed.fleet.membership import fleet_root
+from computed.providers.state import normalise_resource_class, provider_from_node
+from computed.daemon.service import RESUME_INTERVAL
+from computed_ironic.convert import LIST_FIELDS, node_from_api
 from hashring.ownership import compute_ownership
 from tests.chaos import netns
 from tests.functional.daemons import (
@@ -54,13 +56,13 @@ from tests.functional.daemons import (
     make_available,
     ownership_now,
 )
-from tests.harness import postgres
-from tests.harness.ironic import Ironic, _request, enroll_nodes
-from tests.harness.placement import Placement
-from tests.harness.postgres import PostgreSQL
-from tests.harness.rabbitmq import RabbitMQ
-from tests.harness.stack import Stack
-from tests.harness.zookeeper import ZooKeeper
+from computed.testing import postgres
+from computed.testing.ironic import Ironic, _request, enroll_nodes
+from computed.testing.placement import Placement
+from computed.testing.postgres import PostgreSQL
+from computed.testing.rabbitmq import RabbitMQ
+from computed.testing.stack import Stack
+from computed.testing.zookeeper import ZooKeeper
 
 IMAGE = "http://127.0.0.1/images/chaos.qcow2"  # never fetched: fake deploy
 SAMPLE_INTERVAL = 2.0

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.harness import process
+from computed.testing import process
 
 PREFIX = "cdc"
 TABLE = "computed_chaos"

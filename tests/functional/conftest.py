@@ -16,13 +16,14 @@ import pytest
 from oslo_config import cfg
 
 from computed import conf as computed_conf
-from computed import db, keystone
+from computed import db
+from computed.runtime import keystone
 from computed.db import api as db_api
-from computed.placement import PlacementClient
-from computed.provider import normalise_resource_class
+from computed.placement.client import PlacementClient
+from computed.providers.state import normalise_resource_class
 from tests.functional.daemons import Daemon, Reporter, fleet_database
-from tests.harness.ironic import delete_nodes, enroll_nodes
-from tests.harness.stack import Stack
+from computed.testing.ironic import delete_nodes, enroll_nodes
+from computed.testing.stack import Stack
 
 
 def pytest_collection_modifyitems(items):

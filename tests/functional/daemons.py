@@ -18,9 +18,9 @@ from typing import Iterable
 
 from kazoo.client import KazooClient
 
-from computed import audit
-from computed.claim import read_claims
-from computed.membership import fleet_root, read_members
+from computed.fleet import audit
+from computed.fleet.claims import read_claims
+from computed.fleet.membership import fleet_root, read_members
 from hashring.ownership import compute_ownership
 
 BIN = Path(sys.executable).parent
@@ -182,7 +182,7 @@ def wait_for(check, timeout, what, processes=()):
 
 
 def ironic(stack, method, path, body=None):
-    from tests.harness.ironic import _request
+    from computed.testing.ironic import _request
     return _request(method, f"{stack['ironic'].url}/v1{path}", body)
 
 
@@ -209,7 +209,7 @@ def make_available(stack, nodes):
 def seen(placement, node):
     """The provider as Placement has it, or None while it does not exist or is half-written
     (created, inventory not yet set: the reporter is in the middle of applying it)."""
-    from computed.placement import PlacementError
+    from computed.placement.client import PlacementError
     try:
         return placement.get(node)
     except PlacementError:

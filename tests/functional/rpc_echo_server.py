@@ -11,9 +11,7 @@ import threading
 
 from oslo_config import cfg
 
-from computed import rpc
-
-
+from computed.runtime import rpc
 class Echo:
     def echo(self, ctxt, value):
         return {"value": value, "pid": os.getpid()}

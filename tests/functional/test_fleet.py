@@ -3,7 +3,7 @@
 Every scenario ends the same way: after convergence, the claims in ZooKeeper are exactly what the
 ownership rules give the live members (so every node is claimed by exactly one live daemon), and
 the merged audit logs show no action taken outside its claim or after a newer claim on the same
-node (:func:`computed.audit.fencing_violations`).
+node (:func:`computed.fleet.audit.fencing_violations`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import uuid
 
 import pytest
 
-from computed.audit import fencing_violations
-from computed.claim import read_claims
-from computed.membership import fleet_root
+from computed.fleet.audit import fencing_violations
+from computed.fleet.claims import read_claims
+from computed.fleet.membership import fleet_root
 from tests.functional.daemons import (BIN, Daemon, dump_logs, fleet_database, json_status, merged_records,
                                       ownership_now, wait_converged, zk_client)
-from tests.harness.ironic import _request, delete_nodes, enroll_nodes, list_node_uuids
+from computed.testing.ironic import _request, delete_nodes, enroll_nodes, list_node_uuids
 
 NODES = 150
 SESSION = 2  # seconds: the fleet's ZooKeeper session timeout in these tests

@@ -1,4 +1,4 @@
-"""Instances end to end in-process (no daemon): computed.scheduler, computed.instance and the
+"""Instances end to end in-process (no daemon): computed.instances.scheduler, computed.instances.lifecycle and the
 Ironic driver's operations against the real Ironic, Placement and ZooKeeper (and PostgreSQL for
 computed's database where the stack has one).
 
@@ -25,15 +25,19 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from computed import db, instance, keystone, scheduler
-from computed.claim import claims_path
+from computed import db
+
+from computed.instances import lifecycle, scheduler
+
+from computed.runtime import keystone
+from computed.fleet.claims import claims_path
 from computed.db import api, models
-from computed.membership import fleet_root
-from computed.placement import PlacementClient
-from computed.provider import normalise_resource_class, provider_from_node
-from drivers.ironic import IronicDriver
+from computed.fleet.membership import fleet_root
+from computed.placement.client import PlacementClient
+from computed.providers.state import normalise_resource_class, provider_from_node
+from computed_ironic import IronicDriver
 from tests.functional.daemons import ironic, make_available
-from tests.harness.ironic import delete_nodes, enroll_nodes
+from computed.testing.ironic import delete_nodes, enroll_nodes
 
 HOST, EPOCH = "test-host", 42
 
@@ -58,7 +62,7 @@ def world(stack, computed_config, tmp_path):
     class World:
         placement = adapter
         providers = PlacementClient(adapter)
-        owner = instance.Owner(engine, driver, adapter, HOST, EPOCH, deploy_timeout=60,
+        owner = lifecycle.Owner(engine, driver, adapter, HOST, EPOCH, deploy_timeout=60,
                                power_timeout=30)
         owner_of = staticmethod(scheduler.zookeeper_owner(zk, root))
         nodes: list[str] = []
@@ -121,7 +125,7 @@ def test_build_reboot_stop_start_delete(stack, world):
     assert scheduler.allocations(world.placement, row.uuid) == {row.node_uuid: {rc: 1}}
 
     started = time.monotonic()
-    row = instance.build(world.owner, row.uuid)
+    row = lifecycle.build(world.owner, row.uuid)
     build_seconds = time.monotonic() - started
     assert row.state == models.ACTIVE, row.fault
     node = node_of(stack, row.node_uuid)
@@ -129,26 +133,26 @@ def test_build_reboot_stop_start_delete(stack, world):
     assert node["instance_info"]["image_source"] == "http://images.example.org/ubuntu.qcow2"
     print(f"\ninstance.build through the real Ironic (fake driver): {build_seconds:.2f} s")
 
-    assert instance.reboot(world.owner, row.uuid).state == models.ACTIVE
-    assert instance.stop(world.owner, row.uuid).state == models.STOPPED
+    assert lifecycle.reboot(world.owner, row.uuid).state == models.ACTIVE
+    assert lifecycle.stop(world.owner, row.uuid).state == models.STOPPED
     assert node_of(stack, row.node_uuid)["power_state"] == "power off"
-    assert instance.start(world.owner, row.uuid).state == models.ACTIVE
+    assert lifecycle.start(world.owner, row.uuid).state == models.ACTIVE
     assert node_of(stack, row.node_uuid)["power_state"] == "power on"
 
-    row = instance.delete(world.owner, row.uuid)
+    row = lifecycle.delete(world.owner, row.uuid)
     assert row.state == models.DELETED
     node = node_of(stack, row.node_uuid)
     assert (node["provision_state"], node["instance_uuid"], node["instance_info"]) == (
         "available", None, {})
     assert scheduler.allocations(world.placement, row.uuid) == {}
-    assert instance.delete(world.owner, row.uuid).state == models.DELETED  # idempotent
+    assert lifecycle.delete(world.owner, row.uuid).state == models.DELETED  # idempotent
 
 
 def test_failed_deploy_unwinds_and_frees_the_node(stack, world):
     rc, [node] = world.make_nodes(1, "fail")
     ironic(stack, "PATCH", f"/nodes/{node}", [
         {"op": "add", "path": "/instance_info/traits", "value": ["CUSTOM_NOT_ON_NODE"]}])
-    row = instance.build(world.owner, world.schedule(rc).uuid)
+    row = lifecycle.build(world.owner, world.schedule(rc).uuid)
     assert row.state == models.ERROR
     assert "missing traits CUSTOM_NOT_ON_NODE" in row.fault
     assert row.node_uuid is None
@@ -157,10 +161,10 @@ def test_failed_deploy_unwinds_and_frees_the_node(stack, world):
         "available", None, {})
     assert scheduler.allocations(world.placement, row.uuid) == {}
     # the node is free again: the next build gets it and succeeds
-    again = instance.build(world.owner, world.schedule(rc).uuid)
+    again = lifecycle.build(world.owner, world.schedule(rc).uuid)
     assert (again.state, again.node_uuid) == (models.ACTIVE, node)
     # an ERROR instance deletes cleanly
-    assert instance.delete(world.owner, row.uuid).state == models.DELETED
+    assert lifecycle.delete(world.owner, row.uuid).state == models.DELETED
 
 
 def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
@@ -188,7 +192,7 @@ def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
         usage = world.placement.get(f"/resource_providers/{node}/allocations", headers={
             "OpenStack-API-Version": "placement 1.39"}).json()["allocations"]
         assert list(usage) == [rows[0].uuid]
-        assert instance.delete(world.owner, rows[0].uuid).state == models.DELETED
+        assert lifecycle.delete(world.owner, rows[0].uuid).state == models.DELETED
 
 
 def test_resume_after_the_daemon_died_mid_build_and_mid_delete(stack, world):
@@ -196,15 +200,15 @@ def test_resume_after_the_daemon_died_mid_build_and_mid_delete(stack, world):
     # died after Ironic deployed, before ACTIVE was written
     first = world.schedule(rc)
     world.driver.deploy(first.node_uuid, first.uuid, None, timeout=60)
-    assert instance.resume(world.owner, first.uuid).state == models.ACTIVE
+    assert lifecycle.resume(world.owner, first.uuid).state == models.ACTIVE
     # died before deploying at all
     second = world.schedule(rc)
-    assert instance.resume(world.owner, second.uuid).state == models.ACTIVE
+    assert lifecycle.resume(world.owner, second.uuid).state == models.ACTIVE
     assert node_of(stack, second.node_uuid)["instance_uuid"] == second.uuid
     # died after DELETING was written
     api.set_instance_state(world.engine, first.uuid, models.DELETING,
                            expect_host=HOST, expect_epoch=EPOCH)
-    assert instance.resume(world.owner, first.uuid).state == models.DELETED
+    assert lifecycle.resume(world.owner, first.uuid).state == models.DELETED
     assert node_of(stack, first.node_uuid)["provision_state"] == "available"
     assert scheduler.allocations(world.placement, first.uuid) == {}
 
@@ -233,7 +237,7 @@ def test_computed_manage_server(stack, world, tmp_path):
     assert created.returncode == 0, created.stderr
     instance_uuid = created.stdout.split()[1].rstrip(":")
     # the build was cast to HOST (no daemon listens here); act as that daemon
-    assert instance.build(world.owner, instance_uuid).state == models.ACTIVE
+    assert lifecycle.build(world.owner, instance_uuid).state == models.ACTIVE
     shown = json.loads(manage(stack, world, tmp_path, "show", instance_uuid, "--json").stdout)
     assert (shown["state"], shown["node_uuid"], shown["host"]) == ("ACTIVE", node, HOST)
     listed = json.loads(manage(stack, world, tmp_path, "list", "--json").stdout)

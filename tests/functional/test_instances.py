@@ -13,9 +13,11 @@ import pytest
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
-from computed import keystone, rpc, scheduler
-from computed.compute_rpc import ComputeAPI, ServerAPI
-from computed.membership import fleet_root
+from computed.runtime import keystone, rpc
+
+from computed.instances import scheduler
+from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.fleet.membership import fleet_root
 from tests.functional.daemons import BIN, ironic, make_available, seen, wait_for
 
 WORLD_NODES = 8

@@ -19,11 +19,11 @@ import pytest
 from oslo_config import cfg
 
 from computed import conf as computed_conf
-from computed import keystone
-from computed.driver import DriverUnavailable
-from computed.node import Freshness, NodeCatalog
-from drivers.ironic import API_VERSION, IronicDriver
-from drivers.ironic.retry import RetryPolicy
+from computed.runtime import keystone
+from computed.baremetal.driver import DriverUnavailable
+from computed.baremetal.catalog import Freshness, NodeCatalog
+from computed_ironic import API_VERSION, IronicDriver
+from computed_ironic.retry import RetryPolicy
 
 COUNT = 120
 PAGE = 25

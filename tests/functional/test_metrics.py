@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from computed import db
 from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
-from tests.harness.ironic import delete_nodes, enroll_nodes
+from computed.testing.ironic import delete_nodes, enroll_nodes
 
 NODES = 6
 

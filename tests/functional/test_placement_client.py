@@ -14,9 +14,9 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-from computed import keystone
-from computed.placement import PlacementClient, PlacementError, PlacementUnavailable
-from computed.provider import ProviderState
+from computed.runtime import keystone
+from computed.placement.client import PlacementClient, PlacementError, PlacementUnavailable
+from computed.providers.state import ProviderState
 
 HEADERS = {'OpenStack-API-Version': 'placement 1.39'}
 

@@ -14,10 +14,11 @@ import uuid
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
-from computed import db, rpc
+from computed import db
 
-from computed.claim import claims_path
-from computed.membership import fleet_root
+from computed.runtime import rpc
+from computed.fleet.claims import claims_path
+from computed.fleet.membership import fleet_root
 from tests.functional.daemons import ironic, make_available, seen, wait_for
 
 NODES = 24

@@ -13,8 +13,7 @@ import sqlalchemy
 from oslo_config import cfg
 from tooz import coordination
 
-from computed import keystone, rpc
-
+from computed.runtime import keystone, rpc
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from computed.driver import Node
-from computed.provider import (InvalidProvider, ProviderState, inventory, node_reserved,
+from computed.baremetal.driver import Node
+from computed.providers.state import (InvalidProvider, ProviderState, inventory, node_reserved,
                                normalise_resource_class, provider_from_node)
 
 UUID = '1be26c0b-03f2-4d2e-ae87-c02d7f33c123'

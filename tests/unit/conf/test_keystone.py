@@ -6,7 +6,7 @@ import pytest
 from keystoneauth1 import adapter as ks_adapter
 from oslo_config import cfg
 
-from computed import keystone
+from computed.runtime import keystone
 from computed.conf import loader
 from computed.conf.errors import ConfigError
 

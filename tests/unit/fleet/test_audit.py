@@ -1,6 +1,6 @@
 """The fencing check over audit records (pure)."""
 
-from computed.audit import AuditLog, fencing_violations, read
+from computed.fleet.audit import AuditLog, fencing_violations, read
 
 
 def rec(t, host, event, node="n1", epoch=10):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from computed.epoch import LEASE_FRACTION, Fence, SessionState
+from computed.fleet.fence import LEASE_FRACTION, Fence, SessionState
 
 
 class Clock:

@@ -1,7 +1,7 @@
 """Re-homing on a real (sqlite) database: grace, adopter choice, compare-and-set."""
 
 from computed.db import api as db_api
-from computed.rehome import Rehomer, readopt_own
+from computed.fleet.rehome import Rehomer, readopt_own
 from hashring.ownership import Member, adopters
 
 

@@ -1,8 +1,8 @@
 """The fleet status document (pure)."""
 
-from computed.claim import ClaimRecord
-from computed.membership import MemberInfo
-from computed.status import render_text, snapshot
+from computed.fleet.claims import ClaimRecord
+from computed.fleet.membership import MemberInfo
+from computed.fleet.status import render_text, snapshot
 
 
 def members():

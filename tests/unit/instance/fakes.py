@@ -8,7 +8,7 @@ import threading
 from typing import Any
 from urllib import parse
 
-from computed.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DeployFailed,
+from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DeployFailed,
                              DriverError, Node)
 
 

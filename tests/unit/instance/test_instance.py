@@ -1,13 +1,13 @@
-"""computed.instance: every transition, its fencing, and resume from each transitional state."""
+"""computed.instances.lifecycle: every transition, its fencing, and resume from each transitional state."""
 
 import uuid
 
 import pytest
 
-from computed import instance, scheduler
+from computed.instances import lifecycle, scheduler
 from computed.db import api, models
 from computed.db.api import InstanceConflict, InstanceNotFound
-from computed.driver import POWER_OFF, POWER_ON
+from computed.baremetal.driver import POWER_OFF, POWER_ON
 from tests.unit.instance.fakes import FakeDriver, FakePlacement
 
 RC = 'CUSTOM_GOLD'
@@ -18,7 +18,7 @@ NODE = '11111111-1111-1111-1111-111111111111'
 def world(engine):
     driver, placement = FakeDriver(NODE), FakePlacement()
     placement.add(NODE, RC)
-    owner = instance.Owner(engine, driver, placement, host='c1', epoch=7)
+    owner = lifecycle.Owner(engine, driver, placement, host='c1', epoch=7)
     return owner
 
 
@@ -28,13 +28,13 @@ def scheduled(owner, image='http://img'):
 
 
 def active(owner):
-    return instance.build(owner, scheduled(owner).uuid)
+    return lifecycle.build(owner, scheduled(owner).uuid)
 
 
 def test_build_deploys_and_marks_active(world):
     row = scheduled(world)
     assert (row.state, row.node_uuid, row.host, row.epoch) == ('BUILDING', NODE, 'c1', 7)
-    row = instance.build(world, row.uuid)
+    row = lifecycle.build(world, row.uuid)
     assert row.state == models.ACTIVE and row.fault is None
     node = world.driver.nodes[NODE]
     assert node['provision_state'] == 'active' and node['instance_uuid'] == row.uuid
@@ -44,7 +44,7 @@ def test_build_deploys_and_marks_active(world):
 
 def test_failed_build_unwinds_to_error_with_the_fault_and_frees_the_node(world):
     world.driver.fail_deploy[NODE] = 'Failed to prepare to deploy: boom'
-    row = instance.build(world, scheduled(world).uuid)
+    row = lifecycle.build(world, scheduled(world).uuid)
     assert row.state == models.ERROR
     assert row.fault == 'Failed to prepare to deploy: boom'
     assert row.node_uuid is None  # released: the next instance can have the node
@@ -59,11 +59,11 @@ def test_failed_build_unwinds_to_error_with_the_fault_and_frees_the_node(world):
 def test_failed_build_whose_node_cannot_be_cleared_keeps_the_node_for_delete(world):
     world.driver.fail_deploy[NODE] = 'boom'
     world.driver.fail_undeploy[NODE] = 'Ironic down'
-    row = instance.build(world, scheduled(world).uuid)
+    row = lifecycle.build(world, scheduled(world).uuid)
     assert row.state == models.ERROR and row.node_uuid == NODE
     assert 'boom' in row.fault and 'Ironic down' in row.fault
     del world.driver.fail_undeploy[NODE]
-    row = instance.delete(world, row.uuid)
+    row = lifecycle.delete(world, row.uuid)
     assert row.state == models.DELETED
     assert world.driver.nodes[NODE]['provision_state'] == 'available'
 
@@ -71,97 +71,97 @@ def test_failed_build_whose_node_cannot_be_cleared_keeps_the_node_for_delete(wor
 def test_build_by_another_daemon_or_epoch_is_refused_and_touches_nothing(world):
     row = scheduled(world)
     for host, epoch in (('c2', 7), ('c1', 8)):
-        other = instance.Owner(world.engine, world.driver, world.placement, host, epoch)
+        other = lifecycle.Owner(world.engine, world.driver, world.placement, host, epoch)
         with pytest.raises(InstanceConflict):
-            instance.build(other, row.uuid)
+            lifecycle.build(other, row.uuid)
     assert world.driver.calls == []
     assert api.get_instance(world.engine, row.uuid).state == models.BUILDING
 
 
 def test_build_of_unknown_or_active_instance_is_refused(world):
     with pytest.raises(InstanceNotFound):
-        instance.build(world, str(uuid.uuid4()))
+        lifecycle.build(world, str(uuid.uuid4()))
     row = active(world)
     with pytest.raises(InstanceConflict):
-        instance.build(world, row.uuid)
+        lifecycle.build(world, row.uuid)
 
 
 def test_a_rehomed_instance_is_left_to_its_new_owner(world):
     row = active(world)
     assert api.rehome_instance(world.engine, row.uuid, 'c1', 7, 'c2', 9)
-    for action in (instance.reboot, instance.stop, instance.delete, instance.resume):
+    for action in (lifecycle.reboot, lifecycle.stop, lifecycle.delete, lifecycle.resume):
         with pytest.raises(InstanceConflict):
             action(world, row.uuid)
     assert api.get_instance(world.engine, row.uuid).state == models.ACTIVE
-    new = instance.Owner(world.engine, world.driver, world.placement, 'c2', 9)
-    assert instance.reboot(new, row.uuid).state == models.ACTIVE
+    new = lifecycle.Owner(world.engine, world.driver, world.placement, 'c2', 9)
+    assert lifecycle.reboot(new, row.uuid).state == models.ACTIVE
 
 
 def test_delete_undeploys_removes_allocation_and_is_idempotent(world):
     row = active(world)
-    row = instance.delete(world, row.uuid)
+    row = lifecycle.delete(world, row.uuid)
     assert row.state == models.DELETED and row.deleted_at is not None
     assert world.placement.allocations == {}
     assert world.driver.nodes[NODE]['provision_state'] == 'available'
     calls = len(world.driver.calls)
-    assert instance.delete(world, row.uuid).state == models.DELETED
+    assert lifecycle.delete(world, row.uuid).state == models.DELETED
     assert len(world.driver.calls) == calls
 
 
 def test_delete_while_building_unwinds(world):
-    row = instance.delete(world, scheduled(world).uuid)
+    row = lifecycle.delete(world, scheduled(world).uuid)
     assert row.state == models.DELETED
     assert world.placement.allocations == {}
     # the build cast arriving late finds the instance gone and does nothing
     with pytest.raises(InstanceConflict):
-        instance.build(world, row.uuid)
+        lifecycle.build(world, row.uuid)
     assert not any(call[0] == 'deploy' for call in world.driver.calls)
 
 
 def test_failed_undeploy_leaves_error_with_node_and_allocation_for_a_retry(world):
     row = active(world)
     world.driver.fail_undeploy[NODE] = 'clean failed: disk on fire'
-    row = instance.delete(world, row.uuid)
+    row = lifecycle.delete(world, row.uuid)
     assert row.state == models.ERROR and row.node_uuid == NODE
     assert 'disk on fire' in row.fault
     assert world.placement.allocations == {row.uuid: NODE}
     del world.driver.fail_undeploy[NODE]
-    assert instance.delete(world, row.uuid).state == models.DELETED
+    assert lifecycle.delete(world, row.uuid).state == models.DELETED
     assert world.placement.allocations == {}
 
 
 def test_stop_start_reboot(world):
     row = active(world)
-    assert instance.stop(world, row.uuid).state == models.STOPPED
+    assert lifecycle.stop(world, row.uuid).state == models.STOPPED
     assert world.driver.nodes[NODE]['power_state'] == POWER_OFF
-    assert instance.stop(world, row.uuid).state == models.STOPPED  # no-op
-    assert instance.start(world, row.uuid).state == models.ACTIVE
-    assert instance.start(world, row.uuid).state == models.ACTIVE  # no-op
+    assert lifecycle.stop(world, row.uuid).state == models.STOPPED  # no-op
+    assert lifecycle.start(world, row.uuid).state == models.ACTIVE
+    assert lifecycle.start(world, row.uuid).state == models.ACTIVE  # no-op
     assert world.driver.nodes[NODE]['power_state'] == POWER_ON
-    assert instance.reboot(world, row.uuid).state == models.ACTIVE
-    instance.stop(world, row.uuid)
-    assert instance.reboot(world, row.uuid).state == models.ACTIVE  # a stopped one powers on
+    assert lifecycle.reboot(world, row.uuid).state == models.ACTIVE
+    lifecycle.stop(world, row.uuid)
+    assert lifecycle.reboot(world, row.uuid).state == models.ACTIVE  # a stopped one powers on
     powers = [c[2] for c in world.driver.calls if c[0] == 'power']
     assert powers == ['power off', 'power on', 'rebooting', 'power off', 'rebooting']
 
 
 def test_power_actions_refused_while_building(world):
     row = scheduled(world)
-    for action in (instance.reboot, instance.stop):
+    for action in (lifecycle.reboot, lifecycle.stop):
         with pytest.raises(InstanceConflict):
             action(world, row.uuid)
     with pytest.raises(InstanceConflict):
-        instance.start(world, row.uuid)
+        lifecycle.start(world, row.uuid)
 
 
 def test_failed_power_action_lands_on_the_real_power_state_with_the_fault(world):
     row = active(world)
     world.driver.fail_power[NODE] = 'BMC unreachable'
-    row = instance.stop(world, row.uuid)
+    row = lifecycle.stop(world, row.uuid)
     assert row.state == models.ACTIVE  # the node is still powered on
     assert row.fault == 'power off failed: BMC unreachable'
     del world.driver.fail_power[NODE]
-    row = instance.stop(world, row.uuid)
+    row = lifecycle.stop(world, row.uuid)
     assert row.state == models.STOPPED and row.fault is None
 
 
@@ -173,13 +173,13 @@ def test_resume_building_whose_node_is_already_active_just_marks_active(world):
     row = scheduled(world)
     world.driver.deploy(NODE, row.uuid, 'http://img', timeout=1)  # daemon died after this
     world.driver.calls.clear()
-    assert instance.resume(world, row.uuid).state == models.ACTIVE
+    assert lifecycle.resume(world, row.uuid).state == models.ACTIVE
     assert world.driver.calls == []  # no second deploy
 
 
 def test_resume_building_whose_node_is_free_deploys_again(world):
     row = scheduled(world)
-    assert instance.resume(world, row.uuid).state == models.ACTIVE
+    assert lifecycle.resume(world, row.uuid).state == models.ACTIVE
     assert ('deploy', NODE, row.uuid) in world.driver.calls
 
 
@@ -188,7 +188,7 @@ def test_resume_building_whose_deploy_failed_unwinds(world):
     world.driver.fail_deploy[NODE] = 'deploy step failed'
     with pytest.raises(Exception):
         world.driver.deploy(NODE, row.uuid, None, timeout=1)
-    row = instance.resume(world, row.uuid)
+    row = lifecycle.resume(world, row.uuid)
     assert (row.state, row.fault) == (models.ERROR, 'deploy step failed')
     assert world.placement.allocations == {}
     assert world.driver.nodes[NODE]['instance_uuid'] is None
@@ -197,7 +197,7 @@ def test_resume_building_whose_deploy_failed_unwinds(world):
 def test_resume_building_whose_node_was_taken_fails_without_touching_the_node(world):
     row = scheduled(world)
     world.driver.nodes[NODE].update(instance_uuid='someone-else', provision_state='active')
-    row = instance.resume(world, row.uuid)
+    row = lifecycle.resume(world, row.uuid)
     assert row.state == models.ERROR and 'someone-else' in row.fault
     assert world.driver.nodes[NODE]['instance_uuid'] == 'someone-else'
 
@@ -210,7 +210,7 @@ def test_resume_building_whose_node_was_taken_fails_without_touching_the_node(wo
 ])
 def test_resume_finishes_each_transitional_state(world, state, power, final):
     row = _force(world, active(world), state)
-    assert instance.resume(world, row.uuid).state == final
+    assert lifecycle.resume(world, row.uuid).state == final
     if power:
         assert world.driver.nodes[NODE]['power_state'] == power
     else:
@@ -219,9 +219,9 @@ def test_resume_finishes_each_transitional_state(world, state, power, final):
 
 def test_resume_leaves_stable_states_alone_and_resume_all_takes_only_its_own(world):
     row = active(world)
-    assert instance.resume(world, row.uuid) == api.get_instance(world.engine, row.uuid)
+    assert lifecycle.resume(world, row.uuid) == api.get_instance(world.engine, row.uuid)
     _force(world, row, models.REBOOTING)
-    assert [r.state for r in instance.resume_all(world)] == [models.ACTIVE]
-    other = instance.Owner(world.engine, world.driver, world.placement, 'c1', 8)
+    assert [r.state for r in lifecycle.resume_all(world)] == [models.ACTIVE]
+    other = lifecycle.Owner(world.engine, world.driver, world.placement, 'c1', 8)
     _force(world, row, models.REBOOTING)
-    assert instance.resume_all(other) == []  # an older epoch's instance is not this epoch's
+    assert lifecycle.resume_all(other) == []  # an older epoch's instance is not this epoch's

@@ -1,4 +1,4 @@
-"""computed.scheduler: candidates, retries on conflicts, no leftovers, the race for one node."""
+"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for one node."""
 
 import random
 import threading
@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from computed import scheduler
-from computed.compute_rpc import ServerAPI
+from computed.instances import scheduler
+from computed.instances.rpcapi import ServerAPI
 from computed.db import api, models
 from tests.unit.instance.fakes import FakePlacement
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from computed.driver import MalformedNode, Node
-from drivers.ironic.convert import node_from_api
+from computed.baremetal.driver import MalformedNode, Node
+from computed_ironic.convert import node_from_api
 from tests.unit.ironic.fakes import record
 
 

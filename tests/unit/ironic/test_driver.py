@@ -7,10 +7,10 @@ import logging
 import pytest
 from keystoneauth1 import exceptions as ks_exc
 
-from computed.driver import DriverError, DriverUnavailable
-from drivers.ironic import API_VERSION, IronicDriver
-from drivers.ironic.convert import LIST_FIELDS
-from drivers.ironic.retry import RetryPolicy
+from computed.baremetal.driver import DriverError, DriverUnavailable
+from computed_ironic import API_VERSION, IronicDriver
+from computed_ironic.convert import LIST_FIELDS
+from computed_ironic.retry import RetryPolicy
 from tests.unit.ironic.fakes import FakeConnection, record
 
 

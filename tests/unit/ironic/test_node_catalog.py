@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from computed.driver import BaremetalDriver, DriverError, DriverUnavailable, Node
-from computed.node import Freshness, NodeCatalog
+from computed.baremetal.driver import BaremetalDriver, DriverError, DriverUnavailable, Node
+from computed.baremetal.catalog import Freshness, NodeCatalog
 
 
 class ScriptedDriver(BaremetalDriver):

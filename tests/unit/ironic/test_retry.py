@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drivers.ironic import retry
+from computed_ironic import retry
 
 
 def test_delays_double_up_to_the_cap_within_the_upper_half():

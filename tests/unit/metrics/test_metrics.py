@@ -1,4 +1,4 @@
-"""computed.metrics: collectors read the running objects at scrape time; /healthz says why not."""
+"""computed.runtime.metrics: collectors read the running objects at scrape time; /healthz says why not."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 from oslo_config import cfg
 from prometheus_client.parser import text_string_to_metric_families
 
-from computed import metrics
+from computed.runtime import metrics
 from computed.conf import metrics as metrics_opts_module
 from computed.conf.errors import ConfigError
-from computed.driver import BaremetalDriver, DriverUnavailable, Node
-from computed.epoch import Fence
-from computed.fleet import FleetState
-from computed.membership import MemberInfo
-from computed.node import NodeCatalog
-from computed.report import Outbox
+from computed.baremetal.driver import BaremetalDriver, DriverUnavailable, Node
+from computed.fleet.fence import Fence
+from computed.fleet.reconciler import FleetState
+from computed.fleet.membership import MemberInfo
+from computed.baremetal.catalog import NodeCatalog
+from computed.providers.report import Outbox
 
 
 class Clock:

@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from computed.placement import PlacementUnavailable
-from computed.report import Report
-from computed.reporter import ReportApplier
+from computed.placement.client import PlacementUnavailable
+from computed.providers.report import Report
+from computed.reporter.applier import ReportApplier
 
 U1 = "11111111-1111-1111-1111-111111111111"
 U2 = "22222222-2222-2222-2222-222222222222"

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from computed.report import MalformedReport, Outbox, Report
+from computed.providers.report import MalformedReport, Outbox, Report
 
 U1 = "11111111-1111-1111-1111-111111111111"
 U2 = "22222222-2222-2222-2222-222222222222"

@@ -1,4 +1,4 @@
-"""computed.systemd against a real datagram socket, as systemd's manager would listen."""
+"""computed.runtime.systemd against a real datagram socket, as systemd's manager would listen."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import uuid
 
 import pytest
 
-from computed import systemd
-
-
+from computed.runtime import systemd
 @pytest.fixture
 def listener(tmp_path, monkeypatch):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

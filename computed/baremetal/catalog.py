@@ -1,0 +1,157 @@
+"""The daemon's view of Ironic's nodes, with the last-good rule.
+
+Owns :class:`NodeCatalog`, the one place the daemon asks "which nodes
+exist?", and :class:`NodeView`, the immutable answer. The rule it
+guarantees: **a failed listing never replaces a good one.** When the driver
+raises (Ironic down, retries exhausted, a refused request), the catalog
+keeps serving the last complete list it got, marked stale, with its age and
+the error. Acting on an empty or partial list would make the fleet drop
+every node's resource provider during an Ironic outage (Nova's bug
+1841481 shows what a provider deleted in such a window costs).
+
+States: EMPTY (no listing has succeeded yet; :meth:`NodeCatalog.view`
+returns None and :meth:`NodeCatalog.refresh` re-raises, since there is no
+last good list to fall back to) -> FRESH (the last refresh succeeded) <->
+STALE (the last refresh failed; nodes are those of the last success).
+
+An empty list that Ironic *did* return is a valid answer and replaces the
+previous one: it is the driver's errors, not the list's size, that mark a
+view stale. Thread-safe: refreshes may run concurrently with readers; each
+reader gets a consistent view object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import threading
+import time
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from computed.baremetal.driver import BaremetalDriver, DriverError, Node
+
+LOG = logging.getLogger(__name__)
+
+
+class Freshness(enum.Enum):
+    FRESH = 'fresh'
+    STALE = 'stale'
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeView:
+    """One consistent set of nodes and how much to trust it.
+
+    ``listed_at`` is the monotonic time of the listing the nodes come
+    from; ``error`` is the failure that made the view stale (None when
+    fresh); ``failures`` counts refreshes failed in a row.
+    """
+
+    nodes: Mapping[str, Node]
+    freshness: Freshness
+    listed_at: float
+    error: DriverError | None = None
+    failures: int = 0
+
+    @property
+    def stale(self) -> bool:
+        return self.freshness is Freshness.STALE
+
+    def age(self, now: float | None = None) -> float:
+        """Seconds since the nodes were listed (monotonic clock)."""
+        return (time.monotonic() if now is None else now) - self.listed_at
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self.nodes
+
+
+class NodeCatalog:
+    """Lists nodes through a driver and remembers the last good list."""
+
+    def __init__(self, driver: BaremetalDriver,
+                 clock: Callable[[], float] = time.monotonic):
+        self._driver = driver
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._view: NodeView | None = None
+        self._touched: dict[str, float] = {}  # uuid -> when update() last replaced it
+
+    def view(self) -> NodeView | None:
+        """The current view, or None before the first successful listing."""
+        return self._view
+
+    def refresh(self) -> NodeView:
+        """List the nodes again; on failure keep the last good list.
+
+        :returns: the new view, FRESH on success, STALE on failure.
+        :raises DriverError: the listing failed and no listing ever
+            succeeded (there is nothing good to keep).
+        """
+        started = self._clock()
+        try:
+            nodes = self._driver.list_nodes()
+        except DriverError as exc:
+            return self._keep_last_good(exc)
+        listed = {node.uuid: node for node in nodes}
+        with self._lock:
+            # A slower refresh that started earlier must not overwrite a
+            # newer listing that finished first.
+            current = self._view
+            if current is None or current.listed_at <= started:
+                self._keep_newer_updates(listed, current, started)
+                self._view = NodeView(nodes=MappingProxyType(listed),
+                                      freshness=Freshness.FRESH, listed_at=started)
+            return self._view
+
+    def _keep_newer_updates(self, listed: dict[str, Node],
+                            current: NodeView | None, started: float) -> None:
+        """Nodes re-read (``update``) after this listing started are newer than the listing's
+        copy of them: keep those."""
+        for uuid, touched in list(self._touched.items()):
+            if touched < started:
+                del self._touched[uuid]
+                continue
+            node = current.nodes.get(uuid) if current is not None else None
+            if node is None:
+                listed.pop(uuid, None)
+            else:
+                listed[uuid] = node
+
+    def _keep_last_good(self, error: DriverError) -> NodeView:
+        with self._lock:
+            current = self._view
+            if current is None:
+                LOG.error('Cannot list nodes and no earlier listing to fall '
+                          'back to: %s', error)
+                raise error
+            stale = dataclasses.replace(
+                current, freshness=Freshness.STALE, error=error,
+                failures=current.failures + 1)
+            self._view = stale
+        LOG.warning('Cannot list nodes (%d failure(s) in a row); keeping the '
+                    'last good list of %d node(s), %.1f s old: %s',
+                    stale.failures, len(stale), stale.age(self._clock()),
+                    error)
+        return stale
+
+    def update(self, uuid: str, node: Node | None) -> None:
+        """Replace one node (None: it is gone) in the current view, e.g. after an event.
+
+        Does nothing before the first listing: one node is not a list to fall back on.
+        """
+        with self._lock:
+            current = self._view
+            if current is None:
+                return
+            self._touched[uuid] = self._clock()
+            nodes = dict(current.nodes)
+            if node is None:
+                nodes.pop(uuid, None)
+            else:
+                nodes[uuid] = node
+            self._view = dataclasses.replace(current, nodes=MappingProxyType(nodes))

@@ -1,0 +1,213 @@
+"""Claims: the exclusive right of one daemon to act on one Ironic node.
+
+Owns the claim znodes ``<root>/claims/<node uuid>``. A claim is an *ephemeral* znode created by the
+claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...}``. Guarantees:
+
+* **Exclusive.** ZooKeeper creates a znode once: two daemons can never hold a claim on one node at
+  the same time. A node whose claim exists is *busy*; the table sets a watch on it and calls
+  ``on_freed(node)`` when it is deleted, so the would-be owner retries at once, not on a poll.
+* **Released before taken.** A daemon stops acting on a node (drops it from :meth:`held`) before it
+  deletes the claim, so the next owner can only start after the previous one stopped.
+* **Gone with the session.** An ephemeral znode dies with the session that made it: a crashed,
+  frozen or partitioned daemon loses all its claims when ZooKeeper expires its session, and its
+  peers can take them over without waiting for it.
+* **Fenced.** Each claim records the znode's creation zxid as its epoch (larger for every later
+  owner) and the fence generation it was made in (see :mod:`computed.fleet.fence`); a claim is acted on
+  only while ``fence.may_act(claim.generation)``.
+
+Thread-safety: the table is used by one reconciler thread; kazoo's watch callbacks only call
+``on_freed``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from kazoo import exceptions as zk_exc
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    node: str
+    epoch: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """A claim as anybody can read it from ZooKeeper (for status and audits)."""
+
+    node: str
+    host: str
+    epoch: int
+    member_epoch: int
+
+
+@dataclass
+class AcquireResult:
+    acquired: list[Claim]
+    busy: list[str]
+    failed: list[str]
+
+
+def claims_path(root: str) -> str:
+    return f"{root}/claims"
+
+
+class ClaimTable:
+    """The claims this daemon holds, and the operations that change them."""
+
+    def __init__(self, client: Any, root: str, host: str,
+                 on_freed: Callable[[str], None],
+                 on_claimed: Callable[[Claim], None] = lambda claim: None,
+                 on_released: Callable[[Claim], None] = lambda claim: None):
+        self._client = client
+        self._path = claims_path(root)
+        self._host = host
+        self._on_freed = on_freed
+        # Called before a claim becomes visible to actors, and after it stops being visible
+        # (before its znode is deleted): an audit written there brackets every action.
+        self._on_claimed = on_claimed
+        self._on_released = on_released
+        self._held: dict[str, Claim] = {}
+        self._lock = threading.Lock()
+
+    def ensure_root(self) -> None:
+        """Create the parent of the claim znodes (once connected)."""
+        self._client.ensure_path(self._path)
+
+    def held(self) -> dict[str, Claim]:
+        with self._lock:
+            return dict(self._held)
+
+    def get(self, node: str) -> Claim | None:
+        with self._lock:
+            return self._held.get(node)
+
+    def acquire(self, nodes: Iterable[str], member_epoch: int, generation: int) -> AcquireResult:
+        """Create claims on ``nodes``, pipelined; busy ones get a watch that calls ``on_freed``."""
+        value = json.dumps({"host": self._host, "member_epoch": member_epoch}).encode()
+        pending = [(node, self._client.create_async(self._node_path(node), value, ephemeral=True,
+                                                    include_data=True))
+                   for node in nodes]
+        result = AcquireResult([], [], [])
+        taken = []
+        for node, async_result in pending:
+            try:
+                _, stat = async_result.get()
+            except zk_exc.NodeExistsError:
+                taken.append(node)
+                continue
+            except zk_exc.KazooException as exc:
+                LOG.warning("claim on node %s failed: %s", node, exc)
+                result.failed.append(node)
+                continue
+            self._publish(Claim(node, stat.czxid, generation), result)
+        self._adopt_or_watch(taken, generation, result)
+        return result
+
+    def _publish(self, claim: Claim, result: AcquireResult) -> None:
+        self._on_claimed(claim)
+        with self._lock:
+            self._held[claim.node] = claim
+        result.acquired.append(claim)
+
+    def _adopt_or_watch(self, nodes: list[str], generation: int, result: AcquireResult) -> None:
+        """Nodes whose claim already exists: one of ours that we forgot (a reply lost in a
+        reconnect) is taken back; anybody else's is watched until it goes. Pipelined: a
+        newcomer can find hundreds of nodes still held by their previous owners."""
+        session_id = self._session_id()
+        pending = [(node, self._client.exists_async(self._node_path(node),
+                                                    watch=self._claim_event))
+                   for node in nodes]
+        for node, async_result in pending:
+            try:
+                stat = async_result.get()
+            except zk_exc.KazooException as exc:
+                LOG.warning("cannot watch the claim on node %s: %s", node, exc)
+                result.failed.append(node)
+                continue
+            if stat is None:  # released between our create and our look: try again now
+                self._on_freed(node)
+                result.busy.append(node)
+            elif session_id is not None and stat.ephemeralOwner == session_id:
+                self._publish(Claim(node, stat.czxid, generation), result)
+            else:
+                result.busy.append(node)
+
+    def _claim_event(self, event: Any) -> None:
+        if event.type in ("DELETED", "NONE"):
+            self._on_freed(event.path.rsplit("/", 1)[-1])
+
+    def release(self, nodes: Iterable[str]) -> list[Claim]:
+        """Stop acting on ``nodes`` first, then delete their claims."""
+        with self._lock:
+            released = [self._held.pop(node) for node in list(nodes) if node in self._held]
+        for claim in released:
+            self._on_released(claim)
+        pending = [(claim, self._client.delete_async(self._node_path(claim.node)))
+                   for claim in released]
+        for claim, async_result in pending:
+            try:
+                async_result.get()
+            except zk_exc.NoNodeError:
+                pass
+            except zk_exc.KazooException as exc:
+                # Not acting on it any more; the claim dies with our session at the latest.
+                LOG.warning("could not delete the claim on node %s (epoch %s): %s",
+                            claim.node, claim.epoch, exc)
+        return released
+
+    def forget(self) -> list[Claim]:
+        """Drop every claim from memory (the session that held them is gone)."""
+        with self._lock:
+            dropped, self._held = list(self._held.values()), {}
+        return dropped
+
+    def _node_path(self, node: str) -> str:
+        return f"{self._path}/{node}"
+
+    def _session_id(self) -> int | None:
+        client_id = self._client.client_id
+        return client_id[0] if client_id else None
+
+
+def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
+    """Every claim in the fleet, read with pipelined requests (for status and checks)."""
+    path = claims_path(root)
+    try:
+        children = client.get_children(path)
+    except zk_exc.NoNodeError:
+        return {}
+    pending = [(node, client.get_async(f"{path}/{node}")) for node in children]
+    records = {}
+    for node, async_result in pending:
+        try:
+            data, stat = async_result.get()
+        except zk_exc.NoNodeError:
+            continue
+        try:
+            body = json.loads(data)
+            host, member_epoch = str(body["host"]), int(body["member_epoch"])
+        except (ValueError, KeyError, TypeError):
+            host, member_epoch = "?", 0
+        records[node] = ClaimRecord(node, host, stat.czxid, member_epoch)
+    return records
+
+
+def claim_epochs(client: Any, root: str, nodes: Iterable[str]) -> dict[str, int]:
+    """The epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
+    path = claims_path(root)
+    pending = [(node, client.exists_async(f"{path}/{node}")) for node in set(nodes)]
+    epochs = {}
+    for node, async_result in pending:
+        stat = async_result.get()
+        if stat is not None:
+            epochs[node] = stat.czxid
+    return epochs

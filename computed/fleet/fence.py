@@ -1,0 +1,125 @@
+"""The fence: whether this daemon may act on the nodes it claimed, right now.
+
+Owns the daemon's view of its ZooKeeper session and the rule that gates every action on a node.
+ZooKeeper makes a claim exclusive (see :mod:`computed.fleet.claims`), but a daemon learns that its session
+expired only when it talks to ZooKeeper again: a daemon frozen (SIGSTOP, a long GC or VM pause) or
+cut off past the session timeout would, on waking, still believe it holds its claims while a peer
+already took them over. The fence closes that window with two rules:
+
+* **Session state.** Kazoo's connection states drive a small state machine::
+
+      CONNECTED --(connection dropped)--> SUSPENDED --(reconnected, same session)--> CONNECTED
+          |                                   |
+          +------------(session expired)------+--> LOST --(new session)--> CONNECTED, generation+1
+
+  Only CONNECTED may act. On SUSPENDED every action stops at once (peers may already have taken
+  the nodes over if the session expires). LOST bumps the *generation*: every claim made in an
+  older generation is dead, whatever the process remembers.
+
+* **Lease.** Even while CONNECTED, the fence acts only within a lease that a successful round trip
+  to ZooKeeper renews: a request sent at ``t`` and answered proves ZooKeeper heard from the session
+  at or after ``t``, so the session cannot expire before ``t + session_timeout``. The lease runs
+  to ``t + session_timeout * LEASE_FRACTION``, on the monotonic clock, which keeps counting while a
+  process is stopped. A process that wakes after a long pause finds its lease expired and acts on
+  nothing until a fresh round trip succeeds, which it cannot on an expired session.
+
+Epochs: every claim carries the creation zxid of its znode, which ZooKeeper makes unique and
+increasing across the ensemble, so a later owner of a node always holds a larger epoch; downstream
+writers keep the largest epoch they have seen per node and refuse smaller ones (fencing tokens).
+A member's epoch is the zxid of its group membership znode, new on every join.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from typing import Callable
+
+# Share of the session timeout a successful round trip is trusted for. ZooKeeper cannot expire the
+# session sooner than a full timeout after it heard from us; the rest is margin for clock rate
+# differences and for the time between a check and the action it guards.
+LEASE_FRACTION = 2 / 3
+
+
+class SessionState(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+
+
+class Fence:
+    """Session state + lease; thread-safe. ``may_act(generation)`` gates every action."""
+
+    def __init__(self, session_timeout: float, clock: Callable[[], float] = time.monotonic,
+                 on_change: Callable[[SessionState], None] | None = None):
+        if session_timeout <= 0:
+            raise ValueError(f"session timeout must be positive, got {session_timeout}")
+        self.session_timeout = session_timeout
+        self._clock = clock
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._state = SessionState.LOST
+        self._generation = 0
+        self._lease_until = float("-inf")
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    @property
+    def generation(self) -> int:
+        """Bumped each time a session is lost: claims of an older generation are dead."""
+        return self._generation
+
+    def connected(self) -> None:
+        """The client is connected: to a new session when coming from LOST (or the start)."""
+        with self._lock:
+            if self._state is SessionState.CONNECTED:
+                return
+            if self._state is SessionState.LOST:
+                self._generation += 1
+            self._state = SessionState.CONNECTED
+        self._notify(SessionState.CONNECTED)
+
+    def suspended(self) -> None:
+        with self._lock:
+            if self._state is not SessionState.CONNECTED:
+                return
+            self._state = SessionState.SUSPENDED
+            self._lease_until = float("-inf")
+        self._notify(SessionState.SUSPENDED)
+
+    def lost(self) -> None:
+        with self._lock:
+            self._state = SessionState.LOST
+            self._lease_until = float("-inf")
+        self._notify(SessionState.LOST)
+
+    def renew(self, round_trip: Callable[[], object]) -> bool:
+        """Run ``round_trip`` (a request to ZooKeeper); on success extend the lease from its start."""
+        sent = self._clock()
+        generation = self._generation
+        try:
+            round_trip()
+        except Exception:  # any failure leaves the lease to run out; the state machine says why
+            return False
+        with self._lock:
+            if self._state is SessionState.CONNECTED and self._generation == generation:
+                self._lease_until = max(self._lease_until,
+                                        sent + self.session_timeout * LEASE_FRACTION)
+                return True
+        return False
+
+    def may_act(self, generation: int) -> bool:
+        """True when a claim made in ``generation`` may be acted on now."""
+        with self._lock:
+            return (self._state is SessionState.CONNECTED and generation == self._generation
+                    and self._clock() < self._lease_until)
+
+    def lease_remaining(self) -> float:
+        return max(0.0, self._lease_until - self._clock())
+
+    def _notify(self, state: SessionState) -> None:
+        if self._on_change is not None:
+            self._on_change(state)

@@ -1,0 +1,328 @@
+"""The instance lifecycle, run by the daemon that owns the instance.
+
+Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded it: build,
+delete, reboot, stop, start, and :func:`resume` of an instance found in a transitional state.
+Each is a small function over an :class:`Owner` (the injected collaborators: database engine,
+bare metal driver, Placement adapter, and the daemon's identity ``host`` / member ``epoch``).
+The daemon's RPC endpoint calls them; they block (Ironic is polled), so it runs them in worker
+threads. Nothing here imports eventlet.
+
+State machine (``*`` marks the transitional states, written *before* acting on Ironic)::
+
+    schedule --> BUILDING* --deploy ok------------------------------> ACTIVE
+                    |  deploy fails: clear node, remove allocation       |  ^
+                    +---------------------------------------> ERROR      |  |
+                                                                         |  |
+        ACTIVE/STOPPED --reboot--> REBOOTING* --power on--> ACTIVE <-----+  |
+        ACTIVE --stop--> STOPPING* --power off--> STOPPED --start--> STARTING* --power on--+
+
+        any live state --delete--> DELETING* --undeploy, remove allocation--> DELETED
+
+A failed power action records the fault and lands on what the node's power really is
+(power on: ACTIVE, off: STOPPED). A failed undeploy lands in ERROR with the fault, node kept,
+so ``delete`` can be repeated.
+
+What the transitions guarantee:
+
+* **Fenced.** Every write is a compare-and-set carrying ``expect_host``/``expect_epoch`` (and
+  the expected state): a daemon that lost the instance (re-homed to another daemon after it
+  was presumed dead) gets :class:`~computed.db.api.InstanceConflict` on its first write and
+  stops; it never overwrites the new owner's state. An operation refuses to start on an
+  instance that is not (host, epoch)'s.
+* **Never stuck.** The transitional state is written before Ironic is touched and left only
+  after Ironic answered, so a daemon dying mid-operation leaves the instance in a transitional
+  state, and whoever owns it next calls :func:`resume`, which looks at the node's real state in
+  Ironic and finishes the operation (BUILDING and node active with this instance -> ACTIVE;
+  BUILDING and node free -> deploy again; DELETING -> finish the delete; REBOOTING/STARTING ->
+  power on; STOPPING -> power off). Every step is idempotent, so resuming twice is harmless.
+* **Failed builds unwind.** A build that fails ends in ERROR with Ironic's reason as the fault,
+  its allocation removed, the node cleared (undeployed if needed, instance_uuid and
+  instance_info removed) and released in the database (``node_uuid`` emptied, as Nova nils an
+  instance's node after a failed build), so the node can take the next instance at once.
+  Should the node not clear (Ironic down), the instance keeps ``node_uuid`` so that a later
+  ``delete`` clears it. The unwinding runs before ERROR is written: a daemon dying during it
+  leaves BUILDING, which ``resume`` re-drives.
+* **Idempotent delete.** Deleting a DELETED instance is a no-op; deleting a BUILDING one is
+  allowed: the deploy in flight is waited for and torn down, and the build, finding DELETING
+  instead of BUILDING, leaves the instance alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from computed.instances import scheduler
+from computed.db import api as db_api
+from computed.db import models
+from computed.db.api import InstanceConflict, InstanceNotFound, InstanceRow
+from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DriverError,
+                             Node)
+from computed.placement.client import PlacementError
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_DEPLOY_TIMEOUT = 1800.0
+DEFAULT_POWER_TIMEOUT = 300.0
+
+#: From where each power action may start.
+REBOOT_FROM = frozenset({models.ACTIVE, models.STOPPED})
+STOP_FROM = frozenset({models.ACTIVE})
+START_FROM = frozenset({models.STOPPED})
+DELETE_FROM = models.LIVE_STATES - {models.DELETING}
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """The daemon acting on its instances, and what it acts through.
+
+    ``placement`` is a keystoneauth ``Adapter`` for Placement; ``epoch`` the daemon's member
+    epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's claim).
+    """
+
+    engine: Engine
+    driver: BaremetalDriver
+    placement: Any
+    host: str
+    epoch: int
+    deploy_timeout: float = DEFAULT_DEPLOY_TIMEOUT
+    power_timeout: float = DEFAULT_POWER_TIMEOUT
+
+
+# -- the operations -------------------------------------------------------------------------
+
+def build(owner: Owner, instance_uuid: str) -> InstanceRow:
+    """Deploy a BUILDING instance on its node; the row after (ACTIVE, or ERROR with the fault).
+
+    :raises InstanceNotFound: no such instance.
+    :raises InstanceConflict: the instance is not BUILDING, or not (host, epoch)'s: another
+        daemon owns it now, or it was deleted meanwhile.
+    """
+    row = _mine(owner, instance_uuid, {models.BUILDING})
+    if row.node_uuid is None:
+        return _fail_build(owner, row, 'instance has no node')
+    try:
+        owner.driver.deploy(row.node_uuid, row.uuid, row.image, timeout=owner.deploy_timeout)
+    except DriverError as exc:
+        LOG.warning('instance %s: deploy on node %s failed: %s', row.uuid, row.node_uuid, exc)
+        return _fail_build(owner, row, exc.reason)
+    return _set(owner, row.uuid, models.ACTIVE, expect=models.BUILDING)
+
+
+def delete(owner: Owner, instance_uuid: str) -> InstanceRow:
+    """Undeploy the node, remove the allocation, mark DELETED; the row after (DELETED, or ERROR
+    with the fault when the node could not be undeployed). A DELETED instance is returned
+    as it is.
+
+    :raises InstanceNotFound, InstanceConflict: as for :func:`build`.
+    """
+    row = _get(owner, instance_uuid)
+    if row.state == models.DELETED:
+        return row
+    if row.state != models.DELETING:
+        row = _set(owner, row.uuid, models.DELETING, expect=DELETE_FROM, fault=row.fault)
+    else:
+        _check_owner(owner, row)
+    return _finish_delete(owner, row)
+
+
+def reboot(owner: Owner, instance_uuid: str) -> InstanceRow:
+    """Power-cycle (a STOPPED instance is powered on); ACTIVE after."""
+    return _power_action(owner, instance_uuid, REBOOT_FROM, models.REBOOTING, REBOOT)
+
+
+def stop(owner: Owner, instance_uuid: str) -> InstanceRow:
+    """Power off; STOPPED after. Stopping a STOPPED instance is a no-op."""
+    row = _get(owner, instance_uuid)
+    if row.state == models.STOPPED:
+        _check_owner(owner, row)
+        return row
+    return _power_action(owner, instance_uuid, STOP_FROM, models.STOPPING, POWER_OFF)
+
+
+def start(owner: Owner, instance_uuid: str) -> InstanceRow:
+    """Power on; ACTIVE after. Starting an ACTIVE instance is a no-op."""
+    row = _get(owner, instance_uuid)
+    if row.state == models.ACTIVE:
+        _check_owner(owner, row)
+        return row
+    return _power_action(owner, instance_uuid, START_FROM, models.STARTING, POWER_ON)
+
+
+def resume(owner: Owner, instance_uuid: str) -> InstanceRow:
+    """Finish whatever a transitional instance was doing, from the node's real state.
+
+    A non-transitional instance is returned unchanged.
+
+    :raises InstanceNotFound, InstanceConflict: as for :func:`build`.
+    """
+    row = _get(owner, instance_uuid)
+    _check_owner(owner, row)
+    if row.state not in models.TRANSITIONAL_STATES:
+        return row
+    LOG.info('instance %s: resuming %s on node %s', row.uuid, row.state, row.node_uuid)
+    if row.state == models.BUILDING:
+        return _resume_build(owner, row)
+    if row.state == models.DELETING:
+        return _finish_delete(owner, row)
+    target = POWER_OFF if row.state == models.STOPPING else POWER_ON
+    return _finish_power(owner, row, target)
+
+
+def resume_all(owner: Owner) -> list[InstanceRow]:
+    """:func:`resume` every transitional instance of (host, epoch); the rows after. One
+    instance failing (a conflict: re-homed meanwhile) does not stop the others."""
+    done = []
+    for row in db_api.instances_by_host(owner.engine, owner.host):
+        if row.state not in models.TRANSITIONAL_STATES or row.epoch != owner.epoch:
+            continue
+        try:
+            done.append(resume(owner, row.uuid))
+        except (InstanceConflict, InstanceNotFound) as exc:
+            LOG.info('instance %s: not resumed: %s', row.uuid, exc)
+    return done
+
+
+# -- build ----------------------------------------------------------------------------------
+
+def _resume_build(owner: Owner, row: InstanceRow) -> InstanceRow:
+    if row.node_uuid is None:
+        return _fail_build(owner, row, 'instance has no node')
+    try:
+        node = owner.driver.get_node(row.node_uuid)
+    except DriverError as exc:
+        raise _Retry(row, exc)
+    if node is None:
+        return _fail_build(owner, row, f'node {row.node_uuid} no longer exists in Ironic')
+    if node.instance_uuid not in (None, row.uuid):
+        return _fail_build(owner, row, f'node {node.uuid} hosts instance {node.instance_uuid}')
+    if node.instance_uuid == row.uuid and node.provision_state == 'active':
+        return _set(owner, row.uuid, models.ACTIVE, expect=models.BUILDING)
+    if node.instance_uuid == row.uuid and node.provision_state == 'deploy failed':
+        return _fail_build(owner, row, node.last_error or 'deploy failed')
+    return build(owner, row.uuid)  # free, or still deploying: deploy() waits or starts it
+
+
+def _fail_build(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
+    """Unwind a failed build (node cleared, allocation removed), then ERROR with ``fault``."""
+    # Unwind only while still ours and BUILDING: a concurrent delete unwinds by itself.
+    row = _mine(owner, row.uuid, {models.BUILDING})
+    released = True
+    if row.node_uuid is not None:
+        try:
+            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout)
+        except DriverError as exc:
+            LOG.error('instance %s: node %s not cleared after a failed build: %s', row.uuid,
+                      row.node_uuid, exc)
+            fault = f'{fault}; node not cleared: {exc.reason}'
+            released = False
+    try:
+        scheduler.remove_allocation(owner.placement, row.uuid)
+    except PlacementError as exc:
+        LOG.error('instance %s: allocation not removed after a failed build: %s', row.uuid, exc)
+        fault = f'{fault}; allocation not removed: {exc}'
+    return _set_error(owner, row.uuid, fault, expect=models.BUILDING, release_node=released)
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+def _finish_delete(owner: Owner, row: InstanceRow) -> InstanceRow:
+    if row.node_uuid is not None:
+        try:
+            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout)
+        except DriverError as exc:
+            LOG.error('instance %s: undeploy of node %s failed: %s', row.uuid, row.node_uuid,
+                      exc)
+            return _set_error(owner, row.uuid, f'delete failed: {exc.reason}',
+                              expect=models.DELETING)
+    scheduler.remove_allocation(owner.placement, row.uuid)
+    return _set(owner, row.uuid, models.DELETED, expect=models.DELETING)
+
+
+# -- power ----------------------------------------------------------------------------------
+
+def _power_action(owner: Owner, instance_uuid: str, allowed: frozenset[str],
+                  transitional: str, target: str) -> InstanceRow:
+    row = _get(owner, instance_uuid)
+    _check_owner(owner, row)
+    row = _set(owner, instance_uuid, transitional, expect=allowed)
+    return _finish_power(owner, row, target)
+
+
+def _finish_power(owner: Owner, row: InstanceRow, target: str) -> InstanceRow:
+    final = models.STOPPED if target == POWER_OFF else models.ACTIVE
+    if row.node_uuid is None:
+        return _set_error(owner, row.uuid, f'{target}: instance has no node', expect=row.state)
+    try:
+        owner.driver.set_power(row.node_uuid, target, timeout=owner.power_timeout)
+    except DriverError as exc:
+        LOG.warning('instance %s: %s failed: %s', row.uuid, target, exc)
+        return _settle_power(owner, row, f'{target} failed: {exc.reason}')
+    return _set(owner, row.uuid, final, expect=row.state)
+
+
+def _settle_power(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
+    """After a failed power action: the state the node's real power says, with the fault."""
+    node: Node | None
+    try:
+        node = owner.driver.get_node(row.node_uuid) if row.node_uuid else None
+    except DriverError:
+        node = None
+    if node is None or node.power_state not in (POWER_ON, POWER_OFF):
+        return _set_error(owner, row.uuid, fault, expect=row.state)
+    state = models.ACTIVE if node.power_state == POWER_ON else models.STOPPED
+    return _set(owner, row.uuid, state, expect=row.state, fault=fault)
+
+
+# -- fenced reads and writes ----------------------------------------------------------------
+
+class _Retry(DriverError):
+    """Ironic could not be read to resume an instance; it stays transitional for a later try."""
+
+    def __init__(self, row: InstanceRow, cause: DriverError):
+        super().__init__(f'instance {row.uuid}', f'cannot resume {row.state}: {cause}')
+
+
+def _get(owner: Owner, instance_uuid: str) -> InstanceRow:
+    row = db_api.get_instance(owner.engine, instance_uuid)
+    if row is None:
+        raise InstanceNotFound(instance_uuid)
+    return row
+
+
+def _check_owner(owner: Owner, row: InstanceRow) -> None:
+    if (row.host, row.epoch) != (owner.host, owner.epoch):
+        raise InstanceConflict(row.uuid, f'host {owner.host}, epoch {owner.epoch}',
+                               f'host {row.host}, epoch {row.epoch}')
+
+
+def _mine(owner: Owner, instance_uuid: str, states: set[str]) -> InstanceRow:
+    """The instance, if it is (host, epoch)'s and in one of ``states``."""
+    row = _get(owner, instance_uuid)
+    _check_owner(owner, row)
+    if row.state not in states:
+        raise InstanceConflict(row.uuid, f"state {', '.join(sorted(states))}",
+                               f'state {row.state}')
+    return row
+
+
+def _set(owner: Owner, instance_uuid: str, state: str, *, expect: Any,
+         fault: str | None = None) -> InstanceRow:
+    return db_api.set_instance_state(owner.engine, instance_uuid, state, fault,
+                                     expect_state=expect, expect_host=owner.host,
+                                     expect_epoch=owner.epoch)
+
+
+def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: Any,
+               release_node: bool = False) -> InstanceRow:
+    """ERROR with ``fault``; ``release_node`` also empties ``node_uuid`` (same fenced
+    statement), freeing the node for the next instance."""
+    if not release_node:
+        return _set(owner, instance_uuid, models.ERROR, expect=expect, fault=fault)
+    # One statement, fenced like every other; computed.db.api has no public form of it yet.
+    values = dict(state=models.ERROR, fault=fault, node_uuid=None, updated_at=models.utcnow())
+    return db_api._update_expecting(owner.engine, instance_uuid, values, expect, owner.host,
+                                    owner.epoch)

@@ -1,0 +1,132 @@
+"""The compute daemons' RPC API, and the server API other services call.
+
+Owns the client side of the daemon's instance endpoint: topic :data:`TOPIC`, one queue per
+daemon (``server=<host>``), methods ``build_instance``, ``delete_instance``,
+``reboot_instance``, ``stop_instance`` and ``start_instance``, each taking only
+``instance_uuid`` (the daemon reads everything else from the database, so a message can never
+carry stale state). All are casts: the daemon records progress and the outcome in the
+instance row, which callers poll.
+
+:class:`ServerAPI` is the whole build/operate path as a library (what ``computed-manage
+server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's *current*
+host as the database says, so an instance re-homed since it was built is routed to its new
+owner.
+
+Guarantees: a cast is only sent after the instance row exists (a daemon receiving
+``build_instance`` always finds its instance); a lost cast leaves a BUILDING (or unchanged)
+instance that the owner's :func:`computed.instances.lifecycle.resume_all` re-drives, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from computed.runtime import rpc
+
+from computed.instances import scheduler
+from computed.db import api as db_api
+from computed.db import models
+from computed.db.api import InstanceNotFound, InstanceRow
+
+TOPIC = 'computed'
+VERSION = '1.0'
+ACTIONS = ('delete', 'reboot', 'stop', 'start')
+#: States a build ends in.
+BUILD_DONE = frozenset({models.ACTIVE, models.ERROR, models.DELETED})
+
+
+class NoHost(Exception):
+    """The instance has no host to send the request to."""
+
+    def __init__(self, instance_uuid: str):
+        self.instance_uuid = instance_uuid
+        super().__init__(f'instance {instance_uuid} has no host')
+
+
+class ComputeAPI:
+    """Casts to one daemon's instance endpoint."""
+
+    def __init__(self, transport: Any, topic: str = TOPIC):
+        self._transport = transport
+        self._topic = topic
+
+    def _cast(self, host: str, method: str, instance_uuid: str) -> None:
+        client = rpc.get_client(self._transport, self._topic, server=host, version=VERSION)
+        client.cast({}, method, instance_uuid=instance_uuid)
+
+    def build_instance(self, host: str, instance_uuid: str) -> None:
+        self._cast(host, 'build_instance', instance_uuid)
+
+    def delete_instance(self, host: str, instance_uuid: str) -> None:
+        self._cast(host, 'delete_instance', instance_uuid)
+
+    def reboot_instance(self, host: str, instance_uuid: str) -> None:
+        self._cast(host, 'reboot_instance', instance_uuid)
+
+    def stop_instance(self, host: str, instance_uuid: str) -> None:
+        self._cast(host, 'stop_instance', instance_uuid)
+
+    def start_instance(self, host: str, instance_uuid: str) -> None:
+        self._cast(host, 'start_instance', instance_uuid)
+
+
+class ServerAPI:
+    """Create and operate instances: schedule, record, cast to the owning daemon."""
+
+    def __init__(self, engine: Engine, placement: Any, compute: ComputeAPI,
+                 owner_of: scheduler.OwnerOf, project_id: str = scheduler.DEFAULT_PROJECT,
+                 user_id: str = scheduler.DEFAULT_USER):
+        self._engine = engine
+        self._placement = placement
+        self._compute = compute
+        self._owner_of = owner_of
+        self._project_id = project_id
+        self._user_id = user_id
+
+    def create(self, resource_class: str, traits: Iterable[str] = (), image: str | None = None,
+               instance_uuid: str | None = None) -> InstanceRow:
+        """Schedule and cast the build; the BUILDING row (see :func:`scheduler.schedule` for
+        the errors)."""
+        row = scheduler.schedule(self._placement, self._engine, resource_class, traits, image,
+                                 instance_uuid, owner_of=self._owner_of,
+                                 project_id=self._project_id, user_id=self._user_id)
+        self._compute.build_instance(row.host, row.uuid)
+        return row
+
+    def action(self, action: str, instance_uuid: str) -> InstanceRow:
+        """Cast ``action`` (one of :data:`ACTIONS`) to the instance's current host; the row as
+        it was when cast. Deleting a DELETED instance casts nothing."""
+        if action not in ACTIONS:
+            raise ValueError(f'action must be one of {ACTIONS}, not {action!r}')
+        row = self.get(instance_uuid)
+        if action == 'delete' and row.state == models.DELETED:
+            return row
+        if row.host is None:
+            raise NoHost(row.uuid)
+        getattr(self._compute, f'{action}_instance')(row.host, row.uuid)
+        return row
+
+    def get(self, instance_uuid: str) -> InstanceRow:
+        row = db_api.get_instance(self._engine, scheduler._check_uuid(instance_uuid))
+        if row is None:
+            raise InstanceNotFound(instance_uuid)
+        return row
+
+    def wait(self, instance_uuid: str, states: Iterable[str] = BUILD_DONE,
+             timeout: float = 600.0, interval: float = 0.2) -> InstanceRow:
+        """Poll the database until the instance is in one of ``states``; the row (raises
+        TimeoutError naming the instance and its last state)."""
+        states = frozenset(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            row = self.get(instance_uuid)
+            if row.state in states:
+                return row
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f'instance {instance_uuid}: still {row.state} after '
+                                   f'{timeout:g} s')
+            time.sleep(interval)

@@ -1,0 +1,1 @@
+"""OpenStack Placement: the HTTP client computed writes providers through."""

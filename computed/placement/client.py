@@ -1,0 +1,519 @@
+"""Writing provider states to OpenStack Placement, with few requests.
+
+Owns every HTTP request computed makes to Placement, through a keystoneauth1
+``Adapter`` the caller configures (``computed.runtime.keystone.load_adapter(conf,
+"placement")``). Guarantees:
+
+* :meth:`PlacementClient.apply` makes Placement hold a
+  :class:`computed.providers.state.ProviderState` (provider, custom resource class,
+  inventory, custom traits, provider traits) and is idempotent: a state the
+  client already applied, and that its cache says Placement still holds,
+  costs no request at all. A cache miss re-reads (two GETs) and writes only
+  what differs.
+* Generation conflicts (``placement.concurrent_update``) are retried after
+  re-reading the provider, a bounded number of times.
+* Inventory of another class that still has allocations is never removed
+  against Placement's will: it is kept beside the new class, logged, and
+  removed by a later apply that finds it free (a cache miss or ``verify``).
+* :meth:`PlacementClient.delete` never deletes a provider with allocations.
+* Errors are :class:`PlacementError` (a refusal: 4xx, bad answer) or
+  :class:`PlacementUnavailable` (connection failure, timeout, 5xx: retry
+  later), each naming the provider; no 4xx is swallowed.
+* Thread-safe: calls for one provider are serialised, calls for different
+  providers run in parallel. No eventlet here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import zlib
+from typing import Any, Mapping
+
+from keystoneauth1 import exceptions as ks_exc
+
+from computed.providers.state import (InvalidProvider, ProviderState, inventory,
+                               is_custom_name)
+
+LOG = logging.getLogger(__name__)
+
+CONCURRENT_UPDATE = 'placement.concurrent_update'
+INVENTORY_IN_USE = 'placement.inventory.inuse'
+PROVIDER_IN_USE = 'placement.resource_provider.inuse'
+
+# The fields computed sets on an inventory record; Placement returns them all.
+_INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit',
+                     'step_size', 'allocation_ratio')
+_LOCK_STRIPES = 64
+_DETAIL_CHARS = 300
+
+
+class PlacementError(Exception):
+    """Placement refused a request or answered something unusable.
+
+    ``uuid`` is the provider the request was about (None for requests about
+    no single provider); ``status`` the HTTP status (None without a
+    response); ``code`` Placement's error code (``placement.*``) when given.
+    """
+
+    def __init__(self, uuid: str | None, what: str, status: int | None = None,
+                 code: str | None = None, detail: str = ''):
+        summary = what
+        if status is not None:
+            summary += f': HTTP {status}'
+        if code:
+            summary += f' {code}'
+        if detail:
+            summary += f': {detail}'
+        super().__init__(f'provider {uuid or "-"}: {summary}')
+        self.uuid = uuid
+        self.what = what
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class PlacementUnavailable(PlacementError):
+    """Placement could not be reached or failed (5xx): worth retrying."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderView:
+    """What Placement holds for one provider, as last read or written.
+
+    ``name`` is None when it was not read (the apply path skips that GET).
+    """
+
+    uuid: str
+    generation: int
+    inventories: Mapping[str, Mapping[str, Any]]
+    traits: tuple[str, ...]
+    name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    view: ProviderView
+    # The state applied when ``view`` was written; None when the last apply
+    # could not complete it (so the next apply compares with ``view``).
+    state: ProviderState | None
+    # In-use classes kept beside the state's class (see _put_inventory).
+    leftovers: frozenset[str] = frozenset()
+
+
+class PlacementClient:
+    """Placement operations on the providers computed reports.
+
+    ``max_attempts`` bounds the re-read-and-retry rounds after generation
+    conflicts (or a provider deleted under our feet).
+    """
+
+    def __init__(self, adapter: Any, microversion: str = '1.39',
+                 max_attempts: int = 5):
+        self._adapter = adapter
+        self._headers = {'OpenStack-API-Version': f'placement {microversion}',
+                         'Accept': 'application/json'}
+        self._max_attempts = max_attempts
+        self._cache: dict[str, _Entry] = {}
+        self._cache_lock = threading.Lock()
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._known_names: set[str] = set()
+        self._count_lock = threading.Lock()
+        self._requests = 0
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests sent so far (for measurements and tests)."""
+        return self._requests
+
+    def apply(self, state: ProviderState, verify: bool = False,
+              assume_new: bool = False) -> bool:
+        """Make Placement hold ``state``; True if Placement was changed.
+
+        ``verify`` ignores the cache and re-reads the provider first (for a
+        periodic resync that must also repair changes made by others).
+        ``assume_new`` (the caller never applied this provider) creates it
+        first and reads only if it turns out to exist: a cold start of
+        thousands of providers saves one request each.
+
+        :raises PlacementUnavailable: Placement unreachable or failing.
+        :raises PlacementError: a refusal, or conflicts that outlasted the
+            retries.
+        """
+        with self._lock_for(state.uuid):
+            entry = None if verify else self._cached(state.uuid)
+            if entry is not None and entry.state == state:
+                return False
+            changed = False
+            for attempt in range(1, self._max_attempts + 1):
+                try:
+                    fresh = assume_new and attempt == 1 and entry is None
+                    return self._apply_once(state, entry, fresh) or changed
+                except KeyError as exc:
+                    raise PlacementError(state.uuid, 'apply',
+                                         detail=f'answer lacks {exc}')
+                except _Retry as retry:
+                    changed = changed or retry.changed
+                    LOG.debug('provider %s: %s, re-reading (attempt %d)',
+                              state.uuid, retry.reason, attempt)
+                    self._forget(state.uuid)
+                    entry = None
+            raise PlacementError(state.uuid, 'apply',
+                                 detail=f'still conflicting after '
+                                 f'{self._max_attempts} attempts')
+
+    def delete(self, uuid: str) -> str:
+        """Delete the provider unless it has allocations.
+
+        :returns: ``"deleted"``, ``"absent"`` (there was no such provider)
+            or ``"kept"`` (it has allocations; logged with the consumers).
+        """
+        with self._lock_for(uuid):
+            consumers = self._allocations(uuid)
+            if consumers is None:
+                self._forget(uuid)
+                return 'absent'
+            if consumers:
+                LOG.warning('provider %s kept: it has allocations of '
+                            'consumer(s) %s', uuid, ', '.join(sorted(consumers)))
+                return 'kept'
+            resp = self._request('DELETE', f'/resource_providers/{uuid}', uuid)
+            self._forget(uuid)
+            if resp.status_code == 204:
+                return 'deleted'
+            if resp.status_code == 404:
+                return 'absent'
+            if resp.status_code == 409 and _code(resp) == PROVIDER_IN_USE:
+                # An allocation arrived between our check and the delete.
+                LOG.warning('provider %s kept: allocations appeared while '
+                            'deleting it', uuid)
+                return 'kept'
+            raise _error(uuid, 'delete provider', resp)
+
+    def has_allocations(self, uuid: str) -> bool:
+        """Whether any consumer holds allocations on the provider."""
+        return bool(self._allocations(uuid))
+
+    def read(self, uuid: str) -> ProviderView | None:
+        """What Placement holds for ``uuid`` (three GETs), None if absent."""
+        for _ in range(self._max_attempts):
+            resp = self._request('GET', f'/resource_providers/{uuid}', uuid)
+            if resp.status_code == 404:
+                return None
+            body = _json(uuid, 'read provider', resp)
+            view = self._read_view(uuid)
+            if view is None:
+                return None
+            if view.generation == body.get('generation'):
+                return dataclasses.replace(view, name=body.get('name'))
+        raise PlacementError(uuid, 'read provider',
+                             detail='kept changing while being read')
+
+    def get(self, uuid: str) -> ProviderState | None:
+        """The provider as a state (for tests and audits), None if absent.
+
+        :raises PlacementError: the provider does not hold exactly one custom
+            resource class, or its data is not a valid state.
+        """
+        view = self.read(uuid)
+        if view is None:
+            return None
+        classes = sorted(view.inventories)
+        if len(classes) != 1 or not is_custom_name(classes[0]):
+            raise PlacementError(uuid, 'get provider',
+                                 detail=f'expected one custom resource class'
+                                 f', found {classes}')
+        try:
+            return ProviderState(
+                uuid=uuid, name=view.name or uuid, resource_class=classes[0],
+                reserved=view.inventories[classes[0]].get('reserved'),
+                traits=tuple(sorted(view.traits)))
+        except InvalidProvider as exc:
+            raise PlacementError(uuid, 'get provider', detail=str(exc))
+
+    def forget(self, uuid: str | None = None) -> None:
+        """Drop the cache for one provider (or all): the next apply re-reads."""
+        if uuid is not None:
+            self._forget(uuid)
+            return
+        with self._cache_lock:
+            self._cache.clear()
+
+    # -- apply --------------------------------------------------------------
+
+    def _apply_once(self, state: ProviderState, entry: _Entry | None,
+                    assume_new: bool = False) -> bool:
+        uuid = state.uuid
+        changed = False
+        leftovers: frozenset[str] = frozenset()
+        if entry is not None:
+            view = entry.view
+        else:
+            view = None if assume_new else self._read_view(uuid)
+        if entry is not None:
+            leftovers = entry.leftovers
+        if view is None:
+            view = self._create(state)
+            changed = True
+        try:
+            if view.name is not None and view.name != state.name:
+                view = self._rename(view, state.name)
+                changed = True
+            wanted = _wanted_inventories(state, view, leftovers)
+            if not _same_inventories(view.inventories, wanted):
+                view, leftovers = self._put_inventory(state, view, wanted)
+                changed = True
+            if tuple(sorted(view.traits)) != state.traits:
+                view = self._put_traits(state, view)
+                changed = True
+        except _Retry as retry:
+            retry.changed = retry.changed or changed
+            raise
+        self._remember(uuid, _Entry(view, state, leftovers))
+        return changed
+
+    def _create(self, state: ProviderState) -> ProviderView:
+        uuid = state.uuid
+        resp = self._request('POST', '/resource_providers', uuid,
+                             {'uuid': uuid, 'name': state.name})
+        if resp.status_code == 200:
+            body = _json(uuid, 'create provider', resp)
+            return ProviderView(uuid, body['generation'], {}, (),
+                                body.get('name'))
+        if resp.status_code == 409:
+            # Created meanwhile (another reporter), or the name is taken by
+            # another provider: only a read tells which.
+            view = self._read_view(uuid)
+            if view is not None:
+                return view
+        raise _error(uuid, 'create provider', resp)
+
+    def _rename(self, view: ProviderView, name: str) -> ProviderView:
+        uuid = view.uuid
+        resp = self._request('PUT', f'/resource_providers/{uuid}', uuid,
+                             {'name': name})
+        self._check_write(uuid, 'rename provider', resp)
+        body = _json(uuid, 'rename provider', resp)
+        return dataclasses.replace(view, name=name,
+                                   generation=body['generation'])
+
+    def _put_inventory(self, state: ProviderState, view: ProviderView,
+                       wanted: dict[str, Any]
+                       ) -> tuple[ProviderView, frozenset[str]]:
+        uuid = state.uuid
+        self._ensure_name('resource_classes', state.resource_class, uuid)
+        resp = self._write_inventory(view, wanted)
+        if resp.status_code == 409 and _code(resp) == INVENTORY_IN_USE:
+            # Placement refuses to drop a class with allocations (the
+            # resource class of the node changed under an instance): keep
+            # those classes as they are, and retry their removal later.
+            in_use = self._classes_in_use(uuid) & set(view.inventories)
+            kept = {rc: dict(view.inventories[rc]) for rc in in_use}
+            LOG.warning('provider %s: keeping inventory of %s beside %s: '
+                        'it has allocations', uuid, ', '.join(sorted(kept)),
+                        state.resource_class)
+            wanted = {**kept, **inventory(state)}
+            resp = self._write_inventory(view, wanted)
+            leftovers = frozenset(kept) - {state.resource_class}
+        else:
+            leftovers = frozenset()
+        if resp.status_code == 400:
+            # Perhaps the class was deleted since we created it.
+            self._known_names.discard(f'resource_classes/'
+                                      f'{state.resource_class}')
+        self._check_write(uuid, 'set inventory', resp)
+        body = _json(uuid, 'set inventory', resp)
+        return (dataclasses.replace(
+            view, generation=body['resource_provider_generation'],
+            inventories=body['inventories']), leftovers)
+
+    def _write_inventory(self, view: ProviderView, wanted: dict[str, Any]):
+        return self._request(
+            'PUT', f'/resource_providers/{view.uuid}/inventories', view.uuid,
+            {'resource_provider_generation': view.generation,
+             'inventories': wanted})
+
+    def _put_traits(self, state: ProviderState,
+                    view: ProviderView) -> ProviderView:
+        uuid = state.uuid
+        for trait in state.traits:
+            if is_custom_name(trait):
+                self._ensure_name('traits', trait, uuid)
+        resp = self._request(
+            'PUT', f'/resource_providers/{uuid}/traits', uuid,
+            {'resource_provider_generation': view.generation,
+             'traits': list(state.traits)})
+        self._check_write(uuid, 'set traits', resp)
+        body = _json(uuid, 'set traits', resp)
+        return dataclasses.replace(
+            view, generation=body['resource_provider_generation'],
+            traits=tuple(sorted(body['traits'])))
+
+    def _ensure_name(self, kind: str, name: str, uuid: str) -> None:
+        """Create a custom resource class or trait once per client."""
+        # No lock: two threads may both PUT the name (idempotent), and set
+        # membership and add are atomic.
+        key = f'{kind}/{name}'
+        if key in self._known_names:
+            return
+        resp = self._request('PUT', f'/{key}', uuid)
+        if resp.status_code not in (201, 204):
+            raise _error(uuid, f'create {kind} {name}', resp)
+        self._known_names.add(key)
+
+    def _check_write(self, uuid: str, what: str, resp: Any) -> None:
+        if resp.status_code == 200:
+            return
+        if resp.status_code == 409 and _code(resp) == CONCURRENT_UPDATE:
+            raise _Retry('generation conflict')
+        if resp.status_code == 404:
+            raise _Retry('provider deleted meanwhile')
+        raise _error(uuid, what, resp)
+
+    # -- reads --------------------------------------------------------------
+
+    def _read_view(self, uuid: str) -> ProviderView | None:
+        """Inventories and traits, with one generation; None if absent."""
+        for _ in range(self._max_attempts):
+            inv = self._request(
+                'GET', f'/resource_providers/{uuid}/inventories', uuid)
+            if inv.status_code == 404:
+                return None
+            inv_body = _json(uuid, 'read inventory', inv)
+            trt = self._request('GET', f'/resource_providers/{uuid}/traits',
+                                uuid)
+            if trt.status_code == 404:
+                return None
+            trt_body = _json(uuid, 'read traits', trt)
+            generation = inv_body['resource_provider_generation']
+            # A write between the two GETs: read again for one snapshot.
+            if trt_body['resource_provider_generation'] == generation:
+                return ProviderView(uuid, generation,
+                                    inv_body['inventories'],
+                                    tuple(sorted(trt_body['traits'])))
+        raise PlacementError(uuid, 'read provider',
+                             detail='kept changing while being read')
+
+    def _allocations(self, uuid: str) -> dict[str, Any] | None:
+        """Consumer uuid -> allocation on the provider; None if absent."""
+        resp = self._request(
+            'GET', f'/resource_providers/{uuid}/allocations', uuid)
+        if resp.status_code == 404:
+            return None
+        return _json(uuid, 'read allocations', resp)['allocations']
+
+    def _classes_in_use(self, uuid: str) -> set[str]:
+        resp = self._request('GET', f'/resource_providers/{uuid}/usages',
+                             uuid)
+        usages = _json(uuid, 'read usages', resp)['usages']
+        return {rc for rc, used in usages.items() if used}
+
+    # -- plumbing -----------------------------------------------------------
+
+    def _request(self, method: str, url: str, uuid: str | None,
+                 body: Any = None) -> Any:
+        with self._count_lock:
+            self._requests += 1
+        kwargs: dict[str, Any] = {'headers': self._headers,
+                                  'raise_exc': False}
+        if body is not None:
+            kwargs['json'] = body
+        try:
+            resp = self._adapter.request(url, method, **kwargs)
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout,
+                ks_exc.DiscoveryFailure) as exc:
+            raise PlacementUnavailable(uuid, f'{method} {url}',
+                                       detail=_short(str(exc)))
+        except ks_exc.ClientException as exc:
+            # Raised by authentication (Keystone), not by Placement.
+            status = getattr(exc, 'http_status', None)
+            cls = (PlacementUnavailable if status and status >= 500
+                   else PlacementError)
+            raise cls(uuid, f'{method} {url}', status=status,
+                      detail=_short(str(exc)))
+        if resp.status_code >= 500:
+            raise _error(uuid, f'{method} {url}', resp)
+        return resp
+
+    def _lock_for(self, uuid: str) -> threading.Lock:
+        return self._locks[zlib.crc32(uuid.encode()) % _LOCK_STRIPES]
+
+    def _cached(self, uuid: str) -> _Entry | None:
+        with self._cache_lock:
+            return self._cache.get(uuid)
+
+    def _remember(self, uuid: str, entry: _Entry) -> None:
+        with self._cache_lock:
+            self._cache[uuid] = entry
+
+    def _forget(self, uuid: str) -> None:
+        with self._cache_lock:
+            self._cache.pop(uuid, None)
+
+
+class _Retry(Exception):
+    """The provider changed under a write: re-read and try again."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.changed = False
+
+
+def _wanted_inventories(state: ProviderState, view: ProviderView,
+                        leftovers: frozenset[str]) -> dict[str, Any]:
+    wanted = inventory(state)
+    for rc in leftovers:
+        if rc in view.inventories and rc != state.resource_class:
+            wanted[rc] = dict(view.inventories[rc])
+    return wanted
+
+
+def _same_inventories(have: Mapping[str, Mapping[str, Any]],
+                      want: Mapping[str, Mapping[str, Any]]) -> bool:
+    if set(have) != set(want):
+        return False
+    return all(have[rc].get(f) == want[rc].get(f)
+               for rc in want for f in _INVENTORY_FIELDS)
+
+
+def _code(resp: Any) -> str | None:
+    try:
+        return resp.json()['errors'][0].get('code')
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _detail(resp: Any) -> str:
+    try:
+        return _short(resp.json()['errors'][0].get('detail') or '')
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return _short(getattr(resp, 'text', '') or '')
+
+
+def _short(text: str) -> str:
+    text = ' '.join(text.split())
+    return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + '…'
+
+
+def _error(uuid: str | None, what: str, resp: Any) -> PlacementError:
+    cls = PlacementUnavailable if resp.status_code >= 500 else PlacementError
+    return cls(uuid, what, status=resp.status_code, code=_code(resp),
+               detail=_detail(resp))
+
+
+def _json(uuid: str, what: str, resp: Any) -> dict[str, Any]:
+    if resp.status_code != 200:
+        raise _error(uuid, what, resp)
+    try:
+        body = resp.json()
+    except ValueError:
+        raise PlacementError(uuid, what, status=resp.status_code,
+                             detail='answer is not JSON')
+    if not isinstance(body, dict):
+        raise PlacementError(uuid, what, status=resp.status_code,
+                             detail='answer is not a JSON object')
+    return body

@@ -1,0 +1,1 @@
+"""The reporter: applies the daemons' provider reports to Placement, ordered and fenced."""

@@ -1,0 +1,160 @@
+"""The reporter: applies provider reports from the daemons to Placement, in order, fenced.
+
+Owns the write path to Placement. Any number of ``computed-reporter`` replicas consume one RPC
+topic; each call carries a batch of :class:`computed.providers.report.Report` from one daemon and returns an
+outcome per report. For each report, in this order:
+
+1. **Validate** it (:meth:`Report.from_dict`, :meth:`ProviderState.from_dict`): a malformed report
+   is logged and answered ``invalid``, never retried, never fatal to the worker.
+2. **Fence** it: the sender must still hold the claim on the node *with that epoch* (the claim
+   znode's creation zxid, read from ZooKeeper). A report from a daemon that lost its claim (a
+   partition, a long pause, a handover) is answered ``fenced`` and not applied.
+3. **Order** it: in one database transaction that locks the provider's row, a report is applied
+   only if its ``(epoch, seq)`` is newer than the last one applied (duplicates and reordered
+   reports answer ``stale``); the Placement write happens inside that transaction, so two
+   replicas never apply two reports of one provider out of order.
+4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is deleted only for
+   a report that says its node is gone, and only when it has no allocations (``kept`` otherwise).
+   Placement unreachable answers ``failed``: the sender keeps the report and retries.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable
+
+from computed.placement.client import PlacementClient, PlacementError, PlacementUnavailable
+from computed.providers.state import InvalidProvider, ProviderState
+from computed.providers.report import API_VERSION, MalformedReport, Outcome, Report
+
+LOG = logging.getLogger(__name__)
+
+ClaimEpochs = Callable[[Iterable[str]], dict[str, int]]
+ApplyIfNewer = Callable[..., bool]
+
+
+class ReportApplier:
+    """Applies batches of reports; thread-safe; counts outcomes for logs and metrics."""
+
+    def __init__(self, placement: PlacementClient, claim_epochs: ClaimEpochs,
+                 apply_if_newer: ApplyIfNewer, workers: int = 4):
+        self._placement = placement
+        self._claim_epochs = claim_epochs
+        self._apply_if_newer = apply_if_newer
+        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="apply")
+        self._lock = threading.Lock()
+        self._stripes = [threading.Lock() for _ in range(64)]
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def apply(self, raw_reports: Any) -> list[list[Any]]:
+        """Outcomes as ``[uuid, seq, outcome]`` triples, one per well-formed report."""
+        if not isinstance(raw_reports, list):
+            LOG.error("dropping a message whose 'reports' is a %s, not a list",
+                      type(raw_reports).__name__)
+            self._count(Outcome.INVALID)
+            return []
+        reports, answers = self._parse(raw_reports)
+        try:
+            epochs = self._claim_epochs([r.uuid for r, _ in reports]) if reports else {}
+        except Exception as exc:  # ZooKeeper unreachable: cannot fence, so apply nothing
+            LOG.warning("cannot read claims to fence %d report(s): %s", len(reports), exc)
+            return answers + [[r.uuid, r.seq, self._count(Outcome.FAILED)] for r, _ in reports]
+        fenced = [(r, s) for r, s in reports if epochs.get(r.uuid) != r.epoch]
+        for report, _ in fenced:
+            LOG.info("fenced: report %s seq %s from %s has epoch %s, claim epoch is %s",
+                     report.uuid, report.seq, report.host, report.epoch,
+                     epochs.get(report.uuid))
+            answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
+        current = [(r, s) for r, s in reports if epochs.get(r.uuid) == r.epoch]
+        for (report, _), outcome in zip(current, self._pool.map(self._apply_one, current)):
+            answers.append([report.uuid, report.seq, self._count(outcome)])
+        return answers
+
+    def _parse(self, raw_reports: list) -> tuple[list, list[list[Any]]]:
+        reports, answers = [], []
+        for raw in raw_reports:
+            try:
+                report = Report.from_dict(raw)
+                state = None if report.state is None else ProviderState.from_dict(report.state)
+            except (MalformedReport, InvalidProvider) as exc:
+                LOG.error("dropping malformed report: %s", exc)
+                if isinstance(raw, dict) and isinstance(raw.get("seq"), int):
+                    answers.append([str(raw.get("uuid")), raw["seq"],
+                                    self._count(Outcome.INVALID)])
+                else:
+                    self._count(Outcome.INVALID)
+                continue
+            reports.append((report, state))
+        return reports, answers
+
+    def _apply_one(self, item: tuple[Report, ProviderState | None]) -> Outcome:
+        # One report per provider at a time in this process: the database row lock would do it
+        # too, but under eventlet a thread blocked in the database driver blocks the whole
+        # process, including the green thread holding that lock.
+        with self._provider_lock(item[0].uuid):
+            return self._apply_locked(item)
+
+    def _provider_lock(self, uuid: str) -> threading.Lock:
+        return self._stripes[hash(uuid) % len(self._stripes)]
+
+    def _apply_locked(self, item: tuple[Report, ProviderState | None]) -> Outcome:
+        report, state = item
+        result: list[Outcome] = []
+
+        def write(row: Any) -> str | None:
+            if state is None:
+                outcome = self._placement.delete(report.uuid)
+                if outcome == "kept":
+                    result.append(Outcome.KEPT)
+                    raise _Kept()
+                return None
+            # A provider never applied before is most likely not in Placement yet.
+            self._placement.apply(state, assume_new=row is None)
+            return json.dumps(state.to_dict(), sort_keys=True)
+
+        try:
+            newer = self._apply_if_newer(report.uuid, report.epoch, report.seq, report.host,
+                                         write)
+        except _Kept:
+            LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "
+                        "kept", report.uuid)
+            return Outcome.KEPT
+        except PlacementUnavailable as exc:
+            LOG.warning("provider %s: Placement unavailable, report will be resent: %s",
+                        report.uuid, exc)
+            return Outcome.FAILED
+        except PlacementError as exc:
+            LOG.error("provider %s: Placement refused the report: %s", report.uuid, exc)
+            return Outcome.FAILED
+        except Exception:
+            LOG.exception("provider %s: applying report seq %s failed", report.uuid, report.seq)
+            return Outcome.FAILED
+        return Outcome.APPLIED if newer else Outcome.STALE
+
+    def _count(self, outcome: Outcome) -> str:
+        with self._lock:
+            self.counts[outcome.value] += 1
+        return outcome.value
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class _Kept(Exception):
+    """Raised inside the ordering transaction to roll it back when a delete is refused."""
+
+
+class ReporterEndpoint:
+    """The RPC endpoint: ``apply_reports(reports=[...])``."""
+
+    def __init__(self, applier: ReportApplier):
+        import oslo_messaging  # the endpoint's target is oslo.messaging's; the rest is plain
+        self.target = oslo_messaging.Target(version=API_VERSION)
+        self._applier = applier
+
+    def apply_reports(self, ctxt: Any, reports: Any = None) -> list[list[Any]]:
+        return self._applier.apply(reports)

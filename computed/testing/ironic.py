@@ -1,0 +1,158 @@
+"""OpenStack Ironic (PyPI ``ironic``), the all-in-one process, in a virtualenv of its own.
+
+API and conductor in one process (required with sqlite), no auth, the ``fake-hardware`` type with
+fake boot/deploy/power/management interfaces, automated cleaning off so that ``provide`` is quick.
+Versioned notifications go to the stack's RabbitMQ on topic ``ironic_versioned_notifications``
+(exchange ``ironic``) when a transport URL is given; ``retry = 0`` keeps Ironic's API answering
+while the broker is down instead of blocking every write.
+
+Ready when ``GET /v1`` answers: never judge by the PID (a crash-looping worker leaves the master
+alive).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from computed.testing import process, venvs
+from computed.testing.placement import http_json
+from computed.testing.service import Service
+
+REQUIREMENTS = ("ironic==39.0.0",)
+NOTIFICATION_TOPIC = "ironic_versioned_notifications"
+API_VERSION = "1.115"
+
+
+class Ironic(Service):
+    name = "ironic"
+
+    def __init__(self, workdir: Path, info: dict | None = None, transport_url: str = "",
+                 deploy_delay: float = 0.0):
+        super().__init__(workdir, info)
+        self.info.setdefault("transport_url", transport_url)
+        self.info.setdefault("deploy_delay", deploy_delay)
+
+    def start(self) -> None:
+        venv = venvs.ensure("ironic", REQUIREMENTS)
+        home = self.workdir / "ironic"
+        home.mkdir(parents=True, exist_ok=True)
+        conf = home / "ironic.conf"
+        port = self.info.get("port") or process.free_port()
+        conf.write_text(self._config(home, port))
+        if not (home / "ironic.sqlite").exists():
+            process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
+                         "create_schema"], "ironic-dbsync create_schema")
+            _write_ahead_log(home / "ironic.sqlite")
+        self.info.update(port=port, url=f"http://127.0.0.1:{port}")
+        self.info["pid"] = process.spawn([str(venv / "bin" / "ironic"), "--config-file",
+                                          str(conf)], self.log)
+        process.wait_until(self.ready, 120, "ironic", pid=self.pid, log=self.log)
+
+    def _config(self, home: Path, port: int) -> str:
+        lines = [
+            "[DEFAULT]",
+            "auth_strategy = noauth",
+            "rpc_transport = none",
+            "host = ironic-harness",
+            "enabled_hardware_types = fake-hardware",
+            "enabled_boot_interfaces = fake",
+            "enabled_deploy_interfaces = fake",
+            "enabled_management_interfaces = fake",
+            "enabled_power_interfaces = fake",
+            "enabled_network_interfaces = noop",
+            "enabled_vendor_interfaces = no-vendor",
+            "[api]",
+            "host_ip = 127.0.0.1",
+            f"port = {port}",
+            "[database]",
+            f"connection = sqlite:///{home / 'ironic.sqlite'}",
+            "[conductor]",
+            "automated_clean = false",
+            "[fake]",
+            f"deploy_delay = {int(self.info['deploy_delay'])}",  # Ironic int()s it: '0.0' fails every deploy
+        ]
+        if self.info.get("transport_url"):
+            lines[1:1] = ["notification_level = info",
+                          f"versioned_notifications_topics = {NOTIFICATION_TOPIC}"]
+            lines += ["[oslo_messaging_notifications]",
+                      "driver = messagingv2",
+                      f"transport_url = {self.info['transport_url']}",
+                      "retry = 0"]
+        return "\n".join(lines) + "\n"
+
+    def ready(self) -> bool:
+        if not self.info.get("port"):
+            return False
+        root = http_json(self.url + "/v1")
+        return bool(root and root.get("id") == "v1")
+
+
+def _write_ahead_log(path: Path) -> None:
+    """Put Ironic's sqlite database in WAL mode (a property of the file, so it persists): readers
+    then stop blocking writers, which otherwise fail with "database is locked" as soon as a few
+    daemons list nodes while a test changes one."""
+    import sqlite3
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+
+
+def _request(method: str, url: str, body: dict | list | None = None, timeout: float = 30.0,
+             attempts: int = 5) -> dict:
+    """One Ironic API call; a 5xx (sqlite's "database is locked" under load) is retried."""
+    import json
+    import time
+    import urllib.error
+    import urllib.request
+    data = None if body is None else json.dumps(body).encode()
+    for attempt in range(attempts):
+        request = urllib.request.Request(url, data=data, method=method, headers={
+            "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": API_VERSION})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                text = resp.read()
+            return json.loads(text) if text else {}
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+def enroll_nodes(url: str, count: int, resource_class: str = "baremetal", prefix: str = "node",
+                 workers: int = 8, **fields: object) -> list[str]:
+    """Create ``count`` fake-hardware nodes through the API, concurrently; returns their uuids."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def create(index: int) -> str:
+        body = {"driver": "fake-hardware", "name": f"{prefix}-{index:05d}",
+                "resource_class": resource_class, **fields}
+        return _request("POST", f"{url}/v1/nodes", body)["uuid"]
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(create, range(count)))
+
+
+def delete_nodes(url: str, uuids: list[str], workers: int = 8) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def delete(uuid: str) -> None:
+        try:
+            _request("DELETE", f"{url}/v1/nodes/{uuid}")
+        except OSError:
+            pass
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(delete, uuids))
+
+
+def list_node_uuids(url: str) -> list[str]:
+    """Every node's uuid, following Ironic's pages."""
+    uuids: list[str] = []
+    marker = ""
+    while True:
+        query = "fields=uuid&limit=1000" + (f"&marker={marker}" if marker else "")
+        page = _request("GET", f"{url}/v1/nodes?{query}")["nodes"]
+        uuids += [node["uuid"] for node in page]
+        if len(page) < 1000:
+            return uuids
+        marker = page[-1]["uuid"]

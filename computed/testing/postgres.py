@@ -1,0 +1,97 @@
+"""PostgreSQL for computed's own database, when a server is available.
+
+Reuses a server answering on 127.0.0.1:5432 (trust authentication for ``postgres``, as Debian's
+test machines have it) and creates a scratch database per stack, dropped on stop. When no server
+answers but Debian's PostgreSQL binaries are installed, runs a private cluster as the ``postgres``
+user in the scratch directory. When neither is possible the stack has no PostgreSQL and the
+database layer is exercised on sqlite only (:func:`available` says which).
+
+Ready when the port answers an SSLRequest with ``S`` or ``N`` (the wire protocol's first exchange).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import struct
+import uuid
+from pathlib import Path
+
+from computed.testing import process
+from computed.testing.service import Service
+
+SHARED_PORT = 5432
+SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+
+
+def speaks_postgres(port: int) -> bool:
+    return process.exchange(port, SSL_REQUEST, 1) in (b"S", b"N")
+
+
+def _bindir() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def available() -> bool:
+    return speaks_postgres(SHARED_PORT) or (_bindir() is not None and shutil.which("runuser"))
+
+
+class PostgreSQL(Service):
+    name = "postgres"
+
+    def start(self) -> None:
+        if not self.info.get("private") and speaks_postgres(SHARED_PORT):
+            self.info.update(port=SHARED_PORT, reused=True)
+        else:
+            self._start_private()
+        database = self.info.get("database") or f"computed_{uuid.uuid4().hex[:8]}"
+        self.info.update(database=database, url=self.create_database(database))
+
+    def create_database(self, name: str) -> str:
+        """Create database ``name`` (dropped with the stack) and return its SQLAlchemy URL."""
+        self._psql(f'CREATE DATABASE "{name}"')
+        extra = self.info.setdefault("extra_databases", [])
+        if name != self.info.get("database") and name not in extra:
+            extra.append(name)
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.info['port']}/{name}"
+
+    def _start_private(self) -> None:
+        bindir = _bindir()
+        if bindir is None:
+            raise process.ServiceError("postgres: no server on 127.0.0.1:5432 and no PostgreSQL "
+                                       "binaries under /usr/lib/postgresql")
+        data = self.workdir / "postgres"
+        port = self.info.get("port") or process.free_port()
+        if not (data / "PG_VERSION").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            shutil.chown(data, "postgres", "postgres")
+            process.run(["runuser", "-u", "postgres", "--", str(bindir / "initdb"), "-A", "trust",
+                         "-U", "postgres", "-D", str(data)], "postgres initdb")
+        self.info.update(port=port, private=True)
+        argv = ["runuser", "-u", "postgres", "--", str(bindir / "postgres"), "-D", str(data),
+                "-h", "127.0.0.1", "-p", str(port), "-k", str(data), "-c", "fsync=off"]
+        self.info["pid"] = process.spawn(argv, self.log)
+        process.wait_until(self.ready, 60, "postgres", pid=self.pid, log=self.log)
+
+    def _psql(self, sql: str) -> None:
+        psql = shutil.which("psql") or str((_bindir() or Path("/usr/bin")) / "psql")
+        process.run([psql, "-h", "127.0.0.1", "-p", str(self.info["port"]), "-U", "postgres",
+                     "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql], f"psql: {sql}",
+                    env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
+
+    def ready(self) -> bool:
+        return speaks_postgres(self.info.get("port", 0))
+
+    def stop(self) -> None:
+        if self.ready():
+            for name in [self.info.get("database"), *self.info.get("extra_databases", [])]:
+                if not name:
+                    continue
+                try:
+                    self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                except process.ServiceError:
+                    pass
+        if not self.info.get("reused"):
+            super().stop()
