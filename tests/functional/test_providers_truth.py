@@ -159,3 +159,27 @@ def test_changes_reach_placement_by_events_alone(stack, world, placement):
     ironic(stack, "DELETE", f"/nodes/{created}")
     world.nodes.remove(created)
     reaches(lambda: seen(placement, created) is None, "deleted node's provider removed")
+
+
+def _plant_trait(stack, node, trait):
+    """Write a trait Ironic's API would refuse straight into its database (what an older Ironic
+    or a hand edit can leave behind)."""
+    import sqlite3
+    path = stack["ironic"].workdir / "ironic" / "ironic.sqlite"
+    with sqlite3.connect(path, timeout=30) as connection:
+        (node_id,) = connection.execute("SELECT id FROM nodes WHERE uuid = ?", (node,)).fetchone()
+        connection.execute("INSERT INTO node_traits (node_id, trait, version, created_at) "
+                           "VALUES (?, ?, '1.0', CURRENT_TIMESTAMP)", (node_id, trait))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13.6: one node that cannot become a provider "
+                                       "aborts the sync pass for every node after it")
+def test_one_bad_node_does_not_stop_the_others(stack, world, placement):
+    bad = sorted(world.nodes)[0]  # claimed and synced first
+    _plant_trait(stack, bad, "not a trait")
+    world.reporter("r1")
+    world.daemon("c1")
+    others = [node for node in world.nodes if node != bad]
+    wait_for(all_reported(placement, world, others), 90, "every other node reported",
+             world.processes)
+    assert seen(placement, bad) is None
