@@ -39,7 +39,8 @@ from computed.db import api as db_api
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
 from computed.fleet.fence import Fence
 from computed.fleet.reconciler import Fleet
-from computed.fleet.membership import Membership, MembershipError, fleet_root, kazoo_client
+from computed.fleet.membership import Membership, MembershipError, fleet_root
+from computed.fleet.zookeeper import kazoo_client
 from computed.baremetal.catalog import NodeCatalog
 from computed.providers.state import provider_from_node
 from computed.fleet.rehome import Rehomer, readopt_own
