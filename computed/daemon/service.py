@@ -33,7 +33,7 @@ from urllib import parse
 
 from kazoo.client import KazooState
 
-from computed.fleet.audit import AuditLog
+from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.claims import Claim
 from computed.db import api as db_api
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
@@ -178,9 +178,10 @@ class ComputeService:
         if self.rehomer is None or ownership is None:
             return []
         members = [m.as_ring_member() for m in self.fleet.members]
-        adopted = self.rehomer.step(members, ownership.orphans, self.membership.epoch)
+        adopted = self.rehomer.step(members, ownership.orphans, self.membership.member_epoch)
         for uuid in adopted:
-            self.audit.record("rehome", instance=uuid, member_epoch=self.membership.epoch)
+            self.audit.record(AuditEvent.REHOME, instance=uuid,
+                              member_epoch=self.membership.member_epoch)
         if adopted:
             self.fleet.wake()
             if self.worker is not None:
@@ -293,7 +294,7 @@ class ComputeService:
         claim = self.fleet.claims.get(uuid)
         if claim is None or claim.epoch != epoch:
             return False
-        return True if self.fence.may_act(claim.generation) else None
+        return True if self.fence.may_act(claim.term) else None
 
     def start(self) -> None:
         self._coordinator.start(start_heart=True)

@@ -12,8 +12,8 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   frozen or partitioned daemon loses all its claims when ZooKeeper expires its session, and its
   peers can take them over without waiting for it.
 * **Fenced.** Each claim records the znode's creation zxid as its epoch (larger for every later
-  owner) and the fence generation it was made in (see :mod:`computed.fleet.fence`); a claim is acted on
-  only while ``fence.may_act(claim.generation)``.
+  owner) and the fence term it was made in (see :mod:`computed.fleet.fence`); a claim is acted
+  on only while ``fence.may_act(claim.term)``.
 
 Thread-safety: the table is used by one reconciler thread; kazoo's watch callbacks only call
 ``on_freed``.
@@ -34,9 +34,11 @@ LOG = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Claim:
+    """A claim this daemon holds: its node, its epoch (the znode's czxid), the fence term."""
+
     node: str
     epoch: int
-    generation: int
+    term: int
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class ClaimTable:
         with self._lock:
             return self._held.get(node)
 
-    def acquire(self, nodes: Iterable[str], member_epoch: int, generation: int) -> AcquireResult:
+    def acquire(self, nodes: Iterable[str], member_epoch: int, term: int) -> AcquireResult:
         """Create claims on ``nodes``, pipelined; busy ones get a watch that calls ``on_freed``."""
         value = json.dumps({"host": self._host, "member_epoch": member_epoch}).encode()
         pending = [(node, self._client.create_async(self._node_path(node), value, ephemeral=True,
@@ -108,8 +110,8 @@ class ClaimTable:
                 LOG.warning("claim on node %s failed: %s", node, exc)
                 result.failed.append(node)
                 continue
-            self._publish(Claim(node, stat.czxid, generation), result)
-        self._adopt_or_watch(taken, generation, result)
+            self._publish(Claim(node, stat.czxid, term), result)
+        self._adopt_or_watch(taken, term, result)
         return result
 
     def _publish(self, claim: Claim, result: AcquireResult) -> None:
@@ -118,7 +120,7 @@ class ClaimTable:
             self._held[claim.node] = claim
         result.acquired.append(claim)
 
-    def _adopt_or_watch(self, nodes: list[str], generation: int, result: AcquireResult) -> None:
+    def _adopt_or_watch(self, nodes: list[str], term: int, result: AcquireResult) -> None:
         """Nodes whose claim already exists: one of ours that we forgot (a reply lost in a
         reconnect) is taken back; anybody else's is watched until it goes. Pipelined: a
         newcomer can find hundreds of nodes still held by their previous owners."""
@@ -137,7 +139,7 @@ class ClaimTable:
                 self._on_freed(node)
                 result.busy.append(node)
             elif session_id is not None and stat.ephemeralOwner == session_id:
-                self._publish(Claim(node, stat.czxid, generation), result)
+                self._publish(Claim(node, stat.czxid, term), result)
             else:
                 result.busy.append(node)
 
@@ -160,7 +162,7 @@ class ClaimTable:
                 pass
             except zk_exc.KazooException as exc:
                 # Not acting on it any more; the claim dies with our session at the latest.
-                LOG.warning("could not delete the claim on node %s (epoch %s): %s",
+                LOG.warning("could not delete the claim on node %s (claim epoch %s): %s",
                             claim.node, claim.epoch, exc)
         return released
 
@@ -202,7 +204,7 @@ def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
 
 
 def claim_epochs(client: Any, root: str, nodes: Iterable[str]) -> dict[str, int]:
-    """The epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
+    """The claim epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
     path = claims_path(root)
     pending = [(node, client.exists_async(f"{path}/{node}")) for node in set(nodes)]
     epochs = {}

@@ -15,7 +15,7 @@ Guarantees:
 * Changes are events: kazoo children watches on the group and on the drain markers call
   ``on_change`` as soon as ZooKeeper reports them (tooz's own watchers poll), and the watches
   re-arm themselves across reconnects.
-* A member's epoch is the creation zxid of its membership znode: unique, and larger on every join.
+* A member epoch is the creation zxid of the member's znode: unique, and larger on every join.
 * Host names are normalised (lower case, no trailing dot) before they name a member or a marker:
   Nova's ring split when one service said ``Host-1`` and another ``host-1``.
 """
@@ -45,10 +45,12 @@ class MembershipError(RuntimeError):
 
 @dataclass(frozen=True)
 class MemberInfo:
+    """A live member as read from ZooKeeper, with its member epoch."""
+
     name: str
     weight: int
     draining: bool
-    epoch: int
+    member_epoch: int
 
     def as_ring_member(self) -> Member:
         return Member(self.name, self.weight, self.draining)
@@ -77,7 +79,7 @@ class Membership:
         self._on_change = on_change
         self.members_path = zookeeper.group_path(coordinator, group)
         self.draining_path = drain_markers_path(group)
-        self.epoch = 0
+        self.member_epoch = 0  # of the last join
 
     def join(self, timeout: float, stopping: Callable[[], bool] = lambda: False) -> int:
         """Join the group and return the member epoch.
@@ -106,8 +108,8 @@ class Membership:
         if stat is None:
             raise MembershipError(f"host {self.host} joined group {self.group} but its "
                                   f"membership znode is gone")
-        self.epoch = stat.czxid
-        return self.epoch
+        self.member_epoch = stat.czxid
+        return self.member_epoch
 
     def leave(self) -> None:
         try:
@@ -133,7 +135,7 @@ class Membership:
 
 
 def read_members(client: Any, members_path: str, draining_path: str) -> list[MemberInfo]:
-    """Every live member with its weight, drain flag and epoch (pipelined reads)."""
+    """Every live member with its weight, drain flag and member epoch (pipelined reads)."""
     try:
         names = client.get_children(members_path)
     except zk_exc.NoNodeError:

@@ -8,8 +8,8 @@ one reconciler thread::
                           |  \\--connection lost---------------^     |
                           |                                          | session expired
                           |                 LOST <-------------------+
-                          |                   \\--new session: rejoin, new epoch--> ACTIVE
-                          +--stop--> DRAINING --free nodes released or timeout--> LEAVING --> STOPPED
+                          |                   \\--new session: rejoin, new member epoch--> ACTIVE
+                          +--stop--> DRAINING --free nodes released/timeout--> LEAVING --> STOPPED
 
 Each pass in ACTIVE computes this daemon's managed set with :mod:`hashring.ownership` (pure) and
 moves the claims toward it: **release first** what is no longer ours (so a node moving to a peer
@@ -20,7 +20,7 @@ a join or leave moves only the keys the ring moves, with no fleet-wide pause.
 Actions go through :meth:`Fleet.act`, which acts only on a claim this daemon holds and only while
 the fence (:mod:`computed.fleet.fence`) says the session is alive and the lease fresh. On SUSPENDED
 nothing is acted on; on LOST every claim is forgotten and the daemon rejoins with a new member
-epoch, then claims again with new epochs.
+epoch, then claims again, with new claim epochs, in the fence's new term.
 
 Instance stickiness (nodes kept by the daemon hosting their instance) plugs in through
 ``instance_hosts``; until instances exist it is empty.
@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from computed.fleet.audit import AuditLog
+from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.claims import Claim, ClaimTable
 from computed.fleet.fence import Fence, SessionState
 from computed.fleet.membership import Membership
@@ -74,8 +74,9 @@ class Fleet:
         self._tick = tick
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._generation = 0  # the fence generation our membership and claims belong to
-        self.claimed = 0   # claims taken and released since start (read by computed.runtime.metrics)
+        self._term = 0  # the fence term our membership and claims belong to
+        # Claims taken and released since start (read by computed.runtime.metrics).
+        self.claimed = 0
         self.released = 0
         self.members: list = []
         self.ownership: Ownership | None = None  # the rules' answer at the last pass
@@ -90,8 +91,8 @@ class Fleet:
 
     def session_changed(self, state: SessionState) -> None:
         """Called by the fence on every session state change; never blocks."""
-        self._audit.record(state.value, member_epoch=self._membership.epoch,
-                           generation=self._fence.generation)
+        self._audit.record(AuditEvent(state.value), member_epoch=self._membership.member_epoch,
+                           term=self._fence.term)
         LOG.warning("ZooKeeper session %s", state.value) if state is not SessionState.CONNECTED \
             else LOG.info("ZooKeeper session connected")
         self.wake()
@@ -120,13 +121,13 @@ class Fleet:
 
     def _join(self) -> None:
         self.state = FleetState.JOINING
-        self._generation = self._fence.generation
+        self._term = self._fence.term
         self.claims.ensure_root()
-        epoch = self._membership.join(self._join_timeout, stopping=self._stop.is_set)
-        self._audit.record("join", member_epoch=epoch, generation=self._generation)
+        member_epoch = self._membership.join(self._join_timeout, stopping=self._stop.is_set)
+        self._audit.record(AuditEvent.JOIN, member_epoch=member_epoch, term=self._term)
         LOG.info("host %s joined group %s with member epoch %s", self.host,
-                 self._membership.group, epoch)
-        self._on_joined(epoch)
+                 self._membership.group, member_epoch)
+        self._on_joined(member_epoch)
         self.state = FleetState.ACTIVE
 
     def reconcile(self) -> None:
@@ -136,7 +137,7 @@ class Fleet:
         if session is SessionState.SUSPENDED:
             self.state = FleetState.SUSPENDED
             return
-        if session is SessionState.LOST or self._generation != self._fence.generation:
+        if session is SessionState.LOST or self._term != self._fence.term:
             self._forget_claims()
             if session is SessionState.LOST:
                 self.state = FleetState.LOST
@@ -172,12 +173,12 @@ class Fleet:
 
     def _record_claim(self, claim: Claim) -> None:
         self.claimed += 1
-        self._audit.record("claim", node=claim.node, epoch=claim.epoch,
-                           member_epoch=self._membership.epoch)
+        self._audit.record(AuditEvent.CLAIM, node=claim.node, claim_epoch=claim.epoch,
+                           member_epoch=self._membership.member_epoch)
 
     def _record_release(self, claim: Claim) -> None:
         self.released += 1
-        self._audit.record("release", node=claim.node, epoch=claim.epoch)
+        self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch)
 
     def _release(self, nodes: Iterable[str]) -> None:
         self.claims.release(sorted(nodes))
@@ -185,7 +186,7 @@ class Fleet:
     def _acquire(self, nodes: set[str]) -> None:
         if not nodes:
             return
-        result = self.claims.acquire(sorted(nodes), self._membership.epoch, self._generation)
+        result = self.claims.acquire(sorted(nodes), self._membership.member_epoch, self._term)
         if result.acquired or result.busy:
             LOG.info("claimed %d nodes (%d held by peers, watched; %d failed)",
                      len(result.acquired), len(result.busy), len(result.failed))
@@ -197,7 +198,8 @@ class Fleet:
         if dropped:
             LOG.warning("session lost: dropped %d claims", len(dropped))
         for claim in dropped:
-            self._audit.record("release", node=claim.node, epoch=claim.epoch, lost=True)
+            self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch,
+                               lost=True)
 
     def _drain_and_leave(self, timeout: float) -> None:
         """Hand free nodes to peers before leaving, so they take over without a session timeout."""
@@ -217,7 +219,7 @@ class Fleet:
         self.state = FleetState.LEAVING
         self._release(self.claims.held().keys())
         self._membership.leave()
-        self._audit.record("leave", member_epoch=self._membership.epoch)
+        self._audit.record(AuditEvent.LEAVE, member_epoch=self._membership.member_epoch)
         self.state = FleetState.STOPPED
 
     def reconcile_draining(self) -> None:
@@ -233,7 +235,7 @@ class Fleet:
     def claim_for(self, node: str) -> Claim | None:
         """The claim this daemon may act on for ``node`` right now, or None."""
         claim = self.claims.get(node)
-        if claim is None or not self._fence.may_act(claim.generation):
+        if claim is None or not self._fence.may_act(claim.term):
             return None
         return claim
 
@@ -243,7 +245,8 @@ class Fleet:
         claim = self.claim_for(node)
         if claim is None:
             return False
-        self._audit.record("act", node=node, epoch=claim.epoch, action=action, **details)
+        self._audit.record(AuditEvent.ACT, node=node, claim_epoch=claim.epoch, action=action,
+                           **details)
         if do is not None:
             do(claim)
         return True

@@ -89,7 +89,8 @@ def test_three_daemons_share_the_nodes_and_sync_each_once(zk, fleet, nodes):
     # Each daemon syncs every node it claims, once per claim (nothing changed in Ironic).
     deadline = time.monotonic() + 30
     while True:
-        acts = {d.host: [(r["node"], r["epoch"]) for r in d.records() if r["event"] == "act"]
+        acts = {d.host: [(r["node"], r["claim_epoch"]) for r in d.records()
+                         if r["event"] == "act"]
                 for d in daemons}
         done = all({(n, c.epoch) for n, c in claims.items() if c.host == host} <= set(acts[host])
                    for host in acts)
@@ -135,8 +136,8 @@ def test_frozen_daemon_does_not_act_after_it_resumes(stack, zk, fleet, nodes):
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
     stale = [r for r in frozen.records() if r["event"] == "act" and r["t"] >= resumed_at
              and r["node"] in its_nodes and
-             r["epoch"] in {c["epoch"] for c in frozen.records() if c["event"] == "claim"
-                            and c["t"] < resumed_at}]
+             r["claim_epoch"] in {c["claim_epoch"] for c in frozen.records()
+                                  if c["event"] == "claim" and c["t"] < resumed_at}]
     assert stale == []
     assert_fenced(daemons)
     for node in its_nodes[:10]:
