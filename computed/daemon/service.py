@@ -34,7 +34,7 @@ from urllib import parse
 from kazoo.client import KazooState
 
 from computed.fleet.audit import AuditEvent, AuditLog
-from computed.fleet.claims import Claim
+from computed.fleet.claims import Claim, ClaimTable
 from computed.db import api as db_api
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
 from computed.fleet.fence import Fence
@@ -74,15 +74,17 @@ class ComputeService:
         self._client = kazoo_client(coordinator)
         self._driver = driver
         self._refresh_interval = node_refresh_interval
-        self._drain_timeout = drain_timeout
         self._engine = engine
         self.fence = Fence(session_timeout, on_change=self._session_changed)
         self.membership = Membership(coordinator, group, host, weight,
                                      on_change=lambda: self.fleet.wake())
         self.audit = AuditLog(audit_path, self.membership.host)
-        self.fleet = Fleet(self._client, self.membership, self.fence, fleet_root(group),
-                           nodes=self.node_uuids, audit=self.audit, join_timeout=join_timeout,
-                           instance_hosts=self._instance_hosts, on_joined=self._joined)
+        claims = ClaimTable(self._client, fleet_root(group), self.membership.host, self.audit,
+                            on_freed=lambda _node: self.fleet.wake())
+        self.fleet = Fleet(self.membership, claims, self.fence, nodes=self.node_uuids,
+                           instance_hosts=self._instance_hosts, audit=self.audit,
+                           join_timeout=join_timeout, drain_timeout=drain_timeout,
+                           on_joined=self._joined)
         self.rehomer = (Rehomer(engine, self.membership.host, rehome_grace)
                         if engine is not None else None)
         self.catalog = NodeCatalog(driver)
@@ -174,11 +176,10 @@ class ComputeService:
     def rehome_orphans(self) -> list[str]:
         """Adopt instances orphaned for longer than the grace period, if this daemon is their
         adopter; returns the adopted instance uuids."""
-        ownership = self.fleet.ownership
-        if self.rehomer is None or ownership is None:
+        plan = self.fleet.plan
+        if self.rehomer is None or plan is None:
             return []
-        members = [m.as_ring_member() for m in self.fleet.members]
-        adopted = self.rehomer.step(members, ownership.orphans, self.membership.member_epoch)
+        adopted = self.rehomer.step(plan, self.membership.member_epoch)
         for uuid in adopted:
             self.audit.record(AuditEvent.REHOME, instance=uuid,
                               member_epoch=self.membership.member_epoch)
@@ -313,7 +314,7 @@ class ComputeService:
 
     def _run_fleet(self) -> None:
         try:
-            self.fleet.run(drain_timeout=self._drain_timeout)
+            self.fleet.run()
         except MembershipError as exc:
             self.error = exc
         except Exception as exc:

@@ -69,8 +69,8 @@ def drain_markers_path(group: str) -> str:
 class Membership:
     """This daemon's membership, and the live view of everybody's."""
 
-    def __init__(self, coordinator: Any, group: str, host: str, weight: int = 1,
-                 on_change: Callable[[], None] = lambda: None):
+    def __init__(self, coordinator: coordination.CoordinationDriver, group: str, host: str,
+                 weight: int, on_change: Callable[[], None]):
         self._coordinator = coordinator
         self._client = zookeeper.kazoo_client(coordinator)
         self.group = group
@@ -81,7 +81,7 @@ class Membership:
         self.draining_path = drain_markers_path(group)
         self.member_epoch = 0  # of the last join
 
-    def join(self, timeout: float, stopping: Callable[[], bool] = lambda: False) -> int:
+    def join(self, timeout: float, stopping: Callable[[], bool]) -> int:
         """Join the group and return the member epoch.
 
         A member with our name may be our own previous session that has not expired yet (a
