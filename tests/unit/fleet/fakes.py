@@ -1,4 +1,5 @@
-"""In-memory stand-ins for the fleet's ZooKeeper side, to drive :class:`Fleet` without a server.
+"""In-memory stand-ins for the fleet's ZooKeeper side, to drive :class:`Fleet` without a server,
+and the fake monotonic clock the fence tests run on.
 
 An :class:`Ensemble` plays ZooKeeper for several daemons at once: a zxid counter, the group's
 members, the drain markers and the claim znodes. :class:`FakeMembership` and :class:`FakeClaims`
@@ -14,6 +15,16 @@ from typing import Callable, Iterable
 
 from computed.fleet.claims import AcquireResult, Claim
 from computed.fleet.membership import MemberInfo
+
+
+class Clock:
+    """A monotonic clock that moves only when a test sets ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class Ensemble:

@@ -3,14 +3,7 @@
 import pytest
 
 from computed.fleet.fence import LEASE_FRACTION, Fence, SessionState
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
+from tests.unit.fleet.fakes import Clock
 
 
 def connected_fence(timeout=3.0):

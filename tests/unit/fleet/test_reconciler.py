@@ -10,18 +10,10 @@ from computed.fleet.audit import AuditLog, read
 from computed.fleet.fence import Fence, SessionState
 from computed.fleet.reconciler import Fleet, FleetState
 from hashring.ownership import Member, compute_ownership
-from tests.unit.fleet.fakes import Ensemble, FakeClaims, FakeMembership
+from tests.unit.fleet.fakes import Clock, Ensemble, FakeClaims, FakeMembership
 
 NODES = [f"node-{i:03d}" for i in range(60)]
 SESSION = 10.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Daemon:
@@ -52,6 +44,15 @@ class Daemon:
         return [r for r in read(self.audit_path) if r["event"] == event]
 
 
+def settled_alone(tmp_path, **options):
+    """Daemon "a", alone in a new ensemble, after its join and first pass."""
+    ensemble = Ensemble()
+    a = Daemon(ensemble, "a", tmp_path, **options)
+    a.fleet.join()
+    a.fleet.reconcile()
+    return ensemble, a
+
+
 def rules(ensemble, nodes=NODES, instance_hosts=None):
     members = [Member(name, weight, name in ensemble.draining)
                for name, (weight, _) in ensemble.members.items()]
@@ -70,10 +71,7 @@ def test_join_makes_a_member_with_a_new_member_epoch(tmp_path):
 
 
 def test_a_pass_takes_the_nodes_the_rules_give(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    _, a = settled_alone(tmp_path)
     assert a.held() == set(NODES)
     assert {claim.term for claim in a.claims.held().values()} == {a.fence.term}
     assert a.fleet.claimed == len(NODES) and a.fleet.plan.member
@@ -114,18 +112,12 @@ def test_release_comes_before_take_in_a_pass(tmp_path):
 
 
 def test_no_node_list_yet_claims_and_releases_nothing(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path, nodes=None)
-    a.fleet.join()
-    a.fleet.reconcile()
+    _, a = settled_alone(tmp_path, nodes=None)
     assert a.claims.calls == [] and a.fleet.plan is None
 
 
 def test_suspended_acts_on_nothing(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    ensemble, a = settled_alone(tmp_path)
     a.fence.suspended()
     a.fleet.session_changed(SessionState.SUSPENDED)
     a.claims.calls.clear()
@@ -141,10 +133,7 @@ def test_suspended_acts_on_nothing(tmp_path):
 
 
 def test_lost_forgets_every_claim_then_rejoins_with_a_new_member_epoch(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    ensemble, a = settled_alone(tmp_path)
     old_member_epoch, old_term = a.membership.member_epoch, a.fence.term
     old_claim = a.claims.get(NODES[0])
     a.fence.lost()
@@ -165,10 +154,7 @@ def test_lost_forgets_every_claim_then_rejoins_with_a_new_member_epoch(tmp_path)
 
 
 def test_a_session_lost_and_regained_between_two_passes_rejoins_too(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    ensemble, a = settled_alone(tmp_path)
     old_member_epoch = a.membership.member_epoch
     a.fence.lost()
     ensemble.expire("a")
@@ -180,10 +166,7 @@ def test_a_session_lost_and_regained_between_two_passes_rejoins_too(tmp_path):
 
 
 def test_a_daemon_that_is_no_member_releases_everything_and_joins_again(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    ensemble, a = settled_alone(tmp_path)
     del ensemble.members["a"]  # its membership znode deleted by hand
     a.claims.calls.clear()
     a.fleet.reconcile()
@@ -214,11 +197,8 @@ def test_draining_releases_free_nodes_and_keeps_instance_nodes_until_it_leaves(t
 
 
 def test_reconcile_draining_keeps_only_what_a_draining_member_keeps(tmp_path):
-    ensemble = Ensemble()
     hosts = {NODES[0]: "a"}
-    a = Daemon(ensemble, "a", tmp_path, instance_hosts=hosts)
-    a.fleet.join()
-    a.fleet.reconcile()
+    _, a = settled_alone(tmp_path, instance_hosts=hosts)
     a.membership.set_draining("stopping", persistent=False)
     a.fleet.reconcile_draining()
     assert a.held() == {NODES[0]}
@@ -226,10 +206,7 @@ def test_reconcile_draining_keeps_only_what_a_draining_member_keeps(tmp_path):
 
 
 def test_act_runs_only_on_a_held_claim_while_the_fence_is_open(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    _, a = settled_alone(tmp_path)
     done = []
     assert a.fleet.act(NODES[0], "sync", done.append, gone=False)
     assert done == [a.claims.get(NODES[0])]
@@ -246,10 +223,7 @@ def test_act_runs_only_on_a_held_claim_while_the_fence_is_open(tmp_path):
 
 
 def test_the_ring_is_built_once_per_membership(tmp_path):
-    ensemble = Ensemble()
-    a = Daemon(ensemble, "a", tmp_path)
-    a.fleet.join()
-    a.fleet.reconcile()
+    ensemble, a = settled_alone(tmp_path)
     ring = a.fleet.plan.ring
     a.fleet.reconcile()
     a.nodes = NODES[:10]  # the node list changes, the members do not
