@@ -10,9 +10,9 @@ stayed orphaned for ``grace`` seconds, its adopter takes its instance with a com
 comes back finds the instance no longer has its (host, member epoch), so it leaves it alone.
 
 Epochs here are *member* epochs (the zxid of the host's membership znode, new on every join). A
-daemon that rejoins keeps its own instances by moving them from its old epoch to its new one
-(:func:`readopt_own`), with the same compare-and-set, so it can never take back an instance that
-was re-homed while it was away.
+daemon that rejoins keeps its own instances by moving them from its old member epoch to its new
+one (:func:`readopt_own`), with the same compare-and-set, so it can never take back an instance
+that was re-homed while it was away.
 
 The grace clock starts when this daemon first sees the orphan; a daemon that restarts starts it
 again, which only delays adoption.
@@ -35,7 +35,7 @@ NODELESS_INTERVAL = 10.0
 
 
 class Rehomer:
-    """This daemon's adoptions: the grace clock of every orphan it sees, and the database writes."""
+    """This daemon's adoptions: each orphan's grace clock, and the compare-and-sets."""
 
     def __init__(self, engine: Any, host: str, grace: float,
                  clock: Callable[[], float] = time.monotonic):
