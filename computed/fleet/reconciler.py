@@ -46,7 +46,7 @@ from computed.fleet.plan import Plan, RingCache, compute_plan
 
 LOG = logging.getLogger(__name__)
 
-# Seconds between two passes when no event wakes the reconciler (a claim that failed, a lease).
+# Seconds between two passes when no event wakes the reconciler: the net under a missed watch.
 TICK = 1.0
 
 
