@@ -9,9 +9,9 @@ them, ``keys`` owns hashing and encoding, ``errors`` the exceptions.
 from hashring.bounded import bounded_assign
 from hashring.errors import EmptyRing, UnknownNode
 from hashring.ownership import (Member, Move, Ownership, compute_ownership,
-                                moves, moves_between)
+                                member_ring, moves, moves_between)
 from hashring.ring import HashRing
 
 __all__ = ["EmptyRing", "HashRing", "Member", "Move", "Ownership",
-           "UnknownNode", "bounded_assign", "compute_ownership", "moves",
-           "moves_between"]
+           "UnknownNode", "bounded_assign", "compute_ownership", "member_ring",
+           "moves", "moves_between"]

@@ -121,7 +121,7 @@ class Demo:
             member = member_by_name.get(daemon.host)
             state = ("draining" if member and member.draining else "member") if member else (
                 "running" if daemon.alive else "dead")
-            epoch = member.epoch if member else "-"
+            epoch = member.member_epoch if member else "-"
             lines.append(f"{daemon.host:<16}{state:<10}{epoch:>10}{per_host.get(daemon.host, 0):>8}")
         unclaimed = len(self.nodes) - sum(1 for n in self.nodes if n in claims)
         bar = int(40 * applied / max(1, len(self.nodes)))

@@ -19,8 +19,8 @@ from tooz import coordination
 
 from computed.baremetal.driver import BaremetalDriver, UnknownDriver, load_driver
 from computed.conf.errors import ConfigError
-from computed.fleet.membership import kazoo_client
 from computed.conf.loader import EXIT_CONFIG
+from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
 
 EXIT_INTERRUPTED = 130
 
@@ -79,17 +79,27 @@ def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
 
 
 @contextlib.contextmanager
-def zookeeper(conf: cfg.ConfigOpts, member: str = 'computed-manage') -> Iterator[Any]:
-    """A started KazooClient on ``[coordination] backend_url`` (no group membership)."""
+def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage'
+                          ) -> Iterator[coordination.CoordinationDriver]:
+    """A tooz coordinator on ``[coordination] backend_url`` whose ZooKeeper session is started,
+    without joining any group: read and write through its kazoo client, and find where tooz
+    keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does."""
     url = conf.coordination.backend_url
     coordinator = coordination.get_coordinator(coordinator_url(url), member.encode())
     try:
         client = kazoo_client(coordinator)
-    except Exception as exc:
+    except NotZooKeeper as exc:
         raise ConfigError("coordination", "backend_url", str(exc)) from None
     client.start(timeout=15)
     try:
-        yield client
+        yield coordinator
     finally:
         client.stop()
         client.close()
+
+
+@contextlib.contextmanager
+def zookeeper(conf: cfg.ConfigOpts, member: str = 'computed-manage') -> Iterator[Any]:
+    """A started KazooClient on ``[coordination] backend_url`` (no group membership)."""
+    with zookeeper_coordinator(conf, member) as coordinator:
+        yield kazoo_client(coordinator)

@@ -110,7 +110,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         events=events if conf.ironic.notifications else None)
     placement = keystone.load_adapter(conf, 'placement')
     service.worker = InstanceWorker(service.fleet, lambda: Owner(
-        engine, driver, placement, host, service.membership.epoch))
+        engine, driver, placement, host, service.membership.member_epoch))
     service.rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [service.worker])
     return service
 

@@ -33,13 +33,14 @@ from urllib import parse
 
 from kazoo.client import KazooState
 
-from computed.fleet.audit import AuditLog
-from computed.fleet.claims import Claim
+from computed.fleet.audit import AuditEvent, AuditLog
+from computed.fleet.claims import Claim, ClaimTable
 from computed.db import api as db_api
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
 from computed.fleet.fence import Fence
 from computed.fleet.reconciler import Fleet
-from computed.fleet.membership import Membership, MembershipError, fleet_root, kazoo_client
+from computed.fleet.membership import Membership, MembershipError, fleet_root
+from computed.fleet.zookeeper import kazoo_client
 from computed.baremetal.catalog import NodeCatalog
 from computed.providers.state import provider_from_node
 from computed.fleet.rehome import Rehomer, readopt_own
@@ -73,15 +74,17 @@ class ComputeService:
         self._client = kazoo_client(coordinator)
         self._driver = driver
         self._refresh_interval = node_refresh_interval
-        self._drain_timeout = drain_timeout
         self._engine = engine
         self.fence = Fence(session_timeout, on_change=self._session_changed)
         self.membership = Membership(coordinator, group, host, weight,
                                      on_change=lambda: self.fleet.wake())
         self.audit = AuditLog(audit_path, self.membership.host)
-        self.fleet = Fleet(self._client, self.membership, self.fence, fleet_root(group),
-                           nodes=self.node_uuids, audit=self.audit, join_timeout=join_timeout,
-                           instance_hosts=self._instance_hosts, on_joined=self._joined)
+        claims = ClaimTable(self._client, fleet_root(group), self.membership.host, self.audit,
+                            on_freed=lambda _node: self.fleet.wake())
+        self.fleet = Fleet(self.membership, claims, self.fence, nodes=self.node_uuids,
+                           instance_hosts=self._instance_hosts, audit=self.audit,
+                           join_timeout=join_timeout, drain_timeout=drain_timeout,
+                           on_joined=self._joined)
         self.rehomer = (Rehomer(engine, self.membership.host, rehome_grace)
                         if engine is not None else None)
         self.catalog = NodeCatalog(driver)
@@ -173,13 +176,13 @@ class ComputeService:
     def rehome_orphans(self) -> list[str]:
         """Adopt instances orphaned for longer than the grace period, if this daemon is their
         adopter; returns the adopted instance uuids."""
-        ownership = self.fleet.ownership
-        if self.rehomer is None or ownership is None:
+        plan = self.fleet.plan
+        if self.rehomer is None or plan is None:
             return []
-        members = [m.as_ring_member() for m in self.fleet.members]
-        adopted = self.rehomer.step(members, ownership.orphans, self.membership.epoch)
+        adopted = self.rehomer.step(plan, self.membership.member_epoch)
         for uuid in adopted:
-            self.audit.record("rehome", instance=uuid, member_epoch=self.membership.epoch)
+            self.audit.record(AuditEvent.REHOME, instance=uuid,
+                              member_epoch=self.membership.member_epoch)
         if adopted:
             self.fleet.wake()
             if self.worker is not None:
@@ -292,7 +295,7 @@ class ComputeService:
         claim = self.fleet.claims.get(uuid)
         if claim is None or claim.epoch != epoch:
             return False
-        return True if self.fence.may_act(claim.generation) else None
+        return True if self.fence.may_act(claim.term) else None
 
     def start(self) -> None:
         self._coordinator.start(start_heart=True)
@@ -311,7 +314,7 @@ class ComputeService:
 
     def _run_fleet(self) -> None:
         try:
-            self.fleet.run(drain_timeout=self._drain_timeout)
+            self.fleet.run()
         except MembershipError as exc:
             self.error = exc
         except Exception as exc:

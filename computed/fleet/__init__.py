@@ -1,2 +1,3 @@
-"""The fleet: membership, node claims and their fence, the ownership plan and the reconciler
-that carries it out, re-homing of orphaned instances, the audit log and the status document."""
+"""The fleet: membership, node claims and their fence, the reconcile plan (pure) and the
+reconciler that carries it out, re-homing of orphaned instances, the audit log, the status
+document, and the one module that reaches into tooz for the shared ZooKeeper session."""

@@ -1,19 +1,24 @@
 """The audit log: every claim, release and action of a daemon, as JSON lines, for evidence.
 
 Owns the record format that tests, chaos runs and operators use to prove after the fact that no
-two daemons acted on one node with overlapping claims. Each line is one event::
+two daemons acted on one node with overlapping claims. Each line is one :class:`AuditEvent`::
 
-    {"t": 1700000000.123456, "host": "c1", "event": "act", "node": "<uuid>", "epoch": 42,
-     "member_epoch": 7, ...}
+    {"t": 1700000000.123456, "host": "c1", "event": "act", "node": "<uuid>", "claim_epoch": 42,
+     "action": "sync", ...}
 
-``t`` is wall-clock time (comparable between daemons on one machine), ``epoch`` the claim's
-fencing epoch. Events: ``join``, ``leave``, ``claim``, ``release``, ``act``, ``suspended``,
-``lost``, ``connected``. A line is flushed as it is written so that a daemon killed with -9
+``t`` is wall-clock time (comparable between daemons on one machine), ``claim_epoch`` the claim's
+fencing epoch, ``member_epoch`` the daemon's membership epoch and ``term`` the fence's term (see
+:mod:`computed.fleet.fence`). A line is flushed as it is written so that a daemon killed with -9
 leaves every action it took on record. With no path configured, nothing is written.
+
+Files written before the claim epoch had its own name say ``"epoch"`` for it (and
+``"generation"`` for the term); :func:`fencing_violations` reads both, as operators keep their
+audit logs.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import threading
 import time
@@ -21,7 +26,26 @@ from pathlib import Path
 from typing import Any
 
 
+class AuditEvent(enum.Enum):
+    JOIN = "join"
+    LEAVE = "leave"
+    CLAIM = "claim"
+    RELEASE = "release"
+    ACT = "act"
+    REHOME = "rehome"
+    # The fence's session states (computed.fleet.fence.SessionState), as they change.
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+
+
+# The claim epoch's key in files written before it was named ``claim_epoch``.
+OLD_CLAIM_EPOCH_KEY = "epoch"
+
+
 class AuditLog:
+    """One daemon's audit file, appended to by any thread."""
+
     def __init__(self, path: str | None, host: str):
         self._host = host
         self._lock = threading.Lock()
@@ -30,10 +54,10 @@ class AuditLog:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", buffering=1)
 
-    def record(self, event: str, **fields: Any) -> None:
+    def record(self, event: AuditEvent, **fields: Any) -> None:
         if self._file is None:
             return
-        line = json.dumps({"t": time.time(), "host": self._host, "event": event, **fields},
+        line = json.dumps({"t": time.time(), "host": self._host, "event": event.value, **fields},
                           sort_keys=True)
         with self._lock:
             self._file.write(line + "\n")
@@ -56,39 +80,47 @@ def read(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def claim_epoch_of(record: dict[str, Any]) -> int | None:
+    """The claim epoch a record is about, whichever name its file gives it; None if none."""
+    if "claim_epoch" in record:
+        return record["claim_epoch"]
+    return record.get(OLD_CLAIM_EPOCH_KEY)
+
+
 def fencing_violations(records: list[dict[str, Any]]) -> list[str]:
     """Actions that broke exclusivity, from the merged audit records of every daemon.
 
     Two rules, per node: an action with claim epoch ``e`` must come after that same host's claim
-    ``e`` and before its release of ``e``; and no action with epoch ``e`` may come after any claim
-    on the node with a larger epoch (a later owner existed: the fencing-token rule). Returns one
-    line per violation; empty means the evidence shows no overlap.
+    ``e`` and before its release of ``e``; and no action with claim epoch ``e`` may come after
+    any claim on the node with a larger claim epoch (a later owner existed: the fencing-token
+    rule). Returns one line per violation; empty means the evidence shows no overlap.
     """
     claims: dict[str, list[tuple[float, int, str]]] = {}
     held: dict[tuple[str, str, int], list[float]] = {}
     for record in records:
-        node, epoch = record.get("node"), record.get("epoch")
-        if node is None or epoch is None:
+        node, claim_epoch = record.get("node"), claim_epoch_of(record)
+        if node is None or claim_epoch is None:
             continue
-        if record["event"] == "claim":
-            claims.setdefault(node, []).append((record["t"], epoch, record["host"]))
-            held[(node, record["host"], epoch)] = [record["t"], float("inf")]
-        elif record["event"] == "release":
-            span = held.get((node, record["host"], epoch))
+        if record["event"] == AuditEvent.CLAIM.value:
+            claims.setdefault(node, []).append((record["t"], claim_epoch, record["host"]))
+            held[(node, record["host"], claim_epoch)] = [record["t"], float("inf")]
+        elif record["event"] == AuditEvent.RELEASE.value:
+            span = held.get((node, record["host"], claim_epoch))
             if span is not None:
                 span[1] = min(span[1], record["t"])
     violations = []
     for record in records:
-        if record["event"] != "act":
+        if record["event"] != AuditEvent.ACT.value:
             continue
-        node, epoch, host, t = record["node"], record["epoch"], record["host"], record["t"]
-        span = held.get((node, host, epoch))
+        node, host, t = record["node"], record["host"], record["t"]
+        claim_epoch = claim_epoch_of(record)
+        span = held.get((node, host, claim_epoch))
         if span is None or not span[0] <= t <= span[1]:
             violations.append(f"{host} acted on node {node} at {t:.6f} outside its claim "
-                              f"epoch {epoch}")
+                              f"epoch {claim_epoch}")
         for claimed_at, newer, other in claims.get(node, ()):
-            if newer > epoch and claimed_at < t:
-                violations.append(f"{host} acted on node {node} at {t:.6f} with epoch {epoch} "
-                                  f"after {other} claimed it with epoch {newer} at "
-                                  f"{claimed_at:.6f}")
+            if newer > claim_epoch and claimed_at < t:
+                violations.append(f"{host} acted on node {node} at {t:.6f} with claim epoch "
+                                  f"{claim_epoch} after {other} claimed it with claim epoch "
+                                  f"{newer} at {claimed_at:.6f}")
     return violations

@@ -12,11 +12,14 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   frozen or partitioned daemon loses all its claims when ZooKeeper expires its session, and its
   peers can take them over without waiting for it.
 * **Fenced.** Each claim records the znode's creation zxid as its epoch (larger for every later
-  owner) and the fence generation it was made in (see :mod:`computed.fleet.fence`); a claim is acted on
-  only while ``fence.may_act(claim.generation)``.
+  owner) and the fence term it was made in (see :mod:`computed.fleet.fence`); a claim is acted
+  on only while ``fence.may_act(claim.term)``.
+* **On record.** The audit log (:mod:`computed.fleet.audit`) gets a ``claim`` record before a
+  claim becomes visible in :meth:`ClaimTable.held`, and a ``release`` record after it stops being
+  visible (before its znode is deleted): the records bracket every action taken under it.
 
 Thread-safety: the table is used by one reconciler thread; kazoo's watch callbacks only call
-``on_freed``.
+``on_freed``; :meth:`ClaimTable.held` and :meth:`ClaimTable.get` may be read from any thread.
 """
 
 from __future__ import annotations
@@ -29,14 +32,18 @@ from typing import Any, Callable, Iterable
 
 from kazoo import exceptions as zk_exc
 
+from computed.fleet.audit import AuditEvent, AuditLog
+
 LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Claim:
+    """A claim this daemon holds: its node, its epoch (the znode's czxid), the fence term."""
+
     node: str
     epoch: int
-    generation: int
+    term: int
 
 
 @dataclass(frozen=True)
@@ -63,18 +70,14 @@ def claims_path(root: str) -> str:
 class ClaimTable:
     """The claims this daemon holds, and the operations that change them."""
 
-    def __init__(self, client: Any, root: str, host: str,
-                 on_freed: Callable[[str], None],
-                 on_claimed: Callable[[Claim], None] = lambda claim: None,
-                 on_released: Callable[[Claim], None] = lambda claim: None):
+    def __init__(self, client: Any, root: str, host: str, audit: AuditLog,
+                 on_freed: Callable[[str], None]):
         self._client = client
         self._path = claims_path(root)
         self._host = host
+        self._audit = audit
+        # Called from kazoo's thread when a claim we wait for is deleted (the reconciler's wake).
         self._on_freed = on_freed
-        # Called before a claim becomes visible to actors, and after it stops being visible
-        # (before its znode is deleted): an audit written there brackets every action.
-        self._on_claimed = on_claimed
-        self._on_released = on_released
         self._held: dict[str, Claim] = {}
         self._lock = threading.Lock()
 
@@ -90,7 +93,7 @@ class ClaimTable:
         with self._lock:
             return self._held.get(node)
 
-    def acquire(self, nodes: Iterable[str], member_epoch: int, generation: int) -> AcquireResult:
+    def acquire(self, nodes: Iterable[str], member_epoch: int, term: int) -> AcquireResult:
         """Create claims on ``nodes``, pipelined; busy ones get a watch that calls ``on_freed``."""
         value = json.dumps({"host": self._host, "member_epoch": member_epoch}).encode()
         pending = [(node, self._client.create_async(self._node_path(node), value, ephemeral=True,
@@ -108,17 +111,19 @@ class ClaimTable:
                 LOG.warning("claim on node %s failed: %s", node, exc)
                 result.failed.append(node)
                 continue
-            self._publish(Claim(node, stat.czxid, generation), result)
-        self._adopt_or_watch(taken, generation, result)
+            self._publish(Claim(node, stat.czxid, term), member_epoch, result)
+        self._adopt_or_watch(taken, member_epoch, term, result)
         return result
 
-    def _publish(self, claim: Claim, result: AcquireResult) -> None:
-        self._on_claimed(claim)
+    def _publish(self, claim: Claim, member_epoch: int, result: AcquireResult) -> None:
+        self._audit.record(AuditEvent.CLAIM, node=claim.node, claim_epoch=claim.epoch,
+                           member_epoch=member_epoch)
         with self._lock:
             self._held[claim.node] = claim
         result.acquired.append(claim)
 
-    def _adopt_or_watch(self, nodes: list[str], generation: int, result: AcquireResult) -> None:
+    def _adopt_or_watch(self, nodes: list[str], member_epoch: int, term: int,
+                        result: AcquireResult) -> None:
         """Nodes whose claim already exists: one of ours that we forgot (a reply lost in a
         reconnect) is taken back; anybody else's is watched until it goes. Pipelined: a
         newcomer can find hundreds of nodes still held by their previous owners."""
@@ -137,7 +142,7 @@ class ClaimTable:
                 self._on_freed(node)
                 result.busy.append(node)
             elif session_id is not None and stat.ephemeralOwner == session_id:
-                self._publish(Claim(node, stat.czxid, generation), result)
+                self._publish(Claim(node, stat.czxid, term), member_epoch, result)
             else:
                 result.busy.append(node)
 
@@ -150,7 +155,7 @@ class ClaimTable:
         with self._lock:
             released = [self._held.pop(node) for node in list(nodes) if node in self._held]
         for claim in released:
-            self._on_released(claim)
+            self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch)
         pending = [(claim, self._client.delete_async(self._node_path(claim.node)))
                    for claim in released]
         for claim, async_result in pending:
@@ -160,7 +165,7 @@ class ClaimTable:
                 pass
             except zk_exc.KazooException as exc:
                 # Not acting on it any more; the claim dies with our session at the latest.
-                LOG.warning("could not delete the claim on node %s (epoch %s): %s",
+                LOG.warning("could not delete the claim on node %s (claim epoch %s): %s",
                             claim.node, claim.epoch, exc)
         return released
 
@@ -168,6 +173,9 @@ class ClaimTable:
         """Drop every claim from memory (the session that held them is gone)."""
         with self._lock:
             dropped, self._held = list(self._held.values()), {}
+        for claim in dropped:
+            self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch,
+                               lost=True)
         return dropped
 
     def _node_path(self, node: str) -> str:
@@ -202,7 +210,7 @@ def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
 
 
 def claim_epochs(client: Any, root: str, nodes: Iterable[str]) -> dict[str, int]:
-    """The epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
+    """The claim epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
     path = claims_path(root)
     pending = [(node, client.exists_async(f"{path}/{node}")) for node in set(nodes)]
     epochs = {}

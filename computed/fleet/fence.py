@@ -1,20 +1,20 @@
 """The fence: whether this daemon may act on the nodes it claimed, right now.
 
 Owns the daemon's view of its ZooKeeper session and the rule that gates every action on a node.
-ZooKeeper makes a claim exclusive (see :mod:`computed.fleet.claims`), but a daemon learns that its session
-expired only when it talks to ZooKeeper again: a daemon frozen (SIGSTOP, a long GC or VM pause) or
-cut off past the session timeout would, on waking, still believe it holds its claims while a peer
-already took them over. The fence closes that window with two rules:
+ZooKeeper makes a claim exclusive (see :mod:`computed.fleet.claims`), but a daemon learns that its
+session expired only when it talks to ZooKeeper again: a daemon frozen (SIGSTOP, a long GC or VM
+pause) or cut off past the session timeout would, on waking, still believe it holds its claims
+while a peer already took them over. The fence closes that window with two rules:
 
 * **Session state.** Kazoo's connection states drive a small state machine::
 
       CONNECTED --(connection dropped)--> SUSPENDED --(reconnected, same session)--> CONNECTED
           |                                   |
-          +------------(session expired)------+--> LOST --(new session)--> CONNECTED, generation+1
+          +------------(session expired)------+--> LOST --(new session)--> CONNECTED, term+1
 
   Only CONNECTED may act. On SUSPENDED every action stops at once (peers may already have taken
-  the nodes over if the session expires). LOST bumps the *generation*: every claim made in an
-  older generation is dead, whatever the process remembers.
+  the nodes over if the session expires). LOST ends the fence's *term*: the next session starts
+  a new one, and every claim made in an older term is dead, whatever the process remembers.
 
 * **Lease.** Even while CONNECTED, the fence acts only within a lease that a successful round trip
   to ZooKeeper renews: a request sent at ``t`` and answered proves ZooKeeper heard from the session
@@ -23,10 +23,11 @@ already took them over. The fence closes that window with two rules:
   process is stopped. A process that wakes after a long pause finds its lease expired and acts on
   nothing until a fresh round trip succeeds, which it cannot on an expired session.
 
-Epochs: every claim carries the creation zxid of its znode, which ZooKeeper makes unique and
-increasing across the ensemble, so a later owner of a node always holds a larger epoch; downstream
-writers keep the largest epoch they have seen per node and refuse smaller ones (fencing tokens).
-A member's epoch is the zxid of its group membership znode, new on every join.
+Claim epochs: every claim carries the creation zxid of its znode, which ZooKeeper makes unique and
+increasing across the ensemble, so a later owner of a node always holds a larger claim epoch;
+downstream writers keep the largest claim epoch they have seen per node and refuse smaller ones
+(fencing tokens). A member epoch is the zxid of a daemon's group membership znode, new on every
+join. Neither is the fence's term, which only this process counts.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class SessionState(enum.Enum):
 
 
 class Fence:
-    """Session state + lease; thread-safe. ``may_act(generation)`` gates every action."""
+    """Session state + lease; thread-safe. ``may_act(term)`` gates every action."""
 
     def __init__(self, session_timeout: float, clock: Callable[[], float] = time.monotonic,
                  on_change: Callable[[SessionState], None] | None = None):
@@ -60,7 +61,7 @@ class Fence:
         self._on_change = on_change
         self._lock = threading.Lock()
         self._state = SessionState.LOST
-        self._generation = 0
+        self._term = 0
         self._lease_until = float("-inf")
 
     @property
@@ -68,9 +69,9 @@ class Fence:
         return self._state
 
     @property
-    def generation(self) -> int:
-        """Bumped each time a session is lost: claims of an older generation are dead."""
-        return self._generation
+    def term(self) -> int:
+        """Bumped each time a session is lost: claims of an older term are dead."""
+        return self._term
 
     def connected(self) -> None:
         """The client is connected: to a new session when coming from LOST (or the start)."""
@@ -78,7 +79,7 @@ class Fence:
             if self._state is SessionState.CONNECTED:
                 return
             if self._state is SessionState.LOST:
-                self._generation += 1
+                self._term += 1
             self._state = SessionState.CONNECTED
         self._notify(SessionState.CONNECTED)
 
@@ -97,24 +98,25 @@ class Fence:
         self._notify(SessionState.LOST)
 
     def renew(self, round_trip: Callable[[], object]) -> bool:
-        """Run ``round_trip`` (a request to ZooKeeper); on success extend the lease from its start."""
+        """Run ``round_trip`` (a request to ZooKeeper); on success extend the lease from its
+        start."""
         sent = self._clock()
-        generation = self._generation
+        term = self._term
         try:
             round_trip()
         except Exception:  # any failure leaves the lease to run out; the state machine says why
             return False
         with self._lock:
-            if self._state is SessionState.CONNECTED and self._generation == generation:
+            if self._state is SessionState.CONNECTED and self._term == term:
                 self._lease_until = max(self._lease_until,
                                         sent + self.session_timeout * LEASE_FRACTION)
                 return True
         return False
 
-    def may_act(self, generation: int) -> bool:
-        """True when a claim made in ``generation`` may be acted on now."""
+    def may_act(self, term: int) -> bool:
+        """True when a claim made in ``term`` may be acted on now."""
         with self._lock:
-            return (self._state is SessionState.CONNECTED and generation == self._generation
+            return (self._state is SessionState.CONNECTED and term == self._term
                     and self._clock() < self._lease_until)
 
     def lease_remaining(self) -> float:

@@ -1,8 +1,11 @@
 """Membership: which computed daemons are live in the fleet, with their weight and drain flag.
 
 Owns the daemon's membership of the fleet's tooz group and the drain markers. A member is the
-ephemeral znode tooz creates when the daemon joins (``/tooz/<group>/<host>``, capabilities
-``{"host", "weight"}``); it disappears when the daemon leaves or its ZooKeeper session expires.
+ephemeral znode tooz creates when the daemon joins (``/<namespace>/<group>/<host>``, the
+namespace ``tooz`` unless the backend URL names another; capabilities ``{"host", "weight"}``);
+it disappears when the daemon leaves or its ZooKeeper session expires. Joining and leaving go
+through tooz's API; reads and watches through the kazoo client of the same session
+(:mod:`computed.fleet.zookeeper`).
 A *drain marker* ``/computed/<group>/draining/<host>`` takes a member's free nodes away from it:
 ``computed-manage fleet drain HOST`` writes a persistent one (until ``undrain``), a daemon
 stopping on SIGTERM writes an ephemeral one (gone with its session, so a restart is not drained).
@@ -12,7 +15,7 @@ Guarantees:
 * Changes are events: kazoo children watches on the group and on the drain markers call
   ``on_change`` as soon as ZooKeeper reports them (tooz's own watchers poll), and the watches
   re-arm themselves across reconnects.
-* A member's epoch is the creation zxid of its membership znode: unique, and larger on every join.
+* A member epoch is the creation zxid of the member's znode: unique, and larger on every join.
 * Host names are normalised (lower case, no trailing dot) before they name a member or a marker:
   Nova's ring split when one service said ``Host-1`` and another ``host-1``.
 """
@@ -30,12 +33,10 @@ from tooz import coordination
 from tooz import utils as tooz_utils
 
 from computed.conf.default import normalise_host
+from computed.fleet import zookeeper
 from hashring.ownership import Member
 
 LOG = logging.getLogger(__name__)
-
-# tooz's ZooKeeper driver keeps groups under this namespace unless its URL names another.
-TOOZ_NAMESPACE = "tooz"
 
 
 class MembershipError(RuntimeError):
@@ -44,10 +45,12 @@ class MembershipError(RuntimeError):
 
 @dataclass(frozen=True)
 class MemberInfo:
+    """A live member as read from ZooKeeper, with its member epoch."""
+
     name: str
     weight: int
     draining: bool
-    epoch: int
+    member_epoch: int
 
     def as_ring_member(self) -> Member:
         return Member(self.name, self.weight, self.draining)
@@ -58,38 +61,27 @@ def fleet_root(group: str) -> str:
     return f"/computed/{group}"
 
 
-def kazoo_client(coordinator: Any) -> Any:
-    """The KazooClient inside tooz's ZooKeeper driver.
-
-    Claims and watches must live in the same ZooKeeper session as the membership, so that they
-    expire together; tooz does not expose its client, hence this one reach inside.
-    """
-    client = getattr(coordinator, "_coord", None)
-    if client is None or not hasattr(client, "create_async"):
-        raise MembershipError("the coordination backend is not ZooKeeper: node claims need "
-                              "[coordination] backend_url = zookeeper://...")
-    return client
+def drain_markers_path(group: str) -> str:
+    """Where the drain markers of ``group`` live (one child per draining host)."""
+    return f"{fleet_root(group)}/draining"
 
 
 class Membership:
     """This daemon's membership, and the live view of everybody's."""
 
-    def __init__(self, coordinator: Any, group: str, host: str, weight: int = 1,
-                 on_change: Callable[[], None] = lambda: None):
+    def __init__(self, coordinator: coordination.CoordinationDriver, group: str, host: str,
+                 weight: int, on_change: Callable[[], None]):
         self._coordinator = coordinator
-        self._client = kazoo_client(coordinator)
+        self._client = zookeeper.kazoo_client(coordinator)
         self.group = group
         self.host = normalise_host(host)
         self.weight = weight
         self._on_change = on_change
-        namespace = getattr(coordinator, "_namespace", TOOZ_NAMESPACE)
-        if isinstance(namespace, bytes):
-            namespace = namespace.decode()
-        self.members_path = f"/{namespace}/{group}"
-        self.draining_path = f"{fleet_root(group)}/draining"
-        self.epoch = 0
+        self.members_path = zookeeper.group_path(coordinator, group)
+        self.draining_path = drain_markers_path(group)
+        self.member_epoch = 0  # of the last join
 
-    def join(self, timeout: float, stopping: Callable[[], bool] = lambda: False) -> int:
+    def join(self, timeout: float, stopping: Callable[[], bool]) -> int:
         """Join the group and return the member epoch.
 
         A member with our name may be our own previous session that has not expired yet (a
@@ -116,8 +108,8 @@ class Membership:
         if stat is None:
             raise MembershipError(f"host {self.host} joined group {self.group} but its "
                                   f"membership znode is gone")
-        self.epoch = stat.czxid
-        return self.epoch
+        self.member_epoch = stat.czxid
+        return self.member_epoch
 
     def leave(self) -> None:
         try:
@@ -143,7 +135,7 @@ class Membership:
 
 
 def read_members(client: Any, members_path: str, draining_path: str) -> list[MemberInfo]:
-    """Every live member with its weight, drain flag and epoch (pipelined reads)."""
+    """Every live member with its weight, drain flag and member epoch (pipelined reads)."""
     try:
         names = client.get_children(members_path)
     except zk_exc.NoNodeError:

@@ -2,16 +2,17 @@
 
 Owns the rule Nova never had. A node hosting an instance stays with the instance's host (sticky);
 when that host leaves the group, its instances are *orphans* (:func:`hashring.ownership.
-compute_ownership`). Once an orphan has stayed orphaned for ``grace`` seconds, the node's ring
-owner among the live, non-draining members (:func:`hashring.ownership.adopters`: every daemon
-computes the same one) adopts its instance with a compare-and-set on (host, epoch) in the
-database: of two racing adopters exactly one wins, and a daemon that comes back finds the instance
-no longer has its (host, epoch), so it leaves it alone.
+compute_ownership`). The reconcile plan (:class:`computed.fleet.plan.Plan`) lists them, and the
+ones this daemon adopts: the node's ring owner among the live, non-draining members
+(:func:`hashring.ownership.adopters`: every daemon computes the same one). Once an orphan has
+stayed orphaned for ``grace`` seconds, its adopter takes its instance with a compare-and-set on
+(host, member epoch) in the database: of two racing adopters exactly one wins, and a daemon that
+comes back finds the instance no longer has its (host, member epoch), so it leaves it alone.
 
 Epochs here are *member* epochs (the zxid of the host's membership znode, new on every join). A
-daemon that rejoins keeps its own instances by moving them from its old epoch to its new one
-(:func:`readopt_own`), with the same compare-and-set, so it can never take back an instance that
-was re-homed while it was away.
+daemon that rejoins keeps its own instances by moving them from its old member epoch to its new
+one (:func:`readopt_own`), with the same compare-and-set, so it can never take back an instance
+that was re-homed while it was away.
 
 The grace clock starts when this daemon first sees the orphan; a daemon that restarts starts it
 again, which only delays adoption.
@@ -24,6 +25,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from computed.db import api as db_api
+from computed.fleet.plan import Plan
 from hashring.ownership import Member, adopters
 
 LOG = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ NODELESS_INTERVAL = 10.0
 
 
 class Rehomer:
+    """This daemon's adoptions: each orphan's grace clock, and the compare-and-sets."""
+
     def __init__(self, engine: Any, host: str, grace: float,
                  clock: Callable[[], float] = time.monotonic):
         self._engine = engine
@@ -54,18 +58,20 @@ class Rehomer:
         return sorted(node for node, since in self._orphaned_since.items()
                       if now - since >= self._grace)
 
-    def step(self, members: Iterable[Member], orphans: Mapping[str, str],
-             member_epoch: int) -> list[str]:
+    def step(self, plan: Plan, member_epoch: int) -> list[str]:
         """Adopt the instances of due orphans whose adopter is this daemon; returns their uuids.
 
-        Instances without a node (a failed build that released it) are orphans too when their
-        host is gone: nobody else could delete them. Their adopter is chosen by instance uuid.
+        Orphaned nodes and their adopters come from ``plan``. Instances without a node (a failed
+        build that released it) are orphans too when their host is gone: nobody else could delete
+        them. Their adopter is chosen the same way, by instance uuid.
         """
-        members = list(members)
-        orphans = {**orphans, **self._nodeless_orphans(members)}
-        due = {node: orphans[node] for node in self.due(orphans)}
-        mine = [node for node, adopter in adopters(members, due).items()
-                if adopter == self._host]
+        nodeless = self._nodeless_orphans(plan.members)
+        orphans = {**plan.orphans, **nodeless}
+        due = {key: orphans[key] for key in self.due(orphans)}
+        nodeless_due = {key: host for key, host in due.items() if key in nodeless}
+        nodeless_adopters = adopters(plan.members, nodeless_due, ring=plan.ring)
+        mine = sorted(key for key in due
+                      if key in plan.adopt or nodeless_adopters.get(key) == self._host)
         if not mine:
             return []
         adopted = []
@@ -89,8 +95,7 @@ class Rehomer:
                          row.uuid, node)
         return adopted
 
-
-    def _nodeless_orphans(self, members: list[Member]) -> dict[str, str]:
+    def _nodeless_orphans(self, members: Iterable[Member]) -> dict[str, str]:
         """{instance uuid: gone host} for node-less live instances of hosts not in the group
         (keyed by instance uuid: there is no node to key them by)."""
         live = {member.name for member in members}

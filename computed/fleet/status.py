@@ -1,18 +1,19 @@
 """The fleet as an operator sees it: a read-only snapshot of members, claims and nodes.
 
 Owns the format of ``computed-manage fleet status --json``, which is stable: fields are only ever
-added, never renamed or removed. The document::
+added, never renamed or removed (the one exception, before any release: both ``epoch`` fields
+were renamed to say which epoch they are, see docs/upgrades.md). The document::
 
     {
       "group": "computed",                      # the tooz group
       "members": [                              # live daemons, sorted by host
         {"host": "c1", "weight": 1, "draining": false,
-         "epoch": 7,                             # member epoch: zxid of its membership znode
+         "member_epoch": 7,                      # zxid of its membership znode (new every join)
          "nodes": 106}                           # claims it holds
       ],
       "nodes": [                                # every node known to Ironic or claimed, by uuid
         {"uuid": "...", "owner": "c1",          # owner: claiming host, or null if unclaimed
-         "epoch": 123,                           # claim epoch (fencing token), null if unclaimed
+         "claim_epoch": 123,                     # fencing token of the claim, null if unclaimed
          "in_ironic": true}                      # false: claimed but no longer listed by Ironic
       ],
       "summary": {"nodes": 300, "claimed": 300, "unclaimed": 0,
@@ -44,13 +45,14 @@ def snapshot(group: str, members: list[MemberInfo], claims: dict[str, ClaimRecor
         record = claims.get(uuid)
         nodes.append({"uuid": uuid,
                       "owner": record.host if record else None,
-                      "epoch": record.epoch if record else None,
+                      "claim_epoch": record.epoch if record else None,
                       "in_ironic": None if listed is None else uuid in listed})
     names = {member.name for member in members}
     return {
         "group": group,
         "members": [{"host": m.name, "weight": m.weight, "draining": m.draining,
-                     "epoch": m.epoch, "nodes": counts.get(m.name, 0)} for m in members],
+                     "member_epoch": m.member_epoch, "nodes": counts.get(m.name, 0)}
+                    for m in members],
         "nodes": nodes,
         "summary": {
             "nodes": len(uuids),
@@ -64,17 +66,17 @@ def snapshot(group: str, members: list[MemberInfo], claims: dict[str, ClaimRecor
 def render_text(document: dict[str, Any]) -> str:
     """The human form: members table, summary, then one line per node."""
     lines = [f"group {document['group']}: {len(document['members'])} member(s)",
-             f"{'HOST':<32} {'WEIGHT':>6} {'DRAINING':>8} {'EPOCH':>12} {'NODES':>7}"]
+             f"{'HOST':<32} {'WEIGHT':>6} {'DRAINING':>8} {'MEMBER EPOCH':>12} {'NODES':>7}"]
     for m in document["members"]:
         lines.append(f"{m['host']:<32} {m['weight']:>6} {'yes' if m['draining'] else 'no':>8} "
-                     f"{m['epoch']:>12} {m['nodes']:>7}")
+                     f"{m['member_epoch']:>12} {m['nodes']:>7}")
     s = document["summary"]
     lines.append(f"nodes: {s['nodes']} ({s['claimed']} claimed, {s['unclaimed']} unclaimed, "
                  f"{s['claims_by_non_members']} claimed by non-members)")
-    lines.append(f"{'NODE':<36} {'OWNER':<32} {'EPOCH':>12}")
+    lines.append(f"{'NODE':<36} {'OWNER':<32} {'CLAIM EPOCH':>12}")
     for node in document["nodes"]:
         owner = node["owner"] or "-"
-        epoch = node["epoch"] if node["epoch"] is not None else "-"
+        claim_epoch = node["claim_epoch"] if node["claim_epoch"] is not None else "-"
         gone = "" if node["in_ironic"] is not False else "  (not in Ironic)"
-        lines.append(f"{node['uuid']:<36} {owner:<32} {epoch:>12}{gone}")
+        lines.append(f"{node['uuid']:<36} {owner:<32} {claim_epoch:>12}{gone}")
     return "\n".join(lines)

@@ -112,7 +112,7 @@ class DaemonCollector:
         yield _gauge("lease_remaining_seconds", "Seconds the fence may still act without a "
                      "ZooKeeper round trip (0: acting on nothing).", fence.lease_remaining())
         yield _gauge("member_epoch", "Epoch of this daemon's fleet membership (new on every "
-                     "join).", float(service.membership.epoch))
+                     "join).", float(service.membership.member_epoch))
         yield from self._members()
         yield _gauge("nodes_owned", "Nodes this daemon holds a claim on.",
                      float(len(fleet.claims.held())))

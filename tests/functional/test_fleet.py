@@ -8,12 +8,14 @@ node (:func:`computed.fleet.audit.fencing_violations`).
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
 import uuid
 
 import pytest
+from tooz import coordination
 
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import read_claims
@@ -87,7 +89,8 @@ def test_three_daemons_share_the_nodes_and_sync_each_once(zk, fleet, nodes):
     # Each daemon syncs every node it claims, once per claim (nothing changed in Ironic).
     deadline = time.monotonic() + 30
     while True:
-        acts = {d.host: [(r["node"], r["epoch"]) for r in d.records() if r["event"] == "act"]
+        acts = {d.host: [(r["node"], r["claim_epoch"]) for r in d.records()
+                         if r["event"] == "act"]
                 for d in daemons}
         done = all({(n, c.epoch) for n, c in claims.items() if c.host == host} <= set(acts[host])
                    for host in acts)
@@ -133,8 +136,8 @@ def test_frozen_daemon_does_not_act_after_it_resumes(stack, zk, fleet, nodes):
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
     stale = [r for r in frozen.records() if r["event"] == "act" and r["t"] >= resumed_at
              and r["node"] in its_nodes and
-             r["epoch"] in {c["epoch"] for c in frozen.records() if c["event"] == "claim"
-                            and c["t"] < resumed_at}]
+             r["claim_epoch"] in {c["claim_epoch"] for c in frozen.records()
+                                  if c["event"] == "claim" and c["t"] < resumed_at}]
     assert stale == []
     assert_fenced(daemons)
     for node in its_nodes[:10]:
@@ -211,3 +214,26 @@ def test_weights_shift_the_share(zk, fleet, nodes):
     _, claims = ownership_now(zk, fleet.group)
     heavy = list(claims.values()).count("c2")
     assert heavy > 2 * list(claims.values()).count("c1")
+
+
+def test_fleet_status_lists_the_members_of_a_custom_tooz_namespace(stack, tmp_path):
+    # tooz keeps a group under the backend URL's ?namespace= (default "tooz"); fleet status must
+    # read the group where the daemons joined it, not under a namespace of its own.
+    group = f"g{uuid.uuid4().hex[:8]}"
+    zk = stack["zookeeper"].url
+    url = f"{zk}?timeout={SESSION}&namespace=custom-{group}"
+    member = coordination.get_coordinator(url, b"c1")
+    member.start()
+    try:
+        member.create_group(group.encode()).get()
+        member.join_group(group.encode(), capabilities={"host": "c1", "weight": 1}).get()
+        conf = tmp_path / "manage.conf"
+        conf.write_text(stack.computed_conf().replace(f"backend_url = {zk}?timeout=2",
+                                                      f"backend_url = {url}\ngroup = {group}"))
+        result = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(conf),
+                                 "fleet", "status", "--json"], capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert [m["host"] for m in json.loads(result.stdout)["members"]] == ["c1"]
+    finally:
+        member.stop()

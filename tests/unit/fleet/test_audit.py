@@ -1,23 +1,39 @@
 """The fencing check over audit records (pure)."""
 
-from computed.fleet.audit import AuditLog, fencing_violations, read
+from computed.fleet.audit import AuditEvent, AuditLog, fencing_violations, read
 
 
-def rec(t, host, event, node="n1", epoch=10):
-    return {"t": t, "host": host, "event": event, "node": node, "epoch": epoch}
+def rec(t, host, event, node="n1", claim_epoch=10):
+    return {"t": t, "host": host, "event": event, "node": node, "claim_epoch": claim_epoch}
+
+
+def old_rec(t, host, event, node="n1", claim_epoch=10):
+    """A record as daemons wrote it before the claim epoch had its own name."""
+    return {"t": t, "host": host, "event": event, "node": node, "epoch": claim_epoch}
 
 
 def test_clean_handover_has_no_violation():
     records = [rec(1, "a", "claim"), rec(2, "a", "act"), rec(3, "a", "release"),
-               rec(4, "b", "claim", epoch=20), rec(5, "b", "act", epoch=20)]
+               rec(4, "b", "claim", claim_epoch=20), rec(5, "b", "act", claim_epoch=20)]
     assert fencing_violations(records) == []
 
 
 def test_action_after_a_newer_claim_is_a_violation():
     # a was frozen, its session expired, b claimed; a woke up and acted on its old claim.
-    records = [rec(1, "a", "claim"), rec(4, "b", "claim", epoch=20), rec(5, "a", "act")]
+    records = [rec(1, "a", "claim"), rec(4, "b", "claim", claim_epoch=20), rec(5, "a", "act")]
     (violation,) = fencing_violations(records)
-    assert "a acted on node n1" in violation and "after b claimed it with epoch 20" in violation
+    assert "a acted on node n1" in violation
+    assert "after b claimed it with claim epoch 20" in violation
+
+
+def test_audit_files_of_older_daemons_are_read_too():
+    # Operators keep audit logs: a file written before the rename says "epoch".
+    clean = [old_rec(1, "a", "claim"), old_rec(2, "a", "act"), old_rec(3, "a", "release"),
+             rec(4, "b", "claim", claim_epoch=20), rec(5, "b", "act", claim_epoch=20)]
+    assert fencing_violations(clean) == []
+    late = [old_rec(1, "a", "claim"), rec(4, "b", "claim", claim_epoch=20), old_rec(5, "a", "act")]
+    (violation,) = fencing_violations(late)
+    assert "after b claimed it with claim epoch 20" in violation
 
 
 def test_action_outside_own_claim_is_a_violation():
@@ -27,7 +43,7 @@ def test_action_outside_own_claim_is_a_violation():
 
 
 def test_other_nodes_do_not_interfere():
-    records = [rec(1, "a", "claim", node="n1"), rec(2, "b", "claim", node="n2", epoch=30),
+    records = [rec(1, "a", "claim", node="n1"), rec(2, "b", "claim", node="n2", claim_epoch=30),
                rec(3, "a", "act", node="n1")]
     assert fencing_violations(records) == []
 
@@ -35,16 +51,16 @@ def test_other_nodes_do_not_interfere():
 def test_audit_log_round_trip_skips_a_torn_line(tmp_path):
     path = tmp_path / "audit.jsonl"
     log = AuditLog(str(path), "a")
-    log.record("claim", node="n1", epoch=1)
+    log.record(AuditEvent.CLAIM, node="n1", claim_epoch=1)
     log.close()
     with open(path, "a") as torn:
         torn.write('{"t": 1, "host"')
     (record,) = read(path)
-    assert record["host"] == "a" and record["event"] == "claim" and record["epoch"] == 1
+    assert record["host"] == "a" and record["event"] == "claim" and record["claim_epoch"] == 1
 
 
 def test_no_path_writes_nothing(tmp_path):
     log = AuditLog(None, "a")
-    log.record("claim", node="n1", epoch=1)
+    log.record(AuditEvent.CLAIM, node="n1", claim_epoch=1)
     log.close()
     assert list(tmp_path.iterdir()) == []

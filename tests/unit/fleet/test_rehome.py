@@ -1,6 +1,7 @@
 """Re-homing on a real (sqlite) database: grace, adopter choice, compare-and-set."""
 
 from computed.db import api as db_api
+from computed.fleet.plan import compute_plan
 from computed.fleet.rehome import Rehomer, readopt_own
 from hashring.ownership import Member, adopters
 
@@ -17,6 +18,12 @@ def instance(engine, uuid, node, host, epoch):
     db_api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host=host, epoch=epoch)
 
 
+def plan(members, orphans, host):
+    """``host``'s plan when the nodes of ``orphans`` host instances of hosts that are gone."""
+    return compute_plan(members, held=(), nodes=list(orphans), instance_hosts=orphans,
+                        host=host)
+
+
 MEMBERS = [Member("a"), Member("b")]
 NODES = [f"00000000-0000-0000-0000-{i:012d}" for i in range(40)]
 INSTANCES = [f"11111111-0000-0000-0000-{i:012d}" for i in range(40)]
@@ -28,12 +35,13 @@ def test_orphans_are_adopted_only_after_the_grace_and_only_by_their_adopter(engi
     orphans = {node: "dead" for node in NODES}
     clock = Clock()
     rehomers = {name: Rehomer(engine, name, grace=30, clock=clock) for name in ("a", "b")}
-    assert rehomers["a"].step(MEMBERS, orphans, member_epoch=70) == []
-    assert rehomers["b"].step(MEMBERS, orphans, member_epoch=80) == []
+    assert rehomers["a"].step(plan(MEMBERS, orphans, "a"), member_epoch=70) == []
+    assert rehomers["b"].step(plan(MEMBERS, orphans, "b"), member_epoch=80) == []
     clock.now = 29.9
-    assert rehomers["a"].step(MEMBERS, orphans, member_epoch=70) == []
+    assert rehomers["a"].step(plan(MEMBERS, orphans, "a"), member_epoch=70) == []
     clock.now = 30
-    adopted = {name: r.step(MEMBERS, orphans, member_epoch=70 if name == "a" else 80)
+    adopted = {name: r.step(plan(MEMBERS, orphans, name),
+                            member_epoch=70 if name == "a" else 80)
                for name, r in rehomers.items()}
     expected = adopters(MEMBERS, orphans)
     hosts = db_api.instance_hosts(engine)
@@ -46,13 +54,13 @@ def test_a_node_that_stops_being_orphaned_restarts_its_grace(engine):
     instance(engine, INSTANCES[0], NODES[0], "dead", 5)
     clock = Clock()
     rehomer = Rehomer(engine, "a", grace=10, clock=clock)
-    rehomer.step([Member("a")], {NODES[0]: "dead"}, 70)
+    rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70)
     clock.now = 8
-    rehomer.step([Member("a")], {}, 70)  # its host came back
+    rehomer.step(plan([Member("a")], {}, "a"), 70)  # its host came back
     clock.now = 12
-    assert rehomer.step([Member("a")], {NODES[0]: "dead"}, 70) == []
+    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70) == []
     clock.now = 22
-    assert rehomer.step([Member("a")], {NODES[0]: "dead"}, 70) == [INSTANCES[0]]
+    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70) == [INSTANCES[0]]
 
 
 def test_a_returning_daemon_keeps_its_own_but_not_what_was_rehomed(engine):
@@ -73,9 +81,10 @@ def test_a_nodeless_instance_of_a_gone_host_is_adopted_too(engine):
     clock = Clock()
     rehomers = {name: Rehomer(engine, name, grace=5, clock=clock) for name in ("a", "b")}
     for name, rehomer in rehomers.items():
-        assert rehomer.step(MEMBERS, {}, 70) == []
+        assert rehomer.step(plan(MEMBERS, {}, name), 70) == []
     clock.now = 5
-    adopted = {name: rehomer.step(MEMBERS, {}, 70) for name, rehomer in rehomers.items()}
+    adopted = {name: rehomer.step(plan(MEMBERS, {}, name), 70)
+               for name, rehomer in rehomers.items()}
     assert sorted(adopted.values()) == [[], [INSTANCES[0]]]
     winner = next(name for name, got in adopted.items() if got)
     assert winner == adopters(MEMBERS, {INSTANCES[0]: "dead"})[INSTANCES[0]]
@@ -89,5 +98,5 @@ def test_a_stale_view_never_takes_an_instance_from_its_new_host(engine):
     clock = Clock()
     rehomer = Rehomer(engine, "a", grace=0, clock=clock)
     # a still believes the node is orphaned from "dead" (its view is a pass behind).
-    assert rehomer.step([Member("a")], {NODES[0]: "dead"}, 70) == []
+    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70) == []
     assert db_api.get_instance(engine, INSTANCES[0]).host == "b"

@@ -14,20 +14,20 @@ def test_document_counts_claims_per_member_and_lists_every_node():
               "n9": ClaimRecord("n9", "gone-host", 50, 3)}
     doc = snapshot("computed", members(), claims, ironic_nodes=["n1", "n2", "n3"])
     assert doc["members"] == [
-        {"host": "c1", "weight": 1, "draining": False, "epoch": 7, "nodes": 2},
-        {"host": "c2", "weight": 2, "draining": True, "epoch": 9, "nodes": 0}]
+        {"host": "c1", "weight": 1, "draining": False, "member_epoch": 7, "nodes": 2},
+        {"host": "c2", "weight": 2, "draining": True, "member_epoch": 9, "nodes": 0}]
     assert doc["nodes"] == [
-        {"uuid": "n1", "owner": "c1", "epoch": 100, "in_ironic": True},
-        {"uuid": "n2", "owner": "c1", "epoch": 101, "in_ironic": True},
-        {"uuid": "n3", "owner": None, "epoch": None, "in_ironic": True},
-        {"uuid": "n9", "owner": "gone-host", "epoch": 50, "in_ironic": False}]
+        {"uuid": "n1", "owner": "c1", "claim_epoch": 100, "in_ironic": True},
+        {"uuid": "n2", "owner": "c1", "claim_epoch": 101, "in_ironic": True},
+        {"uuid": "n3", "owner": None, "claim_epoch": None, "in_ironic": True},
+        {"uuid": "n9", "owner": "gone-host", "claim_epoch": 50, "in_ironic": False}]
     assert doc["summary"] == {"nodes": 4, "claimed": 3, "unclaimed": 1,
                               "claims_by_non_members": 1}
 
 
 def test_without_ironic_only_claimed_nodes_are_listed():
     doc = snapshot("computed", members(), {"n1": ClaimRecord("n1", "c2", 5, 9)}, None)
-    assert doc["nodes"] == [{"uuid": "n1", "owner": "c2", "epoch": 5, "in_ironic": None}]
+    assert doc["nodes"] == [{"uuid": "n1", "owner": "c2", "claim_epoch": 5, "in_ironic": None}]
 
 
 def test_text_form_names_members_and_owners():

@@ -2,10 +2,13 @@
 
 import unittest
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hashring import Member, Move, compute_ownership, moves, moves_between
+from hashring import (Member, Move, compute_ownership, member_ring, moves,
+                      moves_between)
+from hashring.ownership import adopters
 
 SMALL = 256  # partitions: these tests check rules, not balance
 SETTINGS = settings(max_examples=40, deadline=None, database=None,
@@ -156,7 +159,6 @@ def test_no_moves_without_change(world):
 
 
 def test_adopters_are_the_ring_owners_among_live_non_draining_members():
-    from hashring.ownership import adopters
     members = [Member("a"), Member("b"), Member("c", draining=True)]
     orphans = {f"node-{i}": "dead-host" for i in range(200)}
     chosen = adopters(members, orphans)
@@ -167,3 +169,32 @@ def test_adopters_are_the_ring_owners_among_live_non_draining_members():
     assert chosen == free.owners()
     assert adopters([Member("c", draining=True)], orphans) == {}
     assert adopters(members, {}) == {}
+
+
+@SETTINGS
+@given(worlds(), st.sampled_from([None, 1.05]))
+def test_a_ring_built_once_gives_the_same_answer(world, max_load):
+    live, nodes, instances = world
+    ring = member_ring(live, SMALL)
+    kept = compute_ownership(live, nodes, instances, max_load=max_load,
+                             ring=ring)
+    assert kept == compute_ownership(live, nodes, instances, SMALL, max_load)
+    orphans = compute_ownership(live, nodes, instances, SMALL).orphans
+    assert adopters(live, orphans, ring=ring) == adopters(live, orphans, SMALL)
+
+
+def test_member_ring_holds_the_live_non_draining_members_with_their_weights():
+    members = [Member("a", 2), Member("b"), Member("c", 3, draining=True)]
+    assert dict(member_ring(members, SMALL).nodes) == {"a": 2, "b": 1}
+    assert dict(member_ring([Member("c", draining=True)], SMALL).nodes) == {}
+
+
+def test_a_ring_of_other_members_is_refused():
+    members = [Member("a"), Member("b")]
+    for before in ([Member("a")], [Member("a"), Member("b", 2)],
+                   [Member("a"), Member("b", draining=True)]):
+        stale = member_ring(before, SMALL)
+        with pytest.raises(ValueError, match="build it with member_ring"):
+            compute_ownership(members, ["n1"], {}, ring=stale)
+        with pytest.raises(ValueError, match="build it with member_ring"):
+            adopters(members, {"n1": "gone"}, ring=stale)

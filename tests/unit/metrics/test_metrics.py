@@ -53,7 +53,7 @@ class Claims:
 
 
 class Membership:
-    epoch = 77
+    member_epoch = 77
 
     def __init__(self, members=(), error=None):
         self._members, self._error, self.reads = list(members), error, 0

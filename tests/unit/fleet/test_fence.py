@@ -1,16 +1,9 @@
-"""The fence: session states, generations and the lease (fake clock, no ZooKeeper)."""
+"""The fence: session states, terms and the lease (fake clock, no ZooKeeper)."""
 
 import pytest
 
 from computed.fleet.fence import LEASE_FRACTION, Fence, SessionState
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
+from tests.unit.fleet.fakes import Clock
 
 
 def connected_fence(timeout=3.0):
@@ -25,20 +18,20 @@ def test_a_new_fence_may_not_act_before_it_connects_and_renews():
     clock = Clock()
     fence = Fence(3.0, clock=clock)
     assert fence.state is SessionState.LOST
-    assert not fence.may_act(fence.generation)
+    assert not fence.may_act(fence.term)
     fence.connected()
-    assert not fence.may_act(fence.generation)  # connected, but no round trip yet
+    assert not fence.may_act(fence.term)  # connected, but no round trip yet
     assert fence.renew(lambda: None)
-    assert fence.may_act(fence.generation)
+    assert fence.may_act(fence.term)
 
 
 def test_lease_runs_out_without_a_round_trip_even_while_connected():
     # A process frozen past its session timeout wakes up "connected" but must not act.
     fence, clock = connected_fence(timeout=3.0)
     clock.now += 3.0 * LEASE_FRACTION - 0.01
-    assert fence.may_act(fence.generation)
+    assert fence.may_act(fence.term)
     clock.now += 0.02
-    assert not fence.may_act(fence.generation)
+    assert not fence.may_act(fence.term)
 
 
 def test_lease_counts_from_when_the_round_trip_was_sent():
@@ -61,31 +54,31 @@ def test_failed_round_trip_does_not_renew():
         raise OSError("connection refused")
 
     assert not fence.renew(fails)
-    assert not fence.may_act(fence.generation)
+    assert not fence.may_act(fence.term)
 
 
-def test_suspended_stops_acting_at_once_and_reconnect_keeps_the_generation():
+def test_suspended_stops_acting_at_once_and_reconnect_keeps_the_term():
     fence, _ = connected_fence()
-    generation = fence.generation
+    term = fence.term
     fence.suspended()
     assert fence.state is SessionState.SUSPENDED
-    assert not fence.may_act(generation)
+    assert not fence.may_act(term)
     fence.connected()
-    assert fence.generation == generation
-    assert not fence.may_act(generation)  # the lease must be renewed first
+    assert fence.term == term
+    assert not fence.may_act(term)  # the lease must be renewed first
     assert fence.renew(lambda: None)
-    assert fence.may_act(generation)
+    assert fence.may_act(term)
 
 
-def test_lost_session_kills_claims_of_the_old_generation():
+def test_lost_session_kills_claims_of_the_old_term():
     fence, _ = connected_fence()
-    old = fence.generation
+    old = fence.term
     fence.lost()
     fence.connected()
-    assert fence.generation == old + 1
+    assert fence.term == old + 1
     assert fence.renew(lambda: None)
     assert not fence.may_act(old)
-    assert fence.may_act(fence.generation)
+    assert fence.may_act(fence.term)
 
 
 def test_round_trip_across_a_session_loss_does_not_renew_the_new_session():

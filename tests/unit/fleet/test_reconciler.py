@@ -1,0 +1,254 @@
+"""The Fleet executor driven by in-memory claims and membership (tests/unit/fleet/fakes.py), a
+real fence on a fake clock and a real audit log: no ZooKeeper, no subprocess."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from computed.fleet.audit import AuditLog, read
+from computed.fleet.fence import Fence, SessionState
+from computed.fleet.reconciler import Fleet, FleetState
+from hashring.ownership import Member, compute_ownership
+from tests.unit.fleet.fakes import Clock, Ensemble, FakeClaims, FakeMembership
+
+NODES = [f"node-{i:03d}" for i in range(60)]
+SESSION = 10.0
+
+
+class Daemon:
+    """One daemon's Fleet and the stand-ins around it. The Fleet reads ``nodes`` and
+    ``instance_hosts`` on every pass, so a test changes them by assigning."""
+
+    def __init__(self, ensemble, host, tmp_path, nodes=NODES, instance_hosts=None,
+                 drain_timeout=5.0):
+        self.clock = Clock()
+        self.fence = Fence(SESSION, clock=self.clock)
+        self.fence.connected()
+        assert self.fence.renew(lambda: None)
+        self.membership = FakeMembership(ensemble, host)
+        self.claims = FakeClaims(ensemble, host)
+        self.audit_path = tmp_path / f"{host}.audit"
+        self.nodes = nodes
+        self.instance_hosts = dict(instance_hosts or {})
+        self.joined: list[int] = []
+        self.fleet = Fleet(self.membership, self.claims, self.fence, nodes=lambda: self.nodes,
+                           instance_hosts=lambda: self.instance_hosts,
+                           audit=AuditLog(str(self.audit_path), host), join_timeout=1.0,
+                           drain_timeout=drain_timeout, on_joined=self.joined.append, tick=0.01)
+
+    def held(self) -> set[str]:
+        return set(self.claims.held())
+
+    def records(self, event: str) -> list[dict]:
+        return [r for r in read(self.audit_path) if r["event"] == event]
+
+
+def settled_alone(tmp_path, **options):
+    """Daemon "a", alone in a new ensemble, after its join and first pass."""
+    ensemble = Ensemble()
+    a = Daemon(ensemble, "a", tmp_path, **options)
+    a.fleet.join()
+    a.fleet.reconcile()
+    return ensemble, a
+
+
+def rules(ensemble, nodes=NODES, instance_hosts=None):
+    members = [Member(name, weight, name in ensemble.draining)
+               for name, (weight, _) in ensemble.members.items()]
+    return compute_ownership(members, nodes, instance_hosts or {})
+
+
+def test_join_makes_a_member_with_a_new_member_epoch(tmp_path):
+    ensemble = Ensemble()
+    a = Daemon(ensemble, "a", tmp_path)
+    a.fleet.join()
+    assert a.fleet.state is FleetState.ACTIVE
+    assert ensemble.members["a"] == (1, a.membership.member_epoch)
+    assert a.joined == [a.membership.member_epoch]
+    (record,) = a.records("join")
+    assert (record["member_epoch"], record["term"]) == (a.membership.member_epoch, a.fence.term)
+
+
+def test_a_pass_takes_the_nodes_the_rules_give(tmp_path):
+    _, a = settled_alone(tmp_path)
+    assert a.held() == set(NODES)
+    assert {claim.term for claim in a.claims.held().values()} == {a.fence.term}
+    assert a.fleet.claimed == len(NODES) and a.fleet.plan.member
+
+
+def test_a_newcomer_gets_its_share_released_first_then_taken(tmp_path):
+    ensemble = Ensemble()
+    a, b = Daemon(ensemble, "a", tmp_path), Daemon(ensemble, "b", tmp_path)
+    a.fleet.join()
+    a.fleet.reconcile()
+    b.fleet.join()
+    b.fleet.reconcile()  # a still holds b's share: busy, nothing taken
+    assert b.held() == set() and ensemble.owners() == dict.fromkeys(NODES, "a")
+    a.claims.calls.clear()
+    a.fleet.reconcile()
+    expected = rules(ensemble)
+    assert a.claims.calls == [("release", sorted(expected.managed["b"]))]
+    assert a.held() == expected.managed["a"] and a.fleet.released == len(expected.managed["b"])
+    b.fleet.reconcile()
+    assert ensemble.owners() == expected.owners()
+
+
+def test_release_comes_before_take_in_a_pass(tmp_path):
+    ensemble = Ensemble()
+    a, b, c = (Daemon(ensemble, host, tmp_path) for host in ("a", "b", "c"))
+    for d in (a, b):
+        d.fleet.join()
+    for d in (a, b, a, b):
+        d.fleet.reconcile()
+    assert ensemble.owners() == rules(ensemble).owners()
+    # b dies and c joins at once: a hands some nodes to c and takes some of b's.
+    ensemble.expire("b")
+    c.fleet.join()
+    a.claims.calls.clear()
+    a.fleet.reconcile()
+    assert [call for call, _ in a.claims.calls] == ["release", "acquire"]
+    assert a.held() == rules(ensemble).managed["a"]
+
+
+def test_no_node_list_yet_claims_and_releases_nothing(tmp_path):
+    _, a = settled_alone(tmp_path, nodes=None)
+    assert a.claims.calls == [] and a.fleet.plan is None
+
+
+def test_suspended_acts_on_nothing(tmp_path):
+    ensemble, a = settled_alone(tmp_path)
+    a.fence.suspended()
+    a.fleet.session_changed(SessionState.SUSPENDED)
+    a.claims.calls.clear()
+    ensemble.members["b"] = (1, ensemble.next_zxid())  # even a membership change waits
+    a.fleet.reconcile()
+    assert a.fleet.state is FleetState.SUSPENDED
+    assert a.claims.calls == [] and a.held() == set(NODES)
+    done = []
+    assert not a.fleet.act(NODES[0], "sync", done.append)
+    assert done == [] and a.records("act") == []
+    (record,) = a.records("suspended")
+    assert record["term"] == a.fence.term
+
+
+def test_lost_forgets_every_claim_then_rejoins_with_a_new_member_epoch(tmp_path):
+    ensemble, a = settled_alone(tmp_path)
+    old_member_epoch, old_term = a.membership.member_epoch, a.fence.term
+    old_claim = a.claims.get(NODES[0])
+    a.fence.lost()
+    ensemble.expire("a")
+    a.fleet.reconcile()
+    assert a.fleet.state is FleetState.LOST and a.held() == set()
+    assert not a.fleet.act(NODES[0], "sync")
+    a.fence.connected()  # a new session
+    assert a.fence.renew(lambda: None)
+    a.fleet.reconcile()
+    assert a.fleet.state is FleetState.ACTIVE
+    assert a.membership.member_epoch > old_member_epoch
+    assert a.joined == [old_member_epoch, a.membership.member_epoch]
+    assert a.held() == set(NODES)
+    claim = a.claims.get(NODES[0])
+    assert claim.term == old_term + 1 and claim.epoch > old_claim.epoch
+    assert not a.fence.may_act(old_claim.term)
+
+
+def test_a_session_lost_and_regained_between_two_passes_rejoins_too(tmp_path):
+    ensemble, a = settled_alone(tmp_path)
+    old_member_epoch = a.membership.member_epoch
+    a.fence.lost()
+    ensemble.expire("a")
+    a.fence.connected()
+    a.fleet.reconcile()  # never saw LOST: the new term says the claims are dead
+    assert a.membership.member_epoch > old_member_epoch
+    assert {claim.term for claim in a.claims.held().values()} == {a.fence.term}
+    assert a.held() == set(NODES)
+
+
+def test_a_daemon_that_is_no_member_releases_everything_and_joins_again(tmp_path):
+    ensemble, a = settled_alone(tmp_path)
+    del ensemble.members["a"]  # its membership znode deleted by hand
+    a.claims.calls.clear()
+    a.fleet.reconcile()
+    assert a.claims.calls == [("release", NODES)]
+    assert "a" in ensemble.members and len(a.joined) == 2
+    a.fleet.reconcile()
+    assert a.held() == set(NODES)
+
+
+def test_draining_releases_free_nodes_and_keeps_instance_nodes_until_it_leaves(tmp_path):
+    ensemble = Ensemble()
+    hosts = {NODES[0]: "a"}
+    a = Daemon(ensemble, "a", tmp_path, instance_hosts=hosts, drain_timeout=0.05)
+    b = Daemon(ensemble, "b", tmp_path, instance_hosts=hosts)
+    for d in (a, b):
+        d.fleet.join()
+    for d in (a, b, a):
+        d.fleet.reconcile()
+    assert NODES[0] in a.held() and len(a.held()) > 1
+    a.claims.calls.clear()
+    a.fleet.drain_and_leave()
+    assert NODES[0] not in a.claims.calls[0][1]  # first the free nodes
+    assert a.claims.calls[-1] == ("release", [NODES[0]])  # the instance's node at the leave
+    assert all(call == "release" for call, _ in a.claims.calls)
+    assert a.fleet.state is FleetState.STOPPED and a.held() == set()
+    assert "a" not in ensemble.members
+    assert a.records("leave")[0]["member_epoch"] == a.membership.member_epoch
+
+
+def test_reconcile_draining_keeps_only_what_a_draining_member_keeps(tmp_path):
+    hosts = {NODES[0]: "a"}
+    _, a = settled_alone(tmp_path, instance_hosts=hosts)
+    a.membership.set_draining("stopping", persistent=False)
+    a.fleet.reconcile_draining()
+    assert a.held() == {NODES[0]}
+    assert a.fleet.plan.take == frozenset()  # even with nobody to take the free nodes
+
+
+def test_act_runs_only_on_a_held_claim_while_the_fence_is_open(tmp_path):
+    _, a = settled_alone(tmp_path)
+    done = []
+    assert a.fleet.act(NODES[0], "sync", done.append, gone=False)
+    assert done == [a.claims.get(NODES[0])]
+    (record,) = a.records("act")
+    assert (record["node"], record["claim_epoch"], record["action"], record["gone"]) == \
+        (NODES[0], a.claims.get(NODES[0]).epoch, "sync", False)
+    a.clock.now += SESSION  # no round trip for a whole session timeout: the lease ran out
+    assert not a.fleet.act(NODES[0], "sync", done.append)
+    assert a.fleet.claim_for(NODES[0]) is None
+    assert a.fence.renew(lambda: None)
+    assert a.fleet.act(NODES[0], "sync", done.append)
+    assert not a.fleet.act("not-ours", "sync", done.append)
+    assert len(done) == 2
+
+
+def test_the_ring_is_built_once_per_membership(tmp_path):
+    ensemble, a = settled_alone(tmp_path)
+    ring = a.fleet.plan.ring
+    a.fleet.reconcile()
+    a.nodes = NODES[:10]  # the node list changes, the members do not
+    a.fleet.reconcile()
+    assert a.fleet.plan.ring is ring
+    ensemble.members["b"] = (1, ensemble.next_zxid())
+    a.fleet.reconcile()
+    assert a.fleet.plan.ring is not ring
+    assert dict(a.fleet.plan.ring.nodes) == {"a": 1, "b": 1}
+
+
+def test_run_joins_follows_events_then_drains_and_leaves(tmp_path):
+    ensemble = Ensemble()
+    a = Daemon(ensemble, "a", tmp_path, drain_timeout=1.0)
+    thread = threading.Thread(target=a.fleet.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while a.held() != set(NODES):
+            assert time.monotonic() < deadline, a.fleet.state
+            time.sleep(0.01)
+        assert a.membership.watching
+    finally:
+        a.fleet.request_stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert a.fleet.state is FleetState.STOPPED
+    assert a.held() == set() and ensemble.claims == {} and "a" not in ensemble.members
