@@ -34,8 +34,8 @@ from computed.instances.lifecycle import Owner
 from computed.instances.worker import InstanceWorker
 from computed.db import api as db_api
 from computed.baremetal.events import listener
-from computed.providers.report import Outbox
-from computed.daemon.service import ComputeService, rpc_sender, session_timeout
+from computed.providers.outbox import Outbox, RpcSender
+from computed.daemon.service import ComputeService, session_timeout
 
 PROG = 'computed'
 EXIT_BACKEND = 1
@@ -89,9 +89,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     client = rpc.get_client(transport, conf.reporter.topic,
                             timeout=conf.reporter.call_timeout)
 
-    def outbox(may_send):
-        return Outbox(host, rpc_sender(client), batch_size=conf.reporter.batch_size,
-                      may_send=may_send)
+    def outbox(gate):
+        return Outbox(host, RpcSender(client), gate, batch_size=conf.reporter.batch_size)
 
     def events(on_node):
         notifications = oslo_messaging.get_notification_transport(conf)

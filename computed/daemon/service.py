@@ -12,7 +12,7 @@ Owns the daemon's threads and their lifetimes:
   (:mod:`computed.baremetal.events`), and syncs every claimed node whose snapshot or claim changed since it
   was last synced, through :meth:`Fleet.act` (so only while the claim is provably ours). Syncing a
   node offers its provider state to the outbox. It also re-homes orphaned instances when due;
-* the **report** thread: sends the outbox to the reporters (:class:`computed.providers.report.Outbox`).
+* the **report** thread: sends the outbox to the reporters (:class:`computed.providers.outbox.Outbox`).
 
 What the fleet manages is every node Ironic lists plus every provider computed reported whose node
 Ironic no longer lists: the owner of such a uuid reports it gone, and the reporter deletes the
@@ -43,7 +43,7 @@ from computed.fleet.membership import Membership, MembershipError, fleet_root, k
 from computed.baremetal.catalog import NodeCatalog
 from computed.providers.state import provider_from_node
 from computed.fleet.rehome import Rehomer, readopt_own
-from computed.providers.report import Outbox
+from computed.providers.outbox import Outbox, Verdict
 
 LOG = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class ComputeService:
                  session_timeout: float, weight: int = 1, node_refresh_interval: float = 30.0,
                  audit_path: str | None = None, join_timeout: float = 30.0,
                  drain_timeout: float = 60.0,
-                 outbox: Callable[[Callable[[str, int], bool]], Outbox] | None = None,
+                 outbox: Callable[[Any], Outbox] | None = None,
                  engine: Any | None = None, rehome_grace: float = 120.0,
                  events: Callable[[Callable[[str, str], None]], Any] | None = None):
         self._coordinator = coordinator
@@ -85,7 +85,7 @@ class ComputeService:
         self.rehomer = (Rehomer(engine, self.membership.host, rehome_grace)
                         if engine is not None else None)
         self.catalog = NodeCatalog(driver)
-        self.outbox = outbox(self.may_report) if outbox is not None else None
+        self.outbox = outbox(self) if outbox is not None else None
         self._listener = events(self.node_hint) if events is not None else None
         self._providers: frozenset[str] = frozenset()
         self._sticky: Mapping[str, str] = {}
@@ -251,7 +251,7 @@ class ComputeService:
                     LOG.warning("node %s has no resource class: not reported to Placement",
                                 uuid)
                 return
-            self.outbox.offer(uuid, claim.epoch, state.to_dict())
+            self.outbox.offer(uuid, claim.epoch, state)
         return report
 
     def _listing_loop(self) -> None:
@@ -286,13 +286,13 @@ class ComputeService:
 
     # --- lifetime ----------------------------------------------------------------------
 
-    def may_report(self, uuid: str, epoch: int) -> bool | None:
-        """True: send; None: hold (the claim is ours but the fence is closed for now);
-        False: drop (no longer our claim with that epoch)."""
+    def verdict(self, uuid: str, claim_epoch: int) -> Verdict:
+        """The outbox's gate: send; hold (the claim is ours but the fence is closed for now);
+        drop (no longer our claim with that claim epoch)."""
         claim = self.fleet.claims.get(uuid)
-        if claim is None or claim.epoch != epoch:
-            return False
-        return True if self.fence.may_act(claim.generation) else None
+        if claim is None or claim.epoch != claim_epoch:
+            return Verdict.DROP
+        return Verdict.SEND if self.fence.may_act(claim.generation) else Verdict.HOLD
 
     def start(self) -> None:
         self._coordinator.start(start_heart=True)
@@ -355,17 +355,3 @@ class ComputeService:
             self.audit.close()
             self._driver.close()
 
-
-def rpc_sender(client: Any) -> Callable[[list], Mapping[tuple[str, int], str]]:
-    """Send a batch of reports with an RPC call; map the answers by (uuid, seq)."""
-    def send(batch: list) -> Mapping[tuple[str, int], str]:
-        answers = client.call({}, "apply_reports", reports=[r.to_dict() for r in batch])
-        outcomes = {}
-        for answer in answers or ():
-            try:
-                uuid, seq, outcome = answer
-                outcomes[(str(uuid), int(seq))] = str(outcome)
-            except (TypeError, ValueError):
-                LOG.warning("ignoring a malformed answer from a reporter: %r", answer)
-        return outcomes
-    return send

@@ -19,7 +19,8 @@ from computed.fleet.fence import Fence
 from computed.fleet.reconciler import FleetState
 from computed.fleet.membership import MemberInfo
 from computed.baremetal.catalog import NodeCatalog
-from computed.providers.report import Outbox
+from computed.providers.outbox import Outbox
+from tests.unit.report.fakes import Gate, Reporter
 
 
 class Clock:
@@ -78,8 +79,8 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
                                   claimed=4, released=1)
     box = None
     if outbox:
-        box = Outbox("h", lambda batch: {})
-        box.offer("a", 1, {"uuid": "a"})
+        box = Outbox("h", Reporter(None), Gate(), batch_size=100)
+        box.offer("a", 1, None)
         box.sent, box.failures = 12, 2
     return types.SimpleNamespace(
         stopped=False, fence=fence, fleet=fleet, catalog=catalog, outbox=box,

@@ -4,35 +4,18 @@ import threading
 
 import pytest
 
-from computed.providers.report import MalformedReport, Outbox, Report
-
-U1 = "11111111-1111-1111-1111-111111111111"
-U2 = "22222222-2222-2222-2222-222222222222"
-
-
-def state(uuid=U1, reserved=0):
-    return {"uuid": uuid, "name": uuid, "resource_class": "CUSTOM_GOLD", "reserved": reserved,
-            "traits": []}
+from computed.providers.outbox import Outbox, Verdict
+from computed.providers.report import Outcome
+from tests.unit.report.fakes import U1, U2, Gate, Reporter, state
 
 
-class Reporter:
-    """Answers every report with a fixed outcome (or raises), recording what it got."""
-
-    def __init__(self, outcome="applied"):
-        self.outcome = outcome
-        self.batches = []
-        self.fail = False
-
-    def __call__(self, batch):
-        self.batches.append(batch)
-        if self.fail:
-            raise TimeoutError("no reporter answered")
-        return {(r.uuid, r.seq): self.outcome for r in batch}
+def make_outbox(reporter, gate=None, batch_size=100, **kwargs):
+    return Outbox("c1", reporter, gate or Gate(), batch_size=batch_size, **kwargs)
 
 
 def test_unchanged_state_is_sent_once_then_never_again():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     assert outbox.offer(U1, 7, state())
     assert not outbox.offer(U1, 7, state())  # already queued
     assert outbox.send_batch() == 1
@@ -44,7 +27,7 @@ def test_unchanged_state_is_sent_once_then_never_again():
 def test_a_failed_call_keeps_the_reports_for_the_next_attempt():
     reporter = Reporter()
     reporter.fail = True
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     outbox.offer(U1, 7, state())
     with pytest.raises(TimeoutError):
         outbox.send_batch()
@@ -56,7 +39,7 @@ def test_a_failed_call_keeps_the_reports_for_the_next_attempt():
 
 def test_a_newer_state_replaces_an_unsent_one_with_a_larger_seq():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     outbox.offer(U1, 7, state(reserved=0))
     outbox.offer(U1, 7, state(reserved=1))
     outbox.send_batch()
@@ -68,14 +51,14 @@ def test_a_newer_state_replaces_an_unsent_one_with_a_larger_seq():
 
 
 def test_fenced_reports_are_dropped_not_confirmed():
-    outbox = Outbox("c1", Reporter("fenced"))
+    outbox = make_outbox(Reporter(Outcome.FENCED))
     outbox.offer(U1, 7, state())
     outbox.send_batch()
     assert outbox.pending() == 0 and outbox.confirmed(U1) is None
 
 
 def test_a_missing_answer_counts_as_failed():
-    outbox = Outbox("c1", lambda batch: {})
+    outbox = make_outbox(Reporter(None))
     outbox.offer(U1, 7, state())
     outbox.send_batch()
     assert outbox.pending() == 1
@@ -83,7 +66,7 @@ def test_a_missing_answer_counts_as_failed():
 
 def test_reports_whose_claim_is_gone_are_not_sent():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter, may_send=lambda uuid, epoch: uuid == U2)
+    outbox = make_outbox(reporter, Gate(Verdict.DROP, {U2: Verdict.SEND}))
     outbox.offer(U1, 7, state(U1))
     outbox.offer(U2, 8, state(U2))
     assert outbox.send_batch() == 1
@@ -93,7 +76,7 @@ def test_reports_whose_claim_is_gone_are_not_sent():
 
 def test_batches_are_bounded_and_forget_drops_everything_about_a_node():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter, batch_size=1)
+    outbox = make_outbox(reporter, batch_size=1)
     outbox.offer(U1, 7, state(U1))
     outbox.offer(U2, 7, state(U2))
     assert outbox.send_batch() == 1
@@ -103,7 +86,7 @@ def test_batches_are_bounded_and_forget_drops_everything_about_a_node():
 
 def test_a_new_epoch_is_reported_again_even_with_the_same_state():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     outbox.offer(U1, 7, state())
     outbox.send_batch()
     assert outbox.offer(U1, 9, state())  # a new claim: its owner reports under its own epoch
@@ -112,7 +95,7 @@ def test_a_new_epoch_is_reported_again_even_with_the_same_state():
 def test_run_retries_with_backoff_until_it_gets_through():
     reporter = Reporter()
     reporter.fail = True
-    outbox = Outbox("c1", reporter, max_backoff=0.05)
+    outbox = make_outbox(reporter, max_backoff=0.05)
     outbox.offer(U1, 7, state())
     stop = threading.Event()
     thread = threading.Thread(target=outbox.run, args=(stop,))
@@ -129,36 +112,16 @@ def test_run_retries_with_backoff_until_it_gets_through():
     assert outbox.confirmed(U1) == (7, state())
 
 
-@pytest.mark.parametrize("bad, field", [
-    ("nope", "expected an object"),
-    ({"uuid": "x", "epoch": 1, "seq": 1, "host": "h", "state": None}, "'uuid'"),
-    ({"uuid": U1, "epoch": -1, "seq": 1, "host": "h", "state": None}, "'epoch'"),
-    ({"uuid": U1, "epoch": 1, "seq": True, "host": "h", "state": None}, "'seq'"),
-    ({"uuid": U1, "epoch": 1, "seq": 1, "host": "", "state": None}, "'host'"),
-    ({"uuid": U1, "epoch": 1, "seq": 1, "host": "h", "state": []}, "'state'"),
-    ({"uuid": U1, "epoch": 1, "seq": 1, "host": "h", "state": state(U2)}, "describes"),
-])
-def test_malformed_reports_name_the_field(bad, field):
-    with pytest.raises(MalformedReport, match=field):
-        Report.from_dict(bad)
-
-
-def test_report_round_trip():
-    report = Report(U1, 7, 3, "c1", state())
-    assert Report.from_dict(report.to_dict()) == report
-
-
 def test_a_state_equal_to_the_confirmed_one_is_still_sent_while_another_is_in_flight():
     # available -> deploying -> available within one call: when the call returns, Placement
     # holds the in-flight state, so the offer that looked "already confirmed" must go out.
-    outbox = None
+    class ChangesBack(Reporter):
+        def send(self, batch):
+            if batch[0].state["reserved"] == 1:
+                outbox.offer(U1, 7, state(reserved=0))  # changed back while B was on the wire
+            return super().send(batch)
 
-    def reporter(batch):
-        if batch[0].state["reserved"] == 1:
-            outbox.offer(U1, 7, state(reserved=0))  # changed back while B was on the wire
-        return {(r.uuid, r.seq): "applied" for r in batch}
-
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(ChangesBack())
     outbox.offer(U1, 7, state(reserved=0))
     outbox.send_batch()
     outbox.offer(U1, 7, state(reserved=1))
@@ -171,17 +134,17 @@ def test_a_state_equal_to_the_confirmed_one_is_still_sent_while_another_is_in_fl
 
 def test_reports_are_held_while_the_fence_is_closed_and_sent_after():
     reporter = Reporter()
-    verdict = {"value": None}  # claim ours, fence closed (ZooKeeper reconnecting)
-    outbox = Outbox("c1", reporter, may_send=lambda uuid, epoch: verdict["value"])
+    gate = Gate(Verdict.HOLD)  # claim ours, fence closed (ZooKeeper reconnecting)
+    outbox = make_outbox(reporter, gate)
     outbox.offer(U1, 7, state())
     assert outbox.send_batch() == 0 and outbox.pending() == 1 and reporter.batches == []
-    verdict["value"] = True
+    gate.value = Verdict.SEND
     assert outbox.send_batch() == 1 and outbox.confirmed(U1) == (7, state())
 
 
 def test_run_backs_off_when_the_reporter_can_apply_nothing():
-    reporter = Reporter("failed")
-    outbox = Outbox("c1", reporter, max_backoff=0.2)
+    reporter = Reporter(Outcome.FAILED)
+    outbox = make_outbox(reporter, max_backoff=0.2)
     outbox.offer(U1, 7, state())
     stop = threading.Event()
     thread = threading.Thread(target=outbox.run, args=(stop,))
