@@ -13,7 +13,8 @@ Owns the rules that make reporting lossless and quiet:
   version) stays queued and is sent again with backoff; a newer state for the same provider
   replaces an unsent older one (only the latest matters). A report answered ``failed``, or not
   answered at all, stays queued too; the other outcomes settle it (see
-  :class:`computed.providers.report.Outcome`).
+  :class:`computed.providers.report.Outcome`). Until it settles, the provider's confirmed state
+  is unknown (the report may have reached Placement), so any offer for it is sent.
 
 :class:`RpcSender` is the only place outcomes are strings: it sends a batch with an
 ``apply_reports`` call at :data:`computed.providers.report.API_VERSION` and turns the answers into
@@ -161,7 +162,9 @@ class Outbox:
             outcomes = self._sender.send([self._report(uuid, entry) for uuid, entry in queued])
         except BaseException:
             with self._lock:
-                self._inflight.difference_update(uuid for uuid, _ in queued)
+                for uuid, _ in queued:
+                    self._inflight.discard(uuid)
+                    self._unconfirm(uuid)
             raise
         self._settle(queued, outcomes)
         self.sent += len(queued)
@@ -187,6 +190,7 @@ class Outbox:
                 outcome = outcomes.get((uuid, entry.seq), Outcome.FAILED)
                 if outcome not in SETTLED:
                     failed += 1
+                    self._unconfirm(uuid)
                     continue  # stays queued for the next attempt
                 if outcome in CONFIRMED:
                     self._confirmed[uuid] = (entry.claim_epoch, entry.state)
@@ -195,6 +199,13 @@ class Outbox:
                 if self._pending.get(uuid) is entry:  # a newer offer stays queued
                     del self._pending[uuid]
         self.last_failed = failed
+
+    def _unconfirm(self, uuid: str) -> None:
+        # A report whose call failed, or that failed on the reporter's side, may still have
+        # reached Placement (a timeout after the write, a write that failed half way): what
+        # Placement holds is unknown until a report settles, so no offer may be skipped as
+        # "already confirmed" meanwhile. Called with the lock held.
+        self._confirmed.pop(uuid, None)
 
     def run(self, stop: threading.Event) -> None:
         """Send until ``stop``: batches back to back while there is work, backoff on failure."""

@@ -37,6 +37,31 @@ def test_a_failed_call_keeps_the_reports_for_the_next_attempt():
     assert outbox.pending() == 0 and outbox.confirmed(U1) == (7, state())
 
 
+@pytest.mark.parametrize("failure", ["call", "outcome"])
+def test_after_a_failure_the_confirmed_state_is_unknown(failure):
+    # B's call timed out (or B failed half way on the reporter): Placement may hold B. A change
+    # back to the confirmed A must still be sent, or Placement could keep B for good.
+    reporter = Reporter()
+    outbox = make_outbox(reporter)
+    outbox.offer(U1, 7, state(reserved=0))
+    outbox.send_batch()
+    outbox.offer(U1, 7, state(reserved=1))
+    if failure == "call":
+        reporter.fail = True
+        with pytest.raises(TimeoutError):
+            outbox.send_batch()
+        reporter.fail = False
+    else:
+        reporter.outcome = Outcome.FAILED
+        outbox.send_batch()
+        reporter.outcome = Outcome.APPLIED
+    assert outbox.confirmed(U1) is None
+    assert outbox.offer(U1, 7, state(reserved=0))
+    assert outbox.send_batch() == 1
+    assert reporter.batches[-1][0].state["reserved"] == 0
+    assert outbox.confirmed(U1) == (7, state(reserved=0))
+
+
 def test_a_newer_state_replaces_an_unsent_one_with_a_larger_seq():
     reporter = Reporter()
     outbox = make_outbox(reporter)
