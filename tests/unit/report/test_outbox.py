@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from computed.providers.outbox import Outbox, Verdict
-from computed.providers.report import Outcome
+from computed.providers.outbox import Outbox, RpcSender, Verdict
+from computed.providers.report import API_VERSION, Outcome, Report
 from tests.unit.report.fakes import U1, U2, Gate, Reporter, state
 
 
@@ -179,3 +179,91 @@ def test_run_backs_off_when_the_reporter_can_apply_nothing():
     thread.join(5)
     # Without backoff this loop would have sent hundreds of calls in a second.
     assert 2 <= len(reporter.batches) <= 10 and outbox.pending() == 1
+
+
+@pytest.mark.parametrize("outcome", [Outcome.APPLIED, Outcome.STALE, Outcome.KEPT])
+def test_outcomes_that_leave_placement_as_reported_confirm_the_state(outcome):
+    outbox = make_outbox(Reporter(outcome))
+    outbox.offer(U1, 7, None)
+    outbox.send_batch()
+    assert outbox.pending() == 0 and outbox.confirmed(U1) == (7, None)
+    assert not outbox.offer(U1, 7, None)
+
+
+def test_an_invalid_report_is_dropped_logged_and_not_confirmed(caplog):
+    outbox = make_outbox(Reporter(Outcome.INVALID))
+    outbox.offer(U1, 7, state())
+    assert outbox.send_batch() == 1
+    assert outbox.pending() == 0 and outbox.confirmed(U1) is None
+    assert f"reporter refused report {U1} as invalid" in caplog.text
+
+
+def test_a_gone_node_is_reported_with_a_null_state_under_its_claim_epoch():
+    reporter = Reporter()
+    outbox = make_outbox(reporter)
+    outbox.offer(U1, 7, None)
+    outbox.send_batch()
+    (report,) = reporter.batches[0]
+    assert (report.uuid, report.claim_epoch, report.host, report.state) == (U1, 7, "c1", None)
+
+
+def test_a_dropped_report_does_not_take_a_newer_offer_with_it():
+    outbox = None
+
+    class Racing(Gate):
+        def verdict(self, uuid, claim_epoch):
+            if claim_epoch == 7:  # the claim changed while the old report waited
+                outbox.offer(U1, 9, state())
+                return Verdict.DROP
+            return Verdict.SEND
+
+    reporter = Reporter()
+    outbox = make_outbox(reporter, Racing())
+    outbox.offer(U1, 7, state())
+    assert outbox.send_batch() == 0 and outbox.pending() == 1
+    assert outbox.send_batch() == 1 and reporter.batches[0][0].claim_epoch == 9
+
+
+def test_held_reports_are_asked_about_again_at_every_batch():
+    gate = Gate(Verdict.HOLD)
+    outbox = make_outbox(Reporter(), gate)
+    outbox.offer(U1, 7, state())
+    outbox.send_batch()
+    outbox.send_batch()
+    assert gate.asked == [(U1, 7), (U1, 7)] and outbox.pending() == 1
+
+
+class Client:
+    """An oslo.messaging RPC client that answers ``apply_reports`` with ``answers``."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.versions = []
+        self.calls = []
+
+    def prepare(self, version):
+        self.versions.append(version)
+        return self
+
+    def call(self, ctxt, method, **kwargs):
+        self.calls.append((method, kwargs))
+        return self.answers
+
+
+def test_rpc_sender_turns_answers_into_outcomes_at_the_edge(caplog):
+    client = Client([[U1, 3, "applied"], [U2, "4", "fenced"], ["bad"], [U1, 5, "exploded"],
+                     None])
+    sender = RpcSender(client)
+    report = Report(U1, 7, 3, "c1", None)
+    assert sender.send([report]) == {(U1, 3): Outcome.APPLIED, (U2, 4): Outcome.FENCED}
+    assert all(isinstance(o, Outcome) for o in sender.send([report]).values())
+    assert client.versions == [API_VERSION]
+    assert client.calls[0] == ("apply_reports", {"reports": [report.to_dict()]})
+    assert caplog.text.count("ignoring a malformed answer from a reporter") == 6
+
+
+def test_an_answer_the_outbox_cannot_read_leaves_the_report_queued():
+    outbox = make_outbox(RpcSender(Client([[U1, "x", "applied"]])))
+    outbox.offer(U1, 7, state())
+    outbox.send_batch()
+    assert outbox.pending() == 1 and outbox.last_failed == 1
