@@ -20,15 +20,8 @@ from computed.fleet.reconciler import FleetState
 from computed.fleet.membership import MemberInfo
 from computed.baremetal.catalog import NodeCatalog
 from computed.providers.outbox import Outbox
+from tests.unit.daemon.fakes import Clock
 from tests.unit.report.fakes import Gate, Reporter
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Driver(BaremetalDriver):
