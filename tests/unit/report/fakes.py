@@ -1,4 +1,4 @@
-"""In-memory stand-ins for what an outbox talks to: the reporters (a Sender) and the claims (a Gate)."""
+"""Stand-ins for what an outbox talks to: the reporters (a Sender) and the claims (a Gate)."""
 
 from __future__ import annotations
 
