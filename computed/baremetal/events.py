@@ -6,9 +6,10 @@ split one node's events across daemons.
 
 An event is a hint, never the truth: payloads can be snapshots taken before the change finished,
 some transitions emit no ``.end``, ``updated_at`` has one-second resolution. So the listener only
-extracts the node's uuid and hands it to ``on_node``; the daemon re-reads that node through the
-API and reports what it reads. A missed event (a broker restart loses a non-durable queue) is
-covered by the periodic full listing.
+extracts the node's uuid and calls ``hints.hint(uuid, event_type)`` (the daemon's
+:class:`computed.daemon.sync.NodeSync`), which re-reads that node through the API and reports
+what it reads. A missed event (a broker restart loses a non-durable queue) is covered by the
+periodic full listing.
 
 A malformed notification is logged and dropped (acknowledged), so it is never redelivered forever.
 """
@@ -16,7 +17,7 @@ A malformed notification is logged and dropped (acknowledged), so it is never re
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Protocol
 
 LOG = logging.getLogger(__name__)
 
@@ -36,11 +37,17 @@ def node_uuid(event_type: str, payload: Any) -> str | None:
     return uuid if isinstance(uuid, str) and uuid else None
 
 
+class NodeHints(Protocol):
+    def hint(self, uuid: str, event_type: str) -> None:
+        """Node ``uuid`` may have changed (``event_type`` says how); called from the listener's
+        thread, so it must not block."""
+
+
 class NotificationEndpoint:
     """oslo.messaging notification endpoint: every priority goes to the same handler."""
 
-    def __init__(self, on_node: Callable[[str, str], None]):
-        self._on_node = on_node
+    def __init__(self, hints: NodeHints):
+        self._hints = hints
 
     def _handle(self, ctxt: Any, publisher_id: str, event_type: str, payload: Any,
                 metadata: Any) -> None:
@@ -50,16 +57,16 @@ class NotificationEndpoint:
             LOG.exception("dropping unreadable notification %s", event_type)
             return None
         if uuid is not None:
-            self._on_node(uuid, event_type)
+            self._hints.hint(uuid, event_type)
         return None
 
     info = audit = warn = error = critical = debug = sample = _handle
 
 
-def listener(transport: Any, topic: str, exchange: str, pool: str,
-             on_node: Callable[[str, str], None]) -> Any:
-    """A started-later notification listener on ``topic`` in ``exchange`` for pool ``pool``."""
+def listener(transport: Any, topic: str, exchange: str, pool: str, hints: NodeHints) -> Any:
+    """A notification listener on ``topic`` in ``exchange`` for pool ``pool``, not started yet
+    (its owner starts and stops it)."""
     import oslo_messaging
     target = oslo_messaging.Target(topic=topic, exchange=exchange)
     return oslo_messaging.get_notification_listener(
-        transport, [target], [NotificationEndpoint(on_node)], executor="threading", pool=pool)
+        transport, [target], [NotificationEndpoint(hints)], executor="threading", pool=pool)

@@ -2,9 +2,15 @@
 
 Loads and validates the configuration, then runs :class:`computed.daemon.service.ComputeService`:
 joins the fleet's tooz group on ZooKeeper as member ``host`` (normalised to lower case), claims
-its share of the Ironic nodes on the hash ring with fencing (see :mod:`computed.fleet.reconciler`), listens
-to Ironic's notifications, and reports its nodes' providers to the reporters over RPC. On SIGTERM
-or SIGINT it drains: its free nodes go to its peers before it leaves.
+its share of the Ironic nodes on the hash ring with fencing (see
+:mod:`computed.fleet.reconciler`), listens to Ironic's notifications, and reports its nodes'
+providers to the reporters over RPC. On SIGTERM or SIGINT it drains: its free nodes go to its
+peers before it leaves.
+
+This module is the daemon's one composition root: :func:`_service` builds every part (driver,
+database engine, RPC transport, fleet, outbox, node sync, notification listener, instance worker
+and its RPC server) from the configuration, in the order they depend on each other, and hands them
+to the service as plain constructor arguments. Defaults come from ``computed.conf`` only.
 
 Exit status: 0 after a clean stop, 1 when the coordination backend or Ironic cannot be used, 2 for
 bad configuration.
@@ -24,23 +30,36 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from tooz import coordination
 
+from computed.baremetal import events
+from computed.baremetal.catalog import NodeCatalog
 from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
+from computed.daemon.hosting import Hosting
+from computed.daemon.nodes import FleetNodes
+from computed.daemon.service import ComputeService
+from computed.daemon.sync import NodeSync, ReportGate
+from computed.db import api as db_api
+from computed.fleet.audit import AuditLog
+from computed.fleet.fence import Fence
+from computed.fleet.claims import ClaimTable
+from computed.fleet.membership import Membership, fleet_root
+from computed.fleet.reconciler import Fleet
+from computed.fleet.rehome import Rehomer
+from computed.fleet.zookeeper import kazoo_client
 from computed.instances import rpcapi
-from computed.runtime import keystone, metrics, rpc, systemd
 from computed.instances.lifecycle import Owner
 from computed.instances.worker import InstanceWorker
-from computed.db import api as db_api
-from computed.baremetal.events import listener
-from computed.providers.report import Outbox
-from computed.daemon.service import ComputeService, rpc_sender, session_timeout
+from computed.providers.outbox import Outbox, RpcSender
+from computed.runtime import keystone, metrics, rpc, systemd
 
 PROG = 'computed'
 EXIT_BACKEND = 1
 LOG = logging.getLogger(__name__)
 
+# tooz's ZooKeeper driver uses a 10 s session when the URL names no timeout.
+DEFAULT_SESSION_TIMEOUT = 10.0
 # How often the main loop looks at the stop flag and retries a join; short
 # enough that SIGTERM feels immediate.
 _TICK = 0.2
@@ -73,7 +92,14 @@ def _reason(exc: Exception) -> str:
     return str(exc) or repr(exc.__cause__ or exc)
 
 
+def session_timeout(backend_url: str) -> float:
+    """The ZooKeeper session timeout a tooz URL asks for (``?timeout=N``)."""
+    values = parse.parse_qs(parse.urlsplit(backend_url).query).get('timeout')
+    return float(values[-1]) if values else DEFAULT_SESSION_TIMEOUT
+
+
 def _service(conf: cfg.ConfigOpts) -> ComputeService:
+    """Build every part of the daemon from ``conf`` and hand them to the service that runs them."""
     url = conf.coordination.backend_url
     if parse.urlsplit(url).scheme == 'file':
         raise ConfigError('coordination', 'backend_url',
@@ -83,36 +109,51 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         raise ConfigError('database', 'connection',
                           'required by the daemon (it records what it reported)')
     host = normalise_host(conf.host)
+    group = conf.coordination.group
     driver = common.baremetal_driver(conf)
     engine = db_api.engine_from_url(conf.database.connection)
     transport = rpc.get_transport(conf)
-    client = rpc.get_client(transport, conf.reporter.topic,
-                            timeout=conf.reporter.call_timeout)
+    coordinator = coordination.get_coordinator(common.coordinator_url(url), host.encode())
+    zookeeper = kazoo_client(coordinator)
 
-    def outbox(may_send):
-        return Outbox(host, rpc_sender(client), batch_size=conf.reporter.batch_size,
-                      may_send=may_send)
+    # The fleet: membership, claims and the fence. The fence, the membership and the claims
+    # tell the fleet about changes, and the fleet is built from them: the lambdas find it once
+    # it runs.
+    fence = Fence(session_timeout(url), on_change=lambda state: fleet.session_changed(state))
+    membership = Membership(coordinator, group, host, conf.fleet.weight,
+                            on_change=lambda: fleet.wake())
+    audit = AuditLog(conf.fleet.audit_log, membership.host)
+    catalog = NodeCatalog(driver)
+    nodes = FleetNodes(catalog, engine)
+    hosting = Hosting(engine, membership, Rehomer(engine, host, conf.fleet.rehome_grace), audit)
+    claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit,
+                        on_freed=lambda _node: fleet.wake())
+    fleet = Fleet(membership, claims, fence, nodes=nodes.uuids, instance_hosts=hosting.hosts,
+                  audit=audit, join_timeout=conf.coordination.join_timeout,
+                  drain_timeout=conf.fleet.drain_timeout, on_joined=hosting.joined)
 
-    def events(on_node):
-        notifications = oslo_messaging.get_notification_transport(conf)
-        return listener(notifications, conf.ironic.notification_topic,
-                        conf.ironic.notification_exchange, f'computed-{host}', on_node)
+    # Provider reports: node sync -> outbox -> RPC -> computed-reporter.
+    reporters = rpc.get_client(transport, conf.reporter.topic, timeout=conf.reporter.call_timeout)
+    outbox = Outbox(host, RpcSender(reporters), ReportGate(fleet.claims, fence),
+                    batch_size=conf.reporter.batch_size)
+    sync = NodeSync(catalog, nodes, driver, fleet, outbox)
+    listener = None
+    if conf.ironic.notifications:
+        listener = events.listener(oslo_messaging.get_notification_transport(conf),
+                                   conf.ironic.notification_topic,
+                                   conf.ironic.notification_exchange, f'computed-{host}', sync)
 
-    coordinator = coordination.get_coordinator(
-        common.coordinator_url(url), host.encode())
-    service = ComputeService(
-        coordinator, driver, host=host, group=conf.coordination.group,
-        session_timeout=session_timeout(url), weight=conf.fleet.weight,
-        node_refresh_interval=conf.fleet.node_refresh_interval,
-        audit_path=conf.fleet.audit_log, join_timeout=conf.coordination.join_timeout,
-        drain_timeout=conf.fleet.drain_timeout, outbox=outbox,
-        engine=engine, rehome_grace=conf.fleet.rehome_grace,
-        events=events if conf.ironic.notifications else None)
+    # Instance operations (computed.instances.worker), cast to this host's queue.
     placement = keystone.load_adapter(conf, 'placement')
-    service.worker = InstanceWorker(service.fleet, lambda: Owner(
-        engine, driver, placement, host, service.membership.member_epoch))
-    service.rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [service.worker])
-    return service
+    worker = InstanceWorker(fleet, lambda: Owner(engine, driver, placement, host,
+                                                 membership.member_epoch))
+    rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [worker])
+
+    return ComputeService(
+        coordinator=coordinator, zookeeper=zookeeper, fence=fence, membership=membership,
+        fleet=fleet, catalog=catalog, nodes=nodes, sync=sync, outbox=outbox, hosting=hosting,
+        worker=worker, rpc_server=rpc_server, listener=listener, audit=audit, driver=driver,
+        node_refresh_interval=conf.fleet.node_refresh_interval)
 
 
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
@@ -125,7 +166,6 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
         return EXIT_BACKEND
-    service.rpc_server.start()  # instance operations (computed.instances.worker)
     status = systemd.StatusLoop(lambda: metrics.describe(service)).start()
     systemd.ready(metrics.describe(service))
     try:
@@ -143,8 +183,6 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     finally:
         status.stop()
         endpoint.stop()
-        service.rpc_server.stop()
-        service.worker.stop()
         service.close()
     if failed is not None:
         LOG.error('computed stopped: %s', failed)

@@ -1,26 +1,31 @@
-"""The compute service: one daemon's parts wired together, and the threads that run them.
+"""The compute service: the daemon's threads and their lifetimes.
 
-Owns the daemon's threads and their lifetimes:
+Owns the threads that run the parts :mod:`computed.cmd.daemon` builds, and the order in which they
+start and stop:
 
-* the **fleet** thread (:class:`computed.fleet.reconciler.Fleet`): membership, claims, handover;
-* the **lease** thread: a round trip to ZooKeeper every quarter of the session timeout, which
+* the **fleet** thread runs :meth:`computed.fleet.reconciler.Fleet.run`: join, move claims on every
+  event, and on :meth:`ComputeService.stop` drain and leave. When it ends, for whatever reason,
+  every other thread ends too;
+* the **lease** thread makes a round trip to ZooKeeper every quarter of the session timeout, which
   keeps the fence's lease fresh (:mod:`computed.fleet.fence`);
-* the **listing** thread: lists Ironic's nodes every ``node_refresh_interval`` (and soon after an
-  event that adds or removes a node), on its own so that a listing of thousands of nodes never
-  delays an event;
-* the **node** thread: re-reads single nodes that Ironic's notifications hint at
-  (:mod:`computed.baremetal.events`), and syncs every claimed node whose snapshot or claim changed since it
-  was last synced, through :meth:`Fleet.act` (so only while the claim is provably ours). Syncing a
-  node offers its provider state to the outbox. It also re-homes orphaned instances when due;
-* the **report** thread: sends the outbox to the reporters (:class:`computed.providers.report.Outbox`).
+* the **listing** thread lists Ironic's nodes (:meth:`computed.daemon.nodes.FleetNodes.refresh`)
+  every ``node_refresh_interval`` and sooner after an event that adds or removes a node, on its own
+  so that a listing of thousands of nodes never delays an event; a changed set wakes the fleet;
+* the **node** thread runs the sync pass (:mod:`computed.daemon.sync`: re-read the nodes events
+  hint at, offer changed claimed nodes to the outbox), then re-homes orphaned instances and
+  resumes this host's unfinished instance operations when due (:mod:`computed.daemon.hosting`);
+* the **report** thread sends the outbox to the reporters
+  (:meth:`computed.providers.outbox.Outbox.run`);
 
-What the fleet manages is every node Ironic lists plus every provider computed reported whose node
-Ironic no longer lists: the owner of such a uuid reports it gone, and the reporter deletes the
-provider if it has no allocations. A provider is never deleted because its owner changed.
+and the parts that bring threads of their own: the notification listener (optional), the instance
+worker's RPC server and its pool. It also relays kazoo's connection states to the fence.
 
-The node list follows the last-good rule of :class:`computed.baremetal.catalog.NodeCatalog`: when Ironic cannot
-be reached, the last list read stays in force, so an Ironic outage never empties the fleet's view
-(which would release every claim). Until a first list is read the fleet claims nothing.
+Start: the ZooKeeper session, the threads, the listener, then the RPC server. Stop: :meth:`stop`
+asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worker, the threads and
+the listener, then the session, the audit log and the driver.
+
+The parts are public attributes for :mod:`computed.runtime.metrics`, which reads them at scrape
+time.
 """
 
 from __future__ import annotations
@@ -28,81 +33,53 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
-from urllib import parse
+from typing import Any, Callable
 
 from kazoo.client import KazooState
 
-from computed.fleet.audit import AuditEvent, AuditLog
-from computed.fleet.claims import Claim, ClaimTable
-from computed.db import api as db_api
-from computed.baremetal.driver import BaremetalDriver, DriverError, Node
-from computed.fleet.fence import Fence
-from computed.fleet.reconciler import Fleet
-from computed.fleet.membership import Membership, MembershipError, fleet_root
-from computed.fleet.zookeeper import kazoo_client
 from computed.baremetal.catalog import NodeCatalog
-from computed.providers.state import provider_from_node
-from computed.fleet.rehome import Rehomer, readopt_own
-from computed.providers.report import Outbox
+from computed.baremetal.driver import BaremetalDriver
+from computed.daemon.hosting import Hosting
+from computed.daemon.nodes import FleetNodes
+from computed.daemon.sync import NodeSync
+from computed.fleet.audit import AuditLog
+from computed.fleet.fence import Fence
+from computed.fleet.membership import Membership, MembershipError, fleet_root
+from computed.fleet.reconciler import Fleet
+from computed.instances.worker import InstanceWorker
+from computed.providers.outbox import Outbox
 
 LOG = logging.getLogger(__name__)
 
-# tooz's ZooKeeper driver uses a 10 s session when the URL names no timeout.
-DEFAULT_SESSION_TIMEOUT = 10.0
-# Seconds between two looks for this host's instances left in a transitional state.
-RESUME_INTERVAL = 60.0
-# Events that can add or remove nodes: they call for a full listing, not a single re-read.
-LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
-
-
-def session_timeout(backend_url: str) -> float:
-    """The ZooKeeper session timeout a tooz URL asks for (``?timeout=N``)."""
-    values = parse.parse_qs(parse.urlsplit(backend_url).query).get("timeout")
-    return float(values[-1]) if values else DEFAULT_SESSION_TIMEOUT
-
 
 class ComputeService:
-    def __init__(self, coordinator: Any, driver: BaremetalDriver, host: str, group: str,
-                 session_timeout: float, weight: int = 1, node_refresh_interval: float = 30.0,
-                 audit_path: str | None = None, join_timeout: float = 30.0,
-                 drain_timeout: float = 60.0,
-                 outbox: Callable[[Callable[[str, int], bool]], Outbox] | None = None,
-                 engine: Any | None = None, rehome_grace: float = 120.0,
-                 events: Callable[[Callable[[str, str], None]], Any] | None = None):
+    """Runs one daemon's parts in their threads, from start to close."""
+
+    def __init__(self, coordinator: Any, zookeeper: Any, fence: Fence, membership: Membership,
+                 fleet: Fleet, catalog: NodeCatalog, nodes: FleetNodes, sync: NodeSync,
+                 outbox: Outbox, hosting: Hosting, worker: InstanceWorker, rpc_server: Any,
+                 listener: Any | None, audit: AuditLog, driver: BaremetalDriver,
+                 node_refresh_interval: float):
         self._coordinator = coordinator
-        self._client = kazoo_client(coordinator)
+        self._zookeeper = zookeeper  # the KazooClient of the coordinator's session
+        self.fence = fence
+        self.membership = membership
+        self.fleet = fleet
+        self.catalog = catalog
+        self.sync = sync
+        self.outbox = outbox
+        self._nodes = nodes
+        self._hosting = hosting
+        self._worker = worker
+        self._rpc_server = rpc_server
+        self._listener = listener
+        self._audit = audit
         self._driver = driver
         self._refresh_interval = node_refresh_interval
-        self._engine = engine
-        self.fence = Fence(session_timeout, on_change=self._session_changed)
-        self.membership = Membership(coordinator, group, host, weight,
-                                     on_change=lambda: self.fleet.wake())
-        self.audit = AuditLog(audit_path, self.membership.host)
-        claims = ClaimTable(self._client, fleet_root(group), self.membership.host, self.audit,
-                            on_freed=lambda _node: self.fleet.wake())
-        self.fleet = Fleet(self.membership, claims, self.fence, nodes=self.node_uuids,
-                           instance_hosts=self._instance_hosts, audit=self.audit,
-                           join_timeout=join_timeout, drain_timeout=drain_timeout,
-                           on_joined=self._joined)
-        self.rehomer = (Rehomer(engine, self.membership.host, rehome_grace)
-                        if engine is not None else None)
-        self.catalog = NodeCatalog(driver)
-        self.outbox = outbox(self.may_report) if outbox is not None else None
-        self._listener = events(self.node_hint) if events is not None else None
-        self._providers: frozenset[str] = frozenset()
-        self._sticky: Mapping[str, str] = {}
-        self.worker: Any = None  # computed.instances.worker.InstanceWorker, set by the daemon's wiring
-        self._synced: dict[str, tuple[int, Node | None]] = {}
-        self._no_class_logged: set[str] = set()
-        self._hints: set[str] = set()
-        self._hints_lock = threading.Lock()
-        self._refresh_soon = threading.Event()
-        self._node_wake = threading.Event()
         self.error: Exception | None = None  # why the fleet thread ended, if it failed
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._client.add_listener(self._kazoo_state)
+        self._zookeeper.add_listener(self._kazoo_state)
 
     # --- session -----------------------------------------------------------------------
 
@@ -115,202 +92,63 @@ class ComputeService:
         elif state == KazooState.LOST:
             self.fence.lost()
 
-    def _session_changed(self, state: Any) -> None:
-        self.fleet.session_changed(state)
-
     def _lease_loop(self) -> None:
         period = self.fence.session_timeout / 4
         root = fleet_root(self.membership.group)
         while not self._stop.is_set():
-            self.fence.renew(lambda: self._client.exists_async(root).get(timeout=period))
+            self.fence.renew(lambda: self._zookeeper.exists_async(root).get(timeout=period))
             self._stop.wait(period)
 
-    # --- nodes -------------------------------------------------------------------------
-
-    def node_uuids(self) -> list[str] | None:
-        """What the fleet shares out: Ironic's nodes and providers whose node is gone."""
-        view = self.catalog.view()
-        if view is None:
-            return None
-        return list(set(view.nodes) | self._providers)
-
-    def refresh_nodes(self) -> bool:
-        """Read Ironic's node list (the catalog keeps the last good one) and the known
-        providers; True when the set of uuids to share changed."""
-        before = self.node_uuids()
-        try:
-            self.catalog.refresh()
-        except DriverError:
-            return False  # nothing listed yet; the catalog logged why
-        if self._engine is not None:
-            try:
-                self._providers = frozenset(db_api.provider_uuids(self._engine))
-            except Exception as exc:  # the database is a hint here: keep the last set
-                LOG.warning("cannot read known providers: %s", exc)
-        after = self.node_uuids()
-        return before is None or set(before) != set(after or ())
-
-    # --- instances ---------------------------------------------------------------------
-
-    def _instance_hosts(self) -> Mapping[str, str]:
-        """Nodes hosting live instances -> the instances' hosts (for stickiness)."""
-        if self._engine is None:
-            return {}
-        try:
-            self._sticky = db_api.instance_hosts(self._engine)
-        except Exception as exc:  # keep the last answer: dropping stickiness would move nodes
-            LOG.warning("cannot read instance hosts, keeping the last ones: %s", exc)
-        return self._sticky
-
-    def _joined(self, member_epoch: int) -> None:
-        """A (re)join: keep this host's instances under its new member epoch."""
-        if self._engine is None:
-            return
-        moved = readopt_own(self._engine, self.membership.host, member_epoch)
-        if moved:
-            LOG.info("kept %d instance(s) of this host under member epoch %s", len(moved),
-                     member_epoch)
-        if self.worker is not None:
-            self.worker.resume_all()  # finish what a previous life left half done
-
-    def rehome_orphans(self) -> list[str]:
-        """Adopt instances orphaned for longer than the grace period, if this daemon is their
-        adopter; returns the adopted instance uuids."""
-        plan = self.fleet.plan
-        if self.rehomer is None or plan is None:
-            return []
-        adopted = self.rehomer.step(plan, self.membership.member_epoch)
-        for uuid in adopted:
-            self.audit.record(AuditEvent.REHOME, instance=uuid,
-                              member_epoch=self.membership.member_epoch)
-        if adopted:
-            self.fleet.wake()
-            if self.worker is not None:
-                self.worker.resume_all()
-        return adopted
-
-    # --- events --------------------------------------------------------------------------
-
-    def node_hint(self, uuid: str, event_type: str) -> None:
-        """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
-        self.last_event_at = time.monotonic()  # read by computed.runtime.metrics (event lag)
-        if event_type in LISTING_EVENTS:
-            self._refresh_soon.set()
-        with self._hints_lock:
-            self._hints.add(uuid)
-        self._node_wake.set()
-
-    def _reread_hinted(self) -> None:
-        with self._hints_lock:
-            hinted, self._hints = self._hints, set()
-        held = self.fleet.claims.held()
-        for uuid in hinted & held.keys():
-            try:
-                node = self._driver.get_node(uuid)
-            except DriverError as exc:
-                LOG.warning("cannot re-read node %s after an event: %s", uuid, exc)
-                continue
-            self.catalog.update(uuid, node)
-
-    def sync_claimed(self) -> int:
-        """Sync every claimed node whose snapshot or claim changed; returns how many."""
-        view = self.catalog.view()
-        nodes = view.nodes if view is not None else {}
-        held = self.fleet.claims.held()
-        gone = self._synced.keys() - held.keys()
-        for uuid in gone:
-            del self._synced[uuid]
-        if gone and self.outbox is not None:
-            self.outbox.forget(gone)
-        synced = 0
-        for uuid, claim in held.items():
-            node = nodes.get(uuid)
-            if node is None and uuid not in self._providers:
-                continue  # not listed yet, and nothing to report as gone
-            if self._synced.get(uuid) == (claim.epoch, node):
-                continue
-            if self.fleet.act(uuid, "sync", self._reporter(node, uuid),
-                              provision_state=node.provision_state if node else None,
-                              maintenance=node.maintenance if node else None,
-                              gone=node is None):
-                self._synced[uuid] = (claim.epoch, node)
-                synced += 1
-        if synced and self.outbox is not None:
-            self.outbox.kick()
-        return synced
-
-    def _reporter(self, node: Node | None, uuid: str) -> Callable[[Claim], None] | None:
-        if self.outbox is None:
-            return None
-
-        def report(claim: Claim) -> None:
-            if node is None:
-                self.outbox.offer(uuid, claim.epoch, None)  # gone from Ironic
-                return
-            state = provider_from_node(node)
-            if state is None:
-                if uuid not in self._no_class_logged:
-                    self._no_class_logged.add(uuid)
-                    LOG.warning("node %s has no resource class: not reported to Placement",
-                                uuid)
-                return
-            self.outbox.offer(uuid, claim.epoch, state.to_dict())
-        return report
+    # --- nodes and instances -------------------------------------------------------------
 
     def _listing_loop(self) -> None:
         """Full listings, apart from the node thread: at 10,000 nodes a listing takes seconds,
         and an event's node must not wait behind it (issue 5's latency goal)."""
         while not self._stop.is_set():
-            self._refresh_soon.clear()
             try:
-                if self.refresh_nodes():
+                if self._nodes.refresh():
                     self.fleet.wake()
             except Exception:  # a failed listing must not end the listings
                 LOG.exception("node listing failed")
-            self._node_wake.set()  # sync what the listing changed
-            self._refresh_soon.wait(self._refresh_interval)
+            self.sync.wake()  # sync what the listing changed
+            self._nodes.wait_for_refresh(self._refresh_interval)
 
     def _node_loop(self) -> None:
-        next_resume = time.monotonic() + RESUME_INTERVAL
         while not self._stop.is_set():
-            if self.worker is not None and time.monotonic() >= next_resume:
-                # A cast sent while no daemon consumed its queue is lost: whatever is left in
-                # a transitional state is picked up here.
-                self.worker.resume_all()
-                next_resume = time.monotonic() + RESUME_INTERVAL
             try:
-                self._reread_hinted()
-                self.sync_claimed()
-                self.rehome_orphans()
+                self.sync.reread_hinted()
+                self.sync.sync_claimed()
             except Exception:  # one bad pass must not stop syncing
                 LOG.exception("node sync pass failed")
-            self._node_wake.wait(min(1.0, self._refresh_interval))
-            self._node_wake.clear()
+            try:
+                if self._hosting.rehome_orphans(self.fleet.plan):
+                    self.fleet.wake()  # the adopted instances' nodes move to this daemon
+                if self._hosting.resume_due():
+                    self._worker.resume_all()
+            except Exception:  # nor one bad look at instances
+                LOG.exception("instance pass failed")
+            self.sync.wait(min(1.0, self._refresh_interval))
 
     # --- lifetime ----------------------------------------------------------------------
 
-    def may_report(self, uuid: str, epoch: int) -> bool | None:
-        """True: send; None: hold (the claim is ours but the fence is closed for now);
-        False: drop (no longer our claim with that epoch)."""
-        claim = self.fleet.claims.get(uuid)
-        if claim is None or claim.epoch != epoch:
-            return False
-        return True if self.fence.may_act(claim.term) else None
-
     def start(self) -> None:
         self._coordinator.start(start_heart=True)
-        if self._client.connected:
+        if self._zookeeper.connected:
             self.fence.connected()
-        targets = [("lease", self._lease_loop), ("listing", self._listing_loop),
-                   ("nodes", self._node_loop), ("fleet", self._run_fleet)]
-        if self.outbox is not None:
-            targets.append(("report", lambda: self.outbox.run(self._stop)))
+        targets: list[tuple[str, Callable[[], None]]] = [
+            ("lease", self._lease_loop), ("listing", self._listing_loop),
+            ("nodes", self._node_loop), ("fleet", self._run_fleet),
+            ("report", self._report_loop)]
         for name, target in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
         if self._listener is not None:
             self._listener.start()
+        self._rpc_server.start()  # instance operations (computed.instances.worker)
+
+    def _report_loop(self) -> None:
+        self.outbox.run(self._stop)
 
     def _run_fleet(self) -> None:
         try:
@@ -321,9 +159,12 @@ class ComputeService:
             LOG.exception("the fleet thread failed; stopping the daemon")
             self.error = exc
         finally:
-            self._stop.set()
-            self._node_wake.set()
-            self._refresh_soon.set()
+            self._end_threads()
+
+    def _end_threads(self) -> None:
+        self._stop.set()
+        self.sync.wake()
+        self._nodes.request_refresh()
 
     def stop(self) -> None:
         """Drain and leave (the fleet thread does it), then stop the other threads."""
@@ -342,9 +183,9 @@ class ComputeService:
         return self._stop.is_set()
 
     def close(self) -> None:
-        self._stop.set()
-        self._node_wake.set()
-        self._refresh_soon.set()
+        self._rpc_server.stop()
+        self._worker.stop()
+        self._end_threads()
         if self._listener is not None:
             try:
                 self._listener.stop()
@@ -355,20 +196,5 @@ class ComputeService:
         try:
             self._coordinator.stop()
         finally:
-            self.audit.close()
+            self._audit.close()
             self._driver.close()
-
-
-def rpc_sender(client: Any) -> Callable[[list], Mapping[tuple[str, int], str]]:
-    """Send a batch of reports with an RPC call; map the answers by (uuid, seq)."""
-    def send(batch: list) -> Mapping[tuple[str, int], str]:
-        answers = client.call({}, "apply_reports", reports=[r.to_dict() for r in batch])
-        outcomes = {}
-        for answer in answers or ():
-            try:
-                uuid, seq, outcome = answer
-                outcomes[(str(uuid), int(seq))] = str(outcome)
-            except (TypeError, ValueError):
-                LOG.warning("ignoring a malformed answer from a reporter: %r", answer)
-        return outcomes
-    return send

@@ -63,13 +63,13 @@ class ReportApplier:
         except Exception as exc:  # ZooKeeper unreachable: cannot fence, so apply nothing
             LOG.warning("cannot read claims to fence %d report(s): %s", len(reports), exc)
             return answers + [[r.uuid, r.seq, self._count(Outcome.FAILED)] for r, _ in reports]
-        fenced = [(r, s) for r, s in reports if epochs.get(r.uuid) != r.epoch]
+        fenced = [(r, s) for r, s in reports if epochs.get(r.uuid) != r.claim_epoch]
         for report, _ in fenced:
             LOG.info("fenced: report %s seq %s from %s has epoch %s, claim epoch is %s",
-                     report.uuid, report.seq, report.host, report.epoch,
+                     report.uuid, report.seq, report.host, report.claim_epoch,
                      epochs.get(report.uuid))
             answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
-        current = [(r, s) for r, s in reports if epochs.get(r.uuid) == r.epoch]
+        current = [(r, s) for r, s in reports if epochs.get(r.uuid) == r.claim_epoch]
         for (report, _), outcome in zip(current, self._pool.map(self._apply_one, current)):
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers
@@ -117,7 +117,7 @@ class ReportApplier:
             return json.dumps(state.to_dict(), sort_keys=True)
 
         try:
-            newer = self._apply_if_newer(report.uuid, report.epoch, report.seq, report.host,
+            newer = self._apply_if_newer(report.uuid, report.claim_epoch, report.seq, report.host,
                                          write)
         except _Kept:
             LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "

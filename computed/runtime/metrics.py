@@ -3,9 +3,10 @@
 Owns what an operator or a load balancer can read from a running process:
 
 * ``GET /metrics``: Prometheus text exposition. The numbers are read from the running objects
-  (:class:`computed.daemon.service.ComputeService`, :class:`computed.reporter.applier.ReportApplier`) at scrape
-  time by custom collectors, so the product modules keep no metrics state of their own and a
-  scrape always sees the current value, never a copy that could drift.
+  (:class:`computed.daemon.service.ComputeService` and the parts it runs,
+  :class:`computed.reporter.applier.ReportApplier`) at scrape time by custom collectors, so the
+  product modules keep no metrics state of their own and a scrape always sees the current value,
+  never a copy that could drift.
 * ``GET /healthz``: ``200 ok: ...`` when the process does its job, ``503 <reason>`` otherwise, as
   one line of text. A daemon is healthy when its ZooKeeper session is connected, it is an active
   member of the fleet (not joining, suspended or draining) and it has a node list from Ironic (a
@@ -25,7 +26,7 @@ import http.server
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 from oslo_config import cfg
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -36,6 +37,9 @@ from computed.conf.errors import ConfigError
 from computed.fleet.fence import SessionState
 from computed.fleet.reconciler import FleetState
 from computed.providers.report import Outcome
+
+if TYPE_CHECKING:  # only for hints: the daemon's modules need not load in a reporter
+    from computed.daemon.service import ComputeService
 
 LOG = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ class Health(NamedTuple):
 # --- the daemon ------------------------------------------------------------------------------
 
 
-def daemon_health(service: Any) -> Health:
+def daemon_health(service: ComputeService) -> Health:
     """Whether a :class:`ComputeService` does its job now, and why not (no I/O)."""
     if service.stopped:
         return Health(False, "stopped")
@@ -68,15 +72,13 @@ def daemon_health(service: Any) -> Health:
                         f"{len(view)} listed{stale}")
 
 
-def describe(service: Any) -> str:
+def describe(service: ComputeService) -> str:
     """One line for ``systemctl status``: fleet state, session, nodes, reports."""
     view = service.catalog.view()
     listed = "no node list yet" if view is None else f"{len(view)} listed"
     text = (f"{service.fleet.state.value}, session {service.fence.state.value}; "
             f"{len(service.fleet.claims.held())} nodes owned, {listed}")
-    if service.outbox is not None:
-        text += f"; {service.outbox.pending()} reports pending"
-    return text
+    return text + f"; {service.outbox.pending()} reports pending"
 
 
 def _gauge(name: str, doc: str, value: float, **labels: str) -> GaugeMetricFamily:
@@ -96,7 +98,7 @@ def _states(name: str, doc: str, current: Any, states: Any) -> GaugeMetricFamily
 class DaemonCollector:
     """Reads a :class:`ComputeService` at scrape time."""
 
-    def __init__(self, service: Any, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, service: ComputeService, clock: Callable[[], float] = time.monotonic):
         self._service = service
         self._clock = clock
 
@@ -162,8 +164,6 @@ class DaemonCollector:
 
     def _reports(self) -> Iterator[Metric]:
         outbox = self._service.outbox
-        if outbox is None:
-            return
         yield CounterMetricFamily(f"{PREFIX}_reports_sent", "Provider reports sent to the "
                                   "reporters (a report sent again counts again).",
                                   value=float(outbox.sent))
@@ -173,7 +173,7 @@ class DaemonCollector:
                      "(broker or reporters away); 0 after a success.", float(outbox.failures))
 
     def _events(self) -> Iterator[Metric]:
-        last = getattr(self._service, "last_event_at", None)
+        last = self._service.sync.last_event_at
         if last is not None:
             yield _gauge("ironic_last_event_age_seconds", "Seconds since the last Ironic "
                          "notification arrived.", self._clock() - last)
@@ -295,7 +295,7 @@ def _registry(collector: Any) -> CollectorRegistry:
     return registry
 
 
-def serve_daemon(conf: cfg.ConfigOpts, service: Any) -> Endpoint:
+def serve_daemon(conf: cfg.ConfigOpts, service: ComputeService) -> Endpoint:
     """Start the daemon's endpoint on ``[metrics] port`` (a no-op object when it is 0)."""
     return Endpoint(conf.metrics.bind_host, conf.metrics.port,
                     _registry(DaemonCollector(service)),

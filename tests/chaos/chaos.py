@@ -45,7 +45,7 @@ from computed.db import api as db_api
 from computed.db import models
 from computed.fleet.membership import fleet_root
 from computed.providers.state import normalise_resource_class, provider_from_node
-from computed.daemon.service import RESUME_INTERVAL
+from computed.daemon.hosting import RESUME_INTERVAL
 from computed_ironic.convert import LIST_FIELDS, node_from_api
 from hashring.ownership import compute_ownership
 from tests.chaos import netns

@@ -19,15 +19,9 @@ from computed.fleet.fence import Fence
 from computed.fleet.reconciler import FleetState
 from computed.fleet.membership import MemberInfo
 from computed.baremetal.catalog import NodeCatalog
-from computed.providers.report import Outbox
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from computed.providers.outbox import Outbox
+from tests.unit.daemon.fakes import Clock
+from tests.unit.report.fakes import Gate, Reporter
 
 
 class Driver(BaremetalDriver):
@@ -66,7 +60,7 @@ class Membership:
 
 
 def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connected=True,
-                 state=FleetState.ACTIVE, membership=None, outbox=True):
+                 state=FleetState.ACTIVE, membership=None):
     fence = Fence(10.0, clock=clock)
     if connected:
         fence.connected()
@@ -76,13 +70,12 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
         catalog.refresh()
     fleet = types.SimpleNamespace(state=state, claims=Claims(*held), passes=5,
                                   claimed=4, released=1)
-    box = None
-    if outbox:
-        box = Outbox("h", lambda batch: {})
-        box.offer("a", 1, {"uuid": "a"})
-        box.sent, box.failures = 12, 2
+    box = Outbox("h", Reporter(None), Gate(), batch_size=100)
+    box.offer("a", 1, None)
+    box.sent, box.failures = 12, 2
     return types.SimpleNamespace(
         stopped=False, fence=fence, fleet=fleet, catalog=catalog, outbox=box,
+        sync=types.SimpleNamespace(last_event_at=None),
         membership=membership or Membership([MemberInfo("h", 1, False, 1),
                                              MemberInfo("p", 1, True, 2)]))
 
@@ -127,7 +120,7 @@ def test_daemon_metrics_read_the_service_at_scrape_time():
     assert "process_resident_memory_bytes" in values
     # A later scrape sees later values: nothing is copied at registration.
     service.fleet.claims.nodes["c"] = object()
-    service.last_event_at = clock.now - 1.5
+    service.sync.last_event_at = clock.now - 1.5
     values = scrape(collector)
     assert values["computed_nodes_owned"] == 3
     assert values["computed_ironic_last_event_age_seconds"] == 1.5
@@ -164,12 +157,11 @@ def test_a_failing_member_read_leaves_the_metric_out():
     assert "computed_fleet_members" not in values and values["computed_nodes_owned"] == 2
 
 
-def test_daemon_without_outbox_or_node_list():
+def test_daemon_without_node_list():
     clock = Clock()
-    service = make_service(clock, listed=None, outbox=False)
+    service = make_service(clock, listed=None)
     values = scrape(metrics.DaemonCollector(service, clock=clock))
     assert values["computed_ironic_nodes_listed"] == 0
-    assert "computed_reports_pending" not in values
 
 
 @pytest.mark.parametrize("change, reason", [

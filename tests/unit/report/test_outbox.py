@@ -4,35 +4,18 @@ import threading
 
 import pytest
 
-from computed.providers.report import MalformedReport, Outbox, Report
-
-U1 = "11111111-1111-1111-1111-111111111111"
-U2 = "22222222-2222-2222-2222-222222222222"
-
-
-def state(uuid=U1, reserved=0):
-    return {"uuid": uuid, "name": uuid, "resource_class": "CUSTOM_GOLD", "reserved": reserved,
-            "traits": []}
+from computed.providers.outbox import Outbox, RpcSender, Verdict
+from computed.providers.report import API_VERSION, Outcome, Report
+from tests.unit.report.fakes import U1, U2, Gate, Reporter, state
 
 
-class Reporter:
-    """Answers every report with a fixed outcome (or raises), recording what it got."""
-
-    def __init__(self, outcome="applied"):
-        self.outcome = outcome
-        self.batches = []
-        self.fail = False
-
-    def __call__(self, batch):
-        self.batches.append(batch)
-        if self.fail:
-            raise TimeoutError("no reporter answered")
-        return {(r.uuid, r.seq): self.outcome for r in batch}
+def make_outbox(reporter, gate=None, batch_size=100, **kwargs):
+    return Outbox("c1", reporter, gate or Gate(), batch_size=batch_size, **kwargs)
 
 
 def test_unchanged_state_is_sent_once_then_never_again():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     assert outbox.offer(U1, 7, state())
     assert not outbox.offer(U1, 7, state())  # already queued
     assert outbox.send_batch() == 1
@@ -44,7 +27,7 @@ def test_unchanged_state_is_sent_once_then_never_again():
 def test_a_failed_call_keeps_the_reports_for_the_next_attempt():
     reporter = Reporter()
     reporter.fail = True
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     outbox.offer(U1, 7, state())
     with pytest.raises(TimeoutError):
         outbox.send_batch()
@@ -54,9 +37,34 @@ def test_a_failed_call_keeps_the_reports_for_the_next_attempt():
     assert outbox.pending() == 0 and outbox.confirmed(U1) == (7, state())
 
 
+@pytest.mark.parametrize("failure", ["call", "outcome"])
+def test_after_a_failure_the_confirmed_state_is_unknown(failure):
+    # B's call timed out (or B failed half way on the reporter): Placement may hold B. A change
+    # back to the confirmed A must still be sent, or Placement could keep B for good.
+    reporter = Reporter()
+    outbox = make_outbox(reporter)
+    outbox.offer(U1, 7, state(reserved=0))
+    outbox.send_batch()
+    outbox.offer(U1, 7, state(reserved=1))
+    if failure == "call":
+        reporter.fail = True
+        with pytest.raises(TimeoutError):
+            outbox.send_batch()
+        reporter.fail = False
+    else:
+        reporter.outcome = Outcome.FAILED
+        outbox.send_batch()
+        reporter.outcome = Outcome.APPLIED
+    assert outbox.confirmed(U1) is None
+    assert outbox.offer(U1, 7, state(reserved=0))
+    assert outbox.send_batch() == 1
+    assert reporter.batches[-1][0].state["reserved"] == 0
+    assert outbox.confirmed(U1) == (7, state(reserved=0))
+
+
 def test_a_newer_state_replaces_an_unsent_one_with_a_larger_seq():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     outbox.offer(U1, 7, state(reserved=0))
     outbox.offer(U1, 7, state(reserved=1))
     outbox.send_batch()
@@ -68,14 +76,14 @@ def test_a_newer_state_replaces_an_unsent_one_with_a_larger_seq():
 
 
 def test_fenced_reports_are_dropped_not_confirmed():
-    outbox = Outbox("c1", Reporter("fenced"))
+    outbox = make_outbox(Reporter(Outcome.FENCED))
     outbox.offer(U1, 7, state())
     outbox.send_batch()
     assert outbox.pending() == 0 and outbox.confirmed(U1) is None
 
 
 def test_a_missing_answer_counts_as_failed():
-    outbox = Outbox("c1", lambda batch: {})
+    outbox = make_outbox(Reporter(None))
     outbox.offer(U1, 7, state())
     outbox.send_batch()
     assert outbox.pending() == 1
@@ -83,7 +91,7 @@ def test_a_missing_answer_counts_as_failed():
 
 def test_reports_whose_claim_is_gone_are_not_sent():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter, may_send=lambda uuid, epoch: uuid == U2)
+    outbox = make_outbox(reporter, Gate(Verdict.DROP, {U2: Verdict.SEND}))
     outbox.offer(U1, 7, state(U1))
     outbox.offer(U2, 8, state(U2))
     assert outbox.send_batch() == 1
@@ -93,7 +101,7 @@ def test_reports_whose_claim_is_gone_are_not_sent():
 
 def test_batches_are_bounded_and_forget_drops_everything_about_a_node():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter, batch_size=1)
+    outbox = make_outbox(reporter, batch_size=1)
     outbox.offer(U1, 7, state(U1))
     outbox.offer(U2, 7, state(U2))
     assert outbox.send_batch() == 1
@@ -103,7 +111,7 @@ def test_batches_are_bounded_and_forget_drops_everything_about_a_node():
 
 def test_a_new_epoch_is_reported_again_even_with_the_same_state():
     reporter = Reporter()
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(reporter)
     outbox.offer(U1, 7, state())
     outbox.send_batch()
     assert outbox.offer(U1, 9, state())  # a new claim: its owner reports under its own epoch
@@ -112,7 +120,7 @@ def test_a_new_epoch_is_reported_again_even_with_the_same_state():
 def test_run_retries_with_backoff_until_it_gets_through():
     reporter = Reporter()
     reporter.fail = True
-    outbox = Outbox("c1", reporter, max_backoff=0.05)
+    outbox = make_outbox(reporter, max_backoff=0.05)
     outbox.offer(U1, 7, state())
     stop = threading.Event()
     thread = threading.Thread(target=outbox.run, args=(stop,))
@@ -129,36 +137,16 @@ def test_run_retries_with_backoff_until_it_gets_through():
     assert outbox.confirmed(U1) == (7, state())
 
 
-@pytest.mark.parametrize("bad, field", [
-    ("nope", "expected an object"),
-    ({"uuid": "x", "epoch": 1, "seq": 1, "host": "h", "state": None}, "'uuid'"),
-    ({"uuid": U1, "epoch": -1, "seq": 1, "host": "h", "state": None}, "'epoch'"),
-    ({"uuid": U1, "epoch": 1, "seq": True, "host": "h", "state": None}, "'seq'"),
-    ({"uuid": U1, "epoch": 1, "seq": 1, "host": "", "state": None}, "'host'"),
-    ({"uuid": U1, "epoch": 1, "seq": 1, "host": "h", "state": []}, "'state'"),
-    ({"uuid": U1, "epoch": 1, "seq": 1, "host": "h", "state": state(U2)}, "describes"),
-])
-def test_malformed_reports_name_the_field(bad, field):
-    with pytest.raises(MalformedReport, match=field):
-        Report.from_dict(bad)
-
-
-def test_report_round_trip():
-    report = Report(U1, 7, 3, "c1", state())
-    assert Report.from_dict(report.to_dict()) == report
-
-
 def test_a_state_equal_to_the_confirmed_one_is_still_sent_while_another_is_in_flight():
     # available -> deploying -> available within one call: when the call returns, Placement
     # holds the in-flight state, so the offer that looked "already confirmed" must go out.
-    outbox = None
+    class ChangesBack(Reporter):
+        def send(self, batch):
+            if batch[0].state["reserved"] == 1:
+                outbox.offer(U1, 7, state(reserved=0))  # changed back while B was on the wire
+            return super().send(batch)
 
-    def reporter(batch):
-        if batch[0].state["reserved"] == 1:
-            outbox.offer(U1, 7, state(reserved=0))  # changed back while B was on the wire
-        return {(r.uuid, r.seq): "applied" for r in batch}
-
-    outbox = Outbox("c1", reporter)
+    outbox = make_outbox(ChangesBack())
     outbox.offer(U1, 7, state(reserved=0))
     outbox.send_batch()
     outbox.offer(U1, 7, state(reserved=1))
@@ -171,17 +159,17 @@ def test_a_state_equal_to_the_confirmed_one_is_still_sent_while_another_is_in_fl
 
 def test_reports_are_held_while_the_fence_is_closed_and_sent_after():
     reporter = Reporter()
-    verdict = {"value": None}  # claim ours, fence closed (ZooKeeper reconnecting)
-    outbox = Outbox("c1", reporter, may_send=lambda uuid, epoch: verdict["value"])
+    gate = Gate(Verdict.HOLD)  # claim ours, fence closed (ZooKeeper reconnecting)
+    outbox = make_outbox(reporter, gate)
     outbox.offer(U1, 7, state())
     assert outbox.send_batch() == 0 and outbox.pending() == 1 and reporter.batches == []
-    verdict["value"] = True
+    gate.value = Verdict.SEND
     assert outbox.send_batch() == 1 and outbox.confirmed(U1) == (7, state())
 
 
 def test_run_backs_off_when_the_reporter_can_apply_nothing():
-    reporter = Reporter("failed")
-    outbox = Outbox("c1", reporter, max_backoff=0.2)
+    reporter = Reporter(Outcome.FAILED)
+    outbox = make_outbox(reporter, max_backoff=0.2)
     outbox.offer(U1, 7, state())
     stop = threading.Event()
     thread = threading.Thread(target=outbox.run, args=(stop,))
@@ -191,3 +179,91 @@ def test_run_backs_off_when_the_reporter_can_apply_nothing():
     thread.join(5)
     # Without backoff this loop would have sent hundreds of calls in a second.
     assert 2 <= len(reporter.batches) <= 10 and outbox.pending() == 1
+
+
+@pytest.mark.parametrize("outcome", [Outcome.APPLIED, Outcome.STALE, Outcome.KEPT])
+def test_outcomes_that_leave_placement_as_reported_confirm_the_state(outcome):
+    outbox = make_outbox(Reporter(outcome))
+    outbox.offer(U1, 7, None)
+    outbox.send_batch()
+    assert outbox.pending() == 0 and outbox.confirmed(U1) == (7, None)
+    assert not outbox.offer(U1, 7, None)
+
+
+def test_an_invalid_report_is_dropped_logged_and_not_confirmed(caplog):
+    outbox = make_outbox(Reporter(Outcome.INVALID))
+    outbox.offer(U1, 7, state())
+    assert outbox.send_batch() == 1
+    assert outbox.pending() == 0 and outbox.confirmed(U1) is None
+    assert f"reporter refused report {U1} as invalid" in caplog.text
+
+
+def test_a_gone_node_is_reported_with_a_null_state_under_its_claim_epoch():
+    reporter = Reporter()
+    outbox = make_outbox(reporter)
+    outbox.offer(U1, 7, None)
+    outbox.send_batch()
+    (report,) = reporter.batches[0]
+    assert (report.uuid, report.claim_epoch, report.host, report.state) == (U1, 7, "c1", None)
+
+
+def test_a_dropped_report_does_not_take_a_newer_offer_with_it():
+    outbox = None
+
+    class Racing(Gate):
+        def verdict(self, uuid, claim_epoch):
+            if claim_epoch == 7:  # the claim changed while the old report waited
+                outbox.offer(U1, 9, state())
+                return Verdict.DROP
+            return Verdict.SEND
+
+    reporter = Reporter()
+    outbox = make_outbox(reporter, Racing())
+    outbox.offer(U1, 7, state())
+    assert outbox.send_batch() == 0 and outbox.pending() == 1
+    assert outbox.send_batch() == 1 and reporter.batches[0][0].claim_epoch == 9
+
+
+def test_held_reports_are_asked_about_again_at_every_batch():
+    gate = Gate(Verdict.HOLD)
+    outbox = make_outbox(Reporter(), gate)
+    outbox.offer(U1, 7, state())
+    outbox.send_batch()
+    outbox.send_batch()
+    assert gate.asked == [(U1, 7), (U1, 7)] and outbox.pending() == 1
+
+
+class Client:
+    """An oslo.messaging RPC client that answers ``apply_reports`` with ``answers``."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.versions = []
+        self.calls = []
+
+    def prepare(self, version):
+        self.versions.append(version)
+        return self
+
+    def call(self, ctxt, method, **kwargs):
+        self.calls.append((method, kwargs))
+        return self.answers
+
+
+def test_rpc_sender_turns_answers_into_outcomes_at_the_edge(caplog):
+    client = Client([[U1, 3, "applied"], [U2, "4", "fenced"], ["bad"], [U1, 5, "exploded"],
+                     None])
+    sender = RpcSender(client)
+    report = Report(U1, 7, 3, "c1", None)
+    assert sender.send([report]) == {(U1, 3): Outcome.APPLIED, (U2, 4): Outcome.FENCED}
+    assert all(isinstance(o, Outcome) for o in sender.send([report]).values())
+    assert client.versions == [API_VERSION]
+    assert client.calls[0] == ("apply_reports", {"reports": [report.to_dict()]})
+    assert caplog.text.count("ignoring a malformed answer from a reporter") == 6
+
+
+def test_an_answer_the_outbox_cannot_read_leaves_the_report_queued():
+    outbox = make_outbox(RpcSender(Client([[U1, "x", "applied"]])))
+    outbox.offer(U1, 7, state())
+    outbox.send_batch()
+    assert outbox.pending() == 1 and outbox.last_failed == 1

@@ -1,0 +1,79 @@
+"""The nodes a fleet shares out: every node Ironic lists, plus every provider whose node is gone.
+
+Owns :class:`FleetNodes`, the answer to the fleet's "which uuids are there to divide among the
+members?" (:meth:`FleetNodes.uuids`), and when that answer is read again.
+
+Guarantees:
+
+* **Last good.** Ironic's nodes come from :class:`computed.baremetal.catalog.NodeCatalog`: when
+  Ironic cannot be reached, the last list read stays in force, so an Ironic outage never empties
+  the fleet's view (which would release every claim). Until a first list is read, ``uuids()`` is
+  None and the fleet claims nothing.
+* **Gone nodes are still owned.** A provider computed reported (computed's database) whose node
+  Ironic no longer lists is shared out too: its owner reports it gone, and the reporter deletes
+  the provider if it has no allocations. A provider is never deleted because its owner changed.
+  The database is only a hint here: when it cannot be read, the last set read is kept.
+* **A listing on demand.** :meth:`FleetNodes.request_refresh` (an Ironic event that adds or removes
+  a node, or the daemon stopping) cuts the listing thread's wait short.
+
+Thread-safety: one listing thread calls :meth:`refresh` and :meth:`wait_for_refresh`; the others
+only read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sqlalchemy.engine import Engine
+
+from computed.baremetal.catalog import NodeCatalog
+from computed.baremetal.driver import DriverError
+from computed.db import api as db_api
+
+LOG = logging.getLogger(__name__)
+
+
+class FleetNodes:
+    """Ironic's listing (last good) and the providers whose node is gone."""
+
+    def __init__(self, catalog: NodeCatalog, engine: Engine):
+        self._catalog = catalog
+        self._engine = engine
+        self._providers: frozenset[str] = frozenset()
+        self._refresh_due = threading.Event()
+
+    def uuids(self) -> list[str] | None:
+        """What the fleet shares out; None until Ironic was listed once."""
+        view = self._catalog.view()
+        if view is None:
+            return None
+        return list(set(view.nodes) | self._providers)
+
+    def is_known_provider(self, uuid: str) -> bool:
+        """Whether computed reported a provider for ``uuid`` (at the last refresh)."""
+        return uuid in self._providers
+
+    def refresh(self) -> bool:
+        """Read Ironic's node list (the catalog keeps the last good one) and the known providers;
+        True when the set of uuids to share changed."""
+        before = self.uuids()
+        try:
+            self._catalog.refresh()
+        except DriverError:
+            return False  # nothing listed yet; the catalog logged why
+        try:
+            self._providers = frozenset(db_api.provider_uuids(self._engine))
+        except Exception as exc:  # the database is a hint here: keep the last set
+            LOG.warning("cannot read known providers: %s", exc)
+        after = self.uuids()
+        return before is None or set(before) != set(after or ())
+
+    def request_refresh(self) -> None:
+        """List again now rather than at the end of the interval (from any thread)."""
+        self._refresh_due.set()
+
+    def wait_for_refresh(self, timeout: float) -> None:
+        """Block the listing thread until the next listing is due."""
+        self._refresh_due.wait(timeout)
+        self._refresh_due.clear()

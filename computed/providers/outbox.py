@@ -1,0 +1,236 @@
+"""The daemon's outbox: the provider states still to report, sent to the reporters over RPC.
+
+Owns the rules that make reporting lossless and quiet:
+
+* The :class:`Outbox` keeps, per provider, the latest state to report and the state the reporters
+  confirmed. :meth:`Outbox.offer` queues a state only when it differs from both, so a sync pass
+  over nodes that did not change sends nothing.
+* Before a report goes out, the :class:`Gate` (the daemon's claims and fence) decides per report:
+  send it, hold it (the claim is still ours but the fence is closed for now, e.g. while ZooKeeper
+  reconnects) or drop it (the claim went away or changed claim epoch: the node's next owner
+  reports it). See :class:`Verdict`.
+* A batch whose call fails (broker or reporter down, timeout, a reporter too old for this API
+  version) stays queued and is sent again with backoff; a newer state for the same provider
+  replaces an unsent older one (only the latest matters). A report answered ``failed``, or not
+  answered at all, stays queued too; the other outcomes settle it (see
+  :class:`computed.providers.report.Outcome`). Until it settles, the provider's confirmed state
+  is unknown (the report may have reached Placement), so any offer for it is sent.
+
+:class:`RpcSender` is the only place outcomes are strings: it sends a batch with an
+``apply_reports`` call at :data:`computed.providers.report.API_VERSION` and turns the answers into
+:class:`Outcome` values.
+
+Thread-safety: ``offer``, ``forget`` and the readers may be called from any thread while one
+thread runs :meth:`Outbox.run`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Protocol
+
+from computed.providers.report import API_VERSION, Outcome, Report
+from computed.providers.state import ProviderState
+
+LOG = logging.getLogger(__name__)
+
+# Longest wait, in seconds, between two attempts to send while the reporters are away.
+MAX_BACKOFF = 30.0
+
+# Outcomes after which the outbox stops sending that report; of those, the ones after which
+# Placement holds the reported state (a stale report means a newer one of ours was applied).
+SETTLED = frozenset({Outcome.APPLIED, Outcome.STALE, Outcome.FENCED, Outcome.KEPT,
+                     Outcome.INVALID})
+CONFIRMED = frozenset({Outcome.APPLIED, Outcome.STALE, Outcome.KEPT})
+
+Outcomes = Mapping[tuple[str, int], Outcome]  # (uuid, seq) -> outcome
+
+
+class Verdict(enum.Enum):
+    """What the outbox does with a queued report now."""
+
+    SEND = "send"
+    HOLD = "hold"  # keep it queued, ask again at the next batch
+    DROP = "drop"  # forget it: this daemon no longer reports that provider with that claim epoch
+
+
+class Gate(Protocol):
+    def verdict(self, uuid: str, claim_epoch: int) -> Verdict:
+        """Whether a report of ``uuid`` under ``claim_epoch`` may go out now."""
+
+
+class Sender(Protocol):
+    def send(self, batch: list[Report]) -> Outcomes:
+        """Deliver ``batch``; the outcome of each report answered. Raises if the call failed."""
+
+
+class RpcSender:
+    """Sends a batch of reports to the reporters with one RPC call (``apply_reports``)."""
+
+    def __init__(self, client: Any):
+        # Ask for this API version: a reporter too old to read these reports refuses the call
+        # (UnsupportedVersion) and the outbox retries, instead of it dropping them as invalid.
+        self._client = client.prepare(version=API_VERSION)
+
+    def send(self, batch: list[Report]) -> Outcomes:
+        answers = self._client.call({}, "apply_reports", reports=[r.to_dict() for r in batch])
+        outcomes = {}
+        for answer in answers or ():
+            try:
+                uuid, seq, outcome = answer
+                outcomes[(str(uuid), int(seq))] = Outcome(outcome)
+            except (TypeError, ValueError):  # unanswered reports stay queued as failed
+                LOG.warning("ignoring a malformed answer from a reporter: %r", answer)
+        return outcomes
+
+
+@dataclass(frozen=True)
+class _Entry:
+    claim_epoch: int
+    state: ProviderState | None
+    seq: int
+
+
+class Outbox:
+    """What this daemon still has to report, and what the reporters confirmed."""
+
+    def __init__(self, host: str, sender: Sender, gate: Gate, batch_size: int,
+                 max_backoff: float = MAX_BACKOFF):
+        self.host = host
+        self._sender = sender
+        self._gate = gate
+        self._batch_size = batch_size
+        self._max_backoff = max_backoff
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Entry] = {}
+        # Providers with a report on the wire: until it settles, "confirmed" may not be what
+        # Placement will hold, so an offer equal to it must still be sent.
+        self._inflight: set[str] = set()
+        self._confirmed: dict[str, tuple[int, ProviderState | None]] = {}
+        self._seq = itertools.count(int(time.time() * 1000))
+        self._wake = threading.Event()
+        self.failures = 0  # calls failed in a row (read by computed.runtime.metrics)
+        self.sent = 0
+        self.last_failed = 0  # reports of the last batch answered "failed"
+
+    def offer(self, uuid: str, claim_epoch: int, state: ProviderState | None) -> bool:
+        """Queue ``state`` (None: the node is gone) for ``uuid`` unless it is already confirmed or
+        queued under ``claim_epoch``; True if queued."""
+        with self._lock:
+            if uuid not in self._inflight and self._confirmed.get(uuid) == (claim_epoch, state):
+                self._pending.pop(uuid, None)
+                return False
+            entry = self._pending.get(uuid)
+            if entry is not None and (entry.claim_epoch, entry.state) == (claim_epoch, state):
+                return False
+            self._pending[uuid] = _Entry(claim_epoch, state, next(self._seq))
+        self._wake.set()
+        return True
+
+    def forget(self, uuids: Iterable[str]) -> None:
+        """Stop reporting ``uuids`` (their claims were released)."""
+        with self._lock:
+            for uuid in uuids:
+                self._pending.pop(uuid, None)
+                self._confirmed.pop(uuid, None)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def confirmed(self, uuid: str) -> tuple[int, ProviderState | None] | None:
+        """The (claim epoch, state) the reporters last confirmed for ``uuid``."""
+        with self._lock:
+            return self._confirmed.get(uuid)
+
+    def send_batch(self) -> int:
+        """Send up to one batch; returns how many reports went out (raises if the call failed)."""
+        with self._lock:
+            queued = list(itertools.islice(self._pending.items(), self._batch_size))
+        queued = [(uuid, entry) for uuid, entry in queued if self._may_send(uuid, entry)]
+        if not queued:
+            return 0
+        with self._lock:
+            self._inflight.update(uuid for uuid, _ in queued)
+        try:
+            outcomes = self._sender.send([self._report(uuid, entry) for uuid, entry in queued])
+        except BaseException:
+            with self._lock:
+                for uuid, _ in queued:
+                    self._inflight.discard(uuid)
+                    self._unconfirm(uuid)
+            raise
+        self._settle(queued, outcomes)
+        self.sent += len(queued)
+        return len(queued)
+
+    def _report(self, uuid: str, entry: _Entry) -> Report:
+        state = None if entry.state is None else entry.state.to_dict()
+        return Report(uuid, entry.claim_epoch, entry.seq, self.host, state)
+
+    def _may_send(self, uuid: str, entry: _Entry) -> bool:
+        verdict = self._gate.verdict(uuid, entry.claim_epoch)
+        if verdict is Verdict.DROP:
+            with self._lock:
+                if self._pending.get(uuid) is entry:  # not replaced by a newer offer meanwhile
+                    del self._pending[uuid]
+        return verdict is Verdict.SEND
+
+    def _settle(self, sent: list[tuple[str, _Entry]], outcomes: Outcomes) -> None:
+        failed = 0
+        with self._lock:
+            self._inflight.difference_update(uuid for uuid, _ in sent)
+            for uuid, entry in sent:
+                outcome = outcomes.get((uuid, entry.seq), Outcome.FAILED)
+                if outcome not in SETTLED:
+                    failed += 1
+                    self._unconfirm(uuid)
+                    continue  # stays queued for the next attempt
+                if outcome in CONFIRMED:
+                    self._confirmed[uuid] = (entry.claim_epoch, entry.state)
+                elif outcome is Outcome.INVALID:
+                    LOG.error("reporter refused report %s as invalid; not resending", uuid)
+                if self._pending.get(uuid) is entry:  # a newer offer stays queued
+                    del self._pending[uuid]
+        self.last_failed = failed
+
+    def _unconfirm(self, uuid: str) -> None:
+        # A report whose call failed, or that failed on the reporter's side, may still have
+        # reached Placement (a timeout after the write, a write that failed half way): what
+        # Placement holds is unknown until a report settles, so no offer may be skipped as
+        # "already confirmed" meanwhile. Called with the lock held.
+        self._confirmed.pop(uuid, None)
+
+    def run(self, stop: threading.Event) -> None:
+        """Send until ``stop``: batches back to back while there is work, backoff on failure."""
+        backoff = 0.0
+        while not stop.is_set():
+            try:
+                sent = self.send_batch()
+                if sent and self.last_failed == sent:
+                    # The reporter answered but could apply none (Placement or ZooKeeper
+                    # down on its side): back off as if the call itself had failed.
+                    raise RuntimeError(f"the reporter could apply none of {sent} report(s)")
+                backoff = 0.0
+                self.failures = 0
+            except Exception as exc:  # the call failed: keep everything queued, retry later
+                self.failures += 1
+                backoff = min(self._max_backoff, max(0.5, backoff * 2))
+                LOG.warning("sending %d pending report(s) failed (%s); retrying in %.1fs",
+                            self.pending(), exc, backoff)
+                stop.wait(backoff * (0.5 + random.random() / 2))
+                continue
+            if sent == 0:
+                self._wake.wait(1.0)
+                self._wake.clear()
+
+    def kick(self) -> None:
+        """Wake :meth:`run` now (a sync pass queued reports)."""
+        self._wake.set()
+

@@ -1,0 +1,73 @@
+"""What the fleet shares out: Ironic's last good listing plus the providers whose node is gone."""
+
+from __future__ import annotations
+
+import threading
+
+import sqlalchemy
+
+from computed.baremetal.catalog import NodeCatalog
+from computed.baremetal.driver import Node
+from computed.daemon.nodes import FleetNodes
+from computed.db import api as db_api
+from computed.db import models
+from tests.unit.daemon.fakes import Ironic
+
+N1 = "11111111-1111-1111-1111-111111111111"
+N2 = "22222222-2222-2222-2222-222222222222"
+
+
+def record_provider(engine, uuid: str) -> None:
+    """A provider the reporters applied (as computed-reporter records it)."""
+    assert db_api.apply_report_if_newer(engine, uuid, 5, 1, "c1", lambda row: "{}")
+
+
+def test_nothing_is_shared_until_ironic_was_listed_once(engine):
+    ironic = Ironic(Node(uuid=N1))
+    ironic.down = True
+    nodes = FleetNodes(NodeCatalog(ironic), engine)
+    assert not nodes.refresh()
+    assert nodes.uuids() is None
+    ironic.down = False
+    assert nodes.refresh()
+    assert nodes.uuids() == [N1]
+
+
+def test_providers_whose_node_is_gone_are_shared_and_known(engine):
+    ironic = Ironic(Node(uuid=N1))
+    record_provider(engine, N2)
+    nodes = FleetNodes(NodeCatalog(ironic), engine)
+    assert nodes.refresh()
+    assert sorted(nodes.uuids()) == [N1, N2]
+    assert nodes.is_known_provider(N2) and not nodes.is_known_provider(N1)
+    assert not nodes.refresh()  # the same set again: nothing for the fleet to do
+
+
+def test_an_ironic_outage_keeps_the_last_good_list(engine):
+    ironic = Ironic(Node(uuid=N1), Node(uuid=N2))
+    nodes = FleetNodes(NodeCatalog(ironic), engine)
+    nodes.refresh()
+    ironic.down = True
+    assert not nodes.refresh()
+    assert sorted(nodes.uuids()) == [N1, N2]
+
+
+def test_an_unreadable_database_keeps_the_last_known_providers(engine, caplog):
+    record_provider(engine, N2)
+    nodes = FleetNodes(NodeCatalog(Ironic(Node(uuid=N1))), engine)
+    nodes.refresh()
+    with engine.begin() as connection:  # a database that answers, but not this question
+        connection.execute(sqlalchemy.text(f"DROP TABLE {models.Provider.__tablename__}"))
+    assert not nodes.refresh()
+    assert nodes.is_known_provider(N2) and sorted(nodes.uuids()) == [N1, N2]
+    assert "cannot read known providers" in caplog.text
+
+
+def test_a_requested_refresh_ends_the_wait_at_once():
+    nodes = FleetNodes(NodeCatalog(Ironic()), engine=None)
+    nodes.request_refresh()
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (nodes.wait_for_refresh(30), done.set()))
+    thread.start()
+    thread.join(5)
+    assert done.is_set()

@@ -1,0 +1,251 @@
+"""The node sync pass, without ZooKeeper: from a node change to a report, through real calls.
+
+The catalog, the fence and the outbox are the real ones; Ironic, the fleet's claims and the
+reporters are in-memory stand-ins passed as constructor arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+
+import pytest
+
+from computed.baremetal.catalog import NodeCatalog
+from computed.baremetal.driver import Node
+from computed.daemon.sync import LISTING_EVENTS, NodeSync, ReportGate
+from computed.providers.outbox import Outbox, Verdict
+from computed.providers.state import provider_from_node
+from tests.unit.daemon.fakes import Clock, Fleet, Ironic, KnownProviders, open_fence
+from tests.unit.report.fakes import Reporter
+
+N1 = "11111111-1111-1111-1111-111111111111"
+N2 = "22222222-2222-2222-2222-222222222222"
+UPDATE = "baremetal.node.update.end"
+
+
+def node(uuid: str = N1, **fields) -> Node:
+    return Node(uuid=uuid, resource_class="gold", provision_state="available",
+                power_state="power off", **fields)
+
+
+class Daemon:
+    """One daemon's sync path, wired as computed.cmd.daemon wires it."""
+
+    def __init__(self, *nodes: Node, known: tuple[str, ...] = ()):
+        self.clock = Clock()
+        self.ironic = Ironic(*nodes)
+        self.catalog = NodeCatalog(self.ironic, clock=self.clock)
+        self.catalog.refresh()
+        self.fence = open_fence(self.clock)
+        self.fleet = Fleet(self.fence)
+        self.known = KnownProviders(*known)
+        self.reporter = Reporter()
+        self.outbox = Outbox("c1", self.reporter, ReportGate(self.fleet.claims, self.fence),
+                             batch_size=100)
+        self.sync = NodeSync(self.catalog, self.known, self.ironic, self.fleet, self.outbox,
+                             clock=self.clock)
+
+    def change(self, uuid: str, **fields) -> None:
+        """Change a node in Ironic and send its notification."""
+        self.ironic.nodes[uuid] = dataclasses.replace(self.ironic.nodes[uuid], **fields)
+        self.sync.hint(uuid, UPDATE)
+
+    def node_pass(self) -> int:
+        """One pass of the node thread's sync."""
+        self.sync.reread_hinted()
+        return self.sync.sync_claimed()
+
+    def sent(self) -> list[tuple[str, int, dict | None]]:
+        """Send what is queued; (uuid, claim epoch, state) of every report sent."""
+        self.outbox.send_batch()
+        return [(r.uuid, r.claim_epoch, r.state) for r in self.reporter.batches[-1]] \
+            if self.reporter.batches else []
+
+
+def wire(n: Node) -> dict:
+    return provider_from_node(n).to_dict()
+
+
+def test_a_node_change_is_offered_once_and_sent_under_the_claim_epoch():
+    daemon = Daemon(node())
+    daemon.fleet.claim(N1, 7)
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N1, 7, wire(node()))]
+
+    daemon.change(N1, maintenance=True)
+    assert daemon.node_pass() == 1
+    assert daemon.ironic.reads == [N1]  # the event made the node thread re-read it
+    assert daemon.outbox.pending() == 1
+    assert daemon.node_pass() == 0  # the same snapshot again: nothing more
+    assert daemon.outbox.pending() == 1
+    assert daemon.sent() == [(N1, 7, wire(node(maintenance=True)))]
+    assert wire(node(maintenance=True))["reserved"] == 1
+    assert [(n, action, epoch) for n, action, epoch, _ in daemon.fleet.acts] == \
+        [(N1, "sync", 7), (N1, "sync", 7)]
+
+
+def test_unchanged_nodes_offer_nothing():
+    daemon = Daemon(node(N1), node(N2))
+    daemon.fleet.claim(N1, 7)
+    daemon.fleet.claim(N2, 8)
+    assert daemon.node_pass() == 2
+    daemon.sent()
+    daemon.catalog.refresh()  # a new listing with the same nodes
+    daemon.sync.hint(N1, UPDATE)  # an event that changed nothing
+    assert daemon.node_pass() == 0
+    assert daemon.outbox.pending() == 0 and len(daemon.reporter.batches) == 1
+    assert len(daemon.fleet.acts) == 2
+
+
+def test_a_new_claim_epoch_syncs_the_node_again():
+    daemon = Daemon(node())
+    daemon.fleet.claim(N1, 7)
+    daemon.node_pass()
+    daemon.sent()
+    daemon.fleet.claim(N1, 9)  # lost and taken again: its owner reports under the new epoch
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N1, 9, wire(node()))]
+
+
+def test_a_node_gone_from_ironic_with_a_known_provider_offers_none():
+    daemon = Daemon(node(N1), known=(N2,))
+    daemon.fleet.claim(N2, 8)  # a provider computed reported; Ironic no longer lists its node
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N2, 8, None)]
+    assert daemon.fleet.acts[0][3] == {"provision_state": None, "maintenance": None,
+                                       "gone": True}
+
+
+def test_a_claimed_node_neither_listed_nor_known_is_skipped():
+    daemon = Daemon(node(N1))
+    daemon.fleet.claim(N2, 8)
+    assert daemon.node_pass() == 0
+    assert daemon.outbox.pending() == 0 and daemon.fleet.acts == []
+
+
+def test_a_node_deleted_in_ironic_is_reported_gone():
+    daemon = Daemon(node(N1), node(N2), known=(N2,))
+    daemon.fleet.claim(N2, 8)
+    daemon.node_pass()
+    daemon.sent()
+    del daemon.ironic.nodes[N2]
+    daemon.sync.hint(N2, "baremetal.node.delete.end")
+    assert daemon.known.refresh_requests == 1  # a delete calls for a full listing too
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N2, 8, None)]
+
+
+def test_a_claim_lost_drops_pending_reports():
+    daemon = Daemon(node(N1), node(N2))
+    daemon.fleet.claim(N1, 7)
+    daemon.fleet.claim(N2, 8)
+    daemon.node_pass()
+    assert daemon.outbox.pending() == 2
+    daemon.fleet.release(N1)
+    assert daemon.node_pass() == 0
+    assert daemon.outbox.pending() == 1
+    assert daemon.sent() == [(N2, 8, wire(node(N2)))]
+
+
+def test_a_report_is_dropped_when_its_claim_changed_epoch_before_it_was_sent():
+    daemon = Daemon(node())
+    daemon.fleet.claim(N1, 7)
+    daemon.node_pass()
+    daemon.fleet.claim(N1, 9)  # before the report thread sent the epoch-7 report
+    assert daemon.outbox.send_batch() == 0 and daemon.outbox.pending() == 0
+    assert daemon.reporter.batches == []
+
+
+def test_the_fence_closed_holds_reports():
+    daemon = Daemon(node())
+    daemon.fleet.claim(N1, 7)
+    daemon.node_pass()
+    daemon.fence.suspended()  # ZooKeeper connection dropped: the claim may still be ours
+    assert daemon.outbox.send_batch() == 0
+    assert daemon.outbox.pending() == 1 and daemon.reporter.batches == []
+    daemon.change(N1, maintenance=True)
+    assert daemon.node_pass() == 0  # no sync either while the fence is closed
+    daemon.fence.connected()  # reconnected to the same session
+    daemon.fence.renew(lambda: None)
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N1, 7, wire(node(maintenance=True)))]
+
+
+def test_a_node_with_no_resource_class_is_not_reported_and_logged_once(caplog):
+    daemon = Daemon(Node(uuid=N1))  # enrolled without a resource class
+    daemon.fleet.claim(N1, 7)
+    with caplog.at_level(logging.WARNING, logger="computed.daemon.sync"):
+        assert daemon.node_pass() == 1
+        daemon.change(N1, maintenance=True)
+        assert daemon.node_pass() == 1
+    assert daemon.outbox.pending() == 0
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [f"node {N1} has no resource class: not reported to Placement"]
+
+
+def test_only_held_nodes_are_reread_and_a_failed_reread_keeps_the_listed_node(caplog):
+    daemon = Daemon(node(N1), node(N2))
+    daemon.fleet.claim(N1, 7)
+    daemon.sync.hint(N2, UPDATE)  # not ours: its owner re-reads it
+    daemon.node_pass()
+    assert daemon.ironic.reads == []
+    daemon.ironic.down = True
+    daemon.sync.hint(N1, UPDATE)
+    daemon.node_pass()
+    assert daemon.ironic.reads == [N1]
+    assert daemon.catalog.view().nodes[N1] == node(N1)
+    assert f"cannot re-read node {N1} after an event" in caplog.text
+
+
+@pytest.mark.parametrize("event, listing", [(UPDATE, 0)] + [(e, 1) for e in LISTING_EVENTS])
+def test_hints_record_the_event_time_and_ask_for_a_listing_when_nodes_come_or_go(event,
+                                                                                listing):
+    daemon = Daemon(node())
+    assert daemon.sync.last_event_at is None
+    daemon.clock.now = 1234.5
+    daemon.sync.hint(N1, event)
+    assert daemon.sync.last_event_at == 1234.5
+    assert daemon.known.refresh_requests == listing
+
+
+def test_a_hint_wakes_the_node_thread():
+    daemon = Daemon(node())
+    woke = threading.Event()
+
+    def node_thread():
+        daemon.sync.wait(30)
+        woke.set()
+
+    thread = threading.Thread(target=node_thread)
+    thread.start()
+    daemon.sync.hint(N1, UPDATE)
+    thread.join(5)
+    assert woke.is_set()
+
+
+@pytest.mark.parametrize("held, connected, verdict", [
+    (7, True, Verdict.SEND),
+    (9, True, Verdict.DROP),   # the claim was taken again since: the report is not ours
+    (7, False, Verdict.HOLD),  # ours, but the fence is closed for now
+    (None, True, Verdict.DROP),  # not claimed any more
+])
+def test_report_gate_for_a_report_made_under_claim_epoch_7(held, connected, verdict):
+    clock = Clock()
+    fence = open_fence(clock)
+    fleet = Fleet(fence)
+    if held is not None:
+        fleet.claim(N1, held)
+    if not connected:
+        fence.suspended()
+    assert ReportGate(fleet.claims, fence).verdict(N1, 7) is verdict
+
+
+def test_report_gate_holds_when_the_lease_ran_out():
+    clock = Clock()
+    fence = open_fence(clock)
+    fleet = Fleet(fence)
+    fleet.claim(N1, 7)
+    clock.now += 60  # a pause longer than the session: nothing is acted on until a round trip
+    assert ReportGate(fleet.claims, fence).verdict(N1, 7) is Verdict.HOLD
