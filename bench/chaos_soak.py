@@ -1,6 +1,6 @@
 """The long chaos soak: faults drawn from a seed for ``--minutes``, then every invariant checked.
 
-    .venv/bin/python bench/chaos_soak.py --minutes 30 --seed 42 [--daemons 3 --nodes 60]
+    .venv/bin/python -m bench.chaos_soak --minutes 30 --seed 42 [--daemons 3 --nodes 60]
         [--benchmarks BENCHMARKS.md]
 
 Same engine as the short run in the test suite (:mod:`tests.chaos.chaos`): daemons in network
@@ -20,10 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import write_section  # noqa: E402
-from tests.chaos.chaos import Chaos  # noqa: E402
+from bench.common import write_section
+from tests.chaos.chaos import Chaos
 
 SECTION = "## Chaos soak (issue 8)"
 DESCRIPTION = (
@@ -39,7 +37,7 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
     summary = chaos.summary()
     load = os.getloadavg()
     lines = [SECTION, "",
-             (f"`bench/chaos_soak.py --minutes {args.minutes:g} --seed {args.seed} "
+             (f"`.venv/bin/python -m bench.chaos_soak --minutes {args.minutes:g} --seed {args.seed} "
              f"--daemons {args.daemons} --nodes {args.nodes}` on {os.cpu_count()} cores "
              f"({platform.python_version()}), machine shared with other work (load average at "
              f"the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session timeout "

@@ -21,12 +21,12 @@ Times are reported as median / min / max over ``--runs`` runs. Nothing is assert
 
 Run from the repository root (starts and stops its own ZooKeeper, RabbitMQ and Ironic)::
 
-    .venv/bin/python bench/fleet_bench.py [--runs 5] [--sessions 2,5] [--write-md]
+    .venv/bin/python -m bench.fleet_bench [--runs 5] [--sessions 2,5] [--write-md]
 
 or against a stack started with ``tools/services up`` (the seeded nodes are deleted at the end
 unless ``--keep-nodes``)::
 
-    .venv/bin/python bench/fleet_bench.py --stack-dir .services
+    .venv/bin/python -m bench.fleet_bench --stack-dir .services
 """
 
 from __future__ import annotations
@@ -46,20 +46,24 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
-from kazoo.client import KazooClient  # noqa: E402
-from kazoo.exceptions import NoNodeError  # noqa: E402
-
-from bench.common import machine, write_section  # noqa: E402
-from bench.seed import api_node_uuids, seed_nodes, unseed_nodes  # noqa: E402
-from computed.fleet.audit import fencing_violations  # noqa: E402
-from computed.fleet.membership import fleet_root, read_members  # noqa: E402
-from computed_ironic.convert import LIST_FIELDS  # noqa: E402
-from computed.testing.ironic import _request  # noqa: E402
-from tests.functional.daemons import (Daemon, expected_ownership, merged_records,  # noqa: E402
-                                      ownership_now, wait_converged, zk_client)
-from computed.testing.stack import Stack  # noqa: E402
+from bench.common import machine, write_section
+from bench.seed import api_node_uuids, seed_nodes, unseed_nodes
+from computed.fleet.audit import fencing_violations
+from computed.fleet.membership import fleet_root, read_members
+from computed.testing.ironic import _request
+from computed.testing.stack import Stack
+from computed_ironic.convert import LIST_FIELDS
+from tests.functional.daemons import (
+    Daemon,
+    expected_ownership,
+    merged_records,
+    ownership_now,
+    wait_converged,
+    zk_client,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Fleet: failover and handover (issue 4)"
@@ -608,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
                 "loads": [r["load"] for res in results.values() for k in ("failover", "scale")
                           for r in res[k]],
                 "violations": len(violations), "elapsed": time.monotonic() - began,
-                "command": ".venv/bin/python bench/fleet_bench.py " + " ".join(
+                "command": ".venv/bin/python -m bench.fleet_bench " + " ".join(
                     a for a in (argv if argv is not None else sys.argv[1:])
                     if a != "--write-md").strip()}
         info["notes"] = notes(results, info)

@@ -29,7 +29,7 @@ Each of ``--runs`` runs:
 
 Run from the repository root (starts and stops its own stack)::
 
-    .venv/bin/python bench/instance_bench.py [--nodes 200] [--builds 50] [--runs 3] [--write-md]
+    .venv/bin/python -m bench.instance_bench [--nodes 200] [--builds 50] [--runs 3] [--write-md]
 
 or against a stack from ``tools/services up`` (``--stack-dir .services``; seeded nodes are
 deleted at the end).
@@ -50,24 +50,32 @@ import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import sqlalchemy as sa
+from oslo_config import cfg
 
-import sqlalchemy as sa  # noqa: E402
-from oslo_config import cfg  # noqa: E402
-
-from bench.fleet_bench import MemberWatch  # noqa: E402
-from bench.common import machine_facts, write_section  # noqa: E402
-from bench.seed import make_template, seed_nodes, unseed_nodes  # noqa: E402
-from computed import conf as computed_conf  # noqa: E402
-from computed import db, keystone, rpc, scheduler  # noqa: E402
-from computed.instances.rpcapi import ComputeAPI, ServerAPI  # noqa: E402
-from computed.db import api as db_api  # noqa: E402
-from computed.fleet.membership import fleet_root  # noqa: E402
-from computed.providers.state import normalise_resource_class  # noqa: E402
-from tests.functional.daemons import (Daemon, Reporter, dump_logs, fleet_database,  # noqa: E402
-                                      ironic, ownership_now, wait_converged, zk_client)
-from hashring.ownership import compute_ownership  # noqa: E402
-from computed.testing.stack import Stack  # noqa: E402
+from bench.common import machine_facts, write_section
+from bench.fleet_bench import MemberWatch
+from bench.seed import make_template, seed_nodes, unseed_nodes
+from computed import conf as computed_conf
+from computed import db
+from computed.db import api as db_api
+from computed.fleet.membership import fleet_root
+from computed.instances import scheduler
+from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.providers.state import normalise_resource_class
+from computed.runtime import keystone, rpc
+from computed.testing.stack import Stack
+from hashring.ownership import compute_ownership
+from tests.functional.daemons import (
+    Daemon,
+    Reporter,
+    dump_logs,
+    fleet_database,
+    ironic,
+    ownership_now,
+    wait_converged,
+    zk_client,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Instances: builds and re-homing (issue 6)"
@@ -576,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             result["delete"] = deletes(world, result["build"]["uuids"], args.threads)
             runs.append(result)
         loads.append(os.getloadavg()[0])
-        info = {"command": ".venv/bin/python bench/instance_bench.py " + " ".join(
+        info = {"command": ".venv/bin/python -m bench.instance_bench " + " ".join(
                     a for a in (argv if argv is not None else sys.argv[1:])
                     if a != "--write-md").strip(),
                 "machine": machine_facts(), "backend": world.backend,

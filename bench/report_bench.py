@@ -38,7 +38,7 @@ not counted (a shared server).
 
 Run from the repository root (starts and stops its own services)::
 
-    .venv/bin/python bench/report_bench.py [--nodes 10000] [--runs 3] [--write-md]
+    .venv/bin/python -m bench.report_bench [--nodes 10000] [--runs 3] [--write-md]
 
 or against a stack started with ``tools/services up`` (``--stack-dir .services``; the seeded
 nodes are deleted at the end, the providers the runs created are left in its Placement).
@@ -65,25 +65,23 @@ import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import psutil
+import requests
+import sqlalchemy as sa
+from oslo_config import cfg
 
-import psutil  # noqa: E402
-import requests  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
-from oslo_config import cfg  # noqa: E402
-
-from bench.common import machine, write_section  # noqa: E402
-from bench.seed import (_connect, ironic_db, make_template, seed_nodes,  # noqa: E402
-                        unseed_nodes)
-from computed import conf as computed_conf  # noqa: E402
-from computed import db, keystone  # noqa: E402
-from computed.db.api import _UNAPPLIED  # noqa: E402
-from computed.placement.client import PlacementClient  # noqa: E402
-from computed.providers.state import ProviderState, normalise_resource_class  # noqa: E402
-from computed_ironic.driver import IronicDriver  # noqa: E402
-from computed.testing.ironic import _request  # noqa: E402
-from tests.functional.daemons import Daemon, Reporter, dump_logs  # noqa: E402
-from computed.testing.stack import Stack  # noqa: E402
+from bench.common import machine, write_section
+from bench.seed import _connect, ironic_db, make_template, seed_nodes, unseed_nodes
+from computed import conf as computed_conf
+from computed import db
+from computed.db.api import _UNAPPLIED
+from computed.placement.client import PlacementClient
+from computed.providers.state import ProviderState, normalise_resource_class
+from computed.runtime import keystone
+from computed.testing.ironic import _request
+from computed.testing.stack import Stack
+from computed_ironic.driver import IronicDriver
+from tests.functional.daemons import Daemon, Reporter, dump_logs
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Providers: cold start, steady state, events (issue 5)"
@@ -829,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(result)
             current.close()
             current = None
-        info = {"command": ".venv/bin/python bench/report_bench.py " + " ".join(
+        info = {"command": ".venv/bin/python -m bench.report_bench " + " ".join(
                     a for a in (argv if argv is not None else sys.argv[1:])
                     if a != "--write-md").strip(),
                 "placement": "16.0.0", "elapsed": time.monotonic() - began,

@@ -19,26 +19,22 @@ Prints, for both rings in one run:
     members.
 
 Run from the repository root:
-    python bench/ring_bench.py [--seeds 5] [--max-loads 1.02,1.05,1.10]
+    .venv/bin/python -m bench.ring_bench [--seeds 5] [--max-loads 1.02,1.05,1.10]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
-import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tooz
+from tooz import hashring as tooz_hashring
 
-from tooz import hashring as tooz_hashring  # noqa: E402
-import tooz  # noqa: E402
-
-import hashring  # noqa: E402
-from bench.common import machine_facts  # noqa: E402
+import hashring
+from bench.common import machine_facts
 
 SIZES = (3, 5, 10, 20, 50, 100)
 

@@ -19,23 +19,20 @@ a stack that other people keep using).
 
 Command line (a stack started with ``tools/services up``)::
 
-    .venv/bin/python bench/seed.py --stack-dir .services --count 3000 [--prefix bench]
-    .venv/bin/python bench/seed.py --stack-dir .services --prefix bench --delete
+    .venv/bin/python -m bench.seed --stack-dir .services --count 3000 [--prefix bench]
+    .venv/bin/python -m bench.seed --stack-dir .services --prefix bench --delete
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import sys
 import time
 import uuid as uuidlib
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from computed.testing.ironic import _request  # noqa: E402
+from computed.testing.ironic import _request
 
 PAGE = 1000  # Ironic's default [api] max_limit
 
