@@ -2,8 +2,10 @@
 
 ``Stack.up`` starts the services in dependency order (ZooKeeper, RabbitMQ, PostgreSQL, Placement,
 Ironic: Ironic sends its notifications to the broker) and saves their infos in
-``WORKDIR/state.json`` after each one, so that a failure half-way still leaves a state that
-``down`` can clean. ``Stack.load`` finds a saved stack again from another process.
+``WORKDIR/state.json`` after each one, so that even a process killed half-way leaves a state that
+``down`` can clean. It returns a whole stack or none: when a service fails to start (or the caller
+is interrupted), the ones already started are stopped before the error goes on. ``Stack.load``
+finds a saved stack again from another process.
 
 ``computed_conf`` renders a computed.conf pointing at the stack, the one place where the harness
 knows computed's option names.
@@ -47,15 +49,21 @@ class Stack:
                              f"known: {', '.join(ORDER)}")
         stack = cls(Path(workdir))
         stack.workdir.mkdir(parents=True, exist_ok=True)
-        for name in ORDER:
-            if name not in wanted or (name == "postgres" and not postgres.available()):
-                continue
-            stack.services[name] = service = stack._new(name)
-            try:
-                service.start()
-            finally:
-                stack.save()
-        stack._cap_unconsumed_notifications()
+        try:
+            for name in ORDER:
+                if name not in wanted or (name == "postgres" and not postgres.available()):
+                    continue
+                stack.services[name] = service = stack._new(name)
+                try:
+                    service.start()
+                finally:
+                    stack.save()
+            stack._cap_unconsumed_notifications()
+        except BaseException:
+            # BaseException: Ctrl-C during a slow start (a virtualenv being built) must not leave
+            # the services already started running either.
+            stack.down()
+            raise
         return stack
 
     def _new(self, name: str) -> Service:
