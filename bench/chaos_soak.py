@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import write_section
+from bench.common import machine_facts, write_section
 from tests.chaos.chaos import Chaos
 
 SECTION = "## Chaos soak (issue 8)"
@@ -36,12 +35,13 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
     res = chaos.results
     summary = chaos.summary()
     load = os.getloadavg()
+    facts = machine_facts()
     lines = [SECTION, "",
-             (f"`.venv/bin/python -m bench.chaos_soak --minutes {args.minutes:g} --seed {args.seed} "
-             f"--daemons {args.daemons} --nodes {args.nodes}` on {os.cpu_count()} cores "
-             f"({platform.python_version()}), machine shared with other work (load average at "
-             f"the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session timeout "
-             f"{chaos.session} s, rehome_grace {chaos.grace:g} s."), "", DESCRIPTION, "",
+             (f"`.venv/bin/python -m bench.chaos_soak --minutes {args.minutes:g} "
+             f"--seed {args.seed} --daemons {args.daemons} --nodes {args.nodes}` on "
+             f"{facts['nproc']} cores ({facts['python']}), machine shared with other work (load "
+             f"average at the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session "
+             f"timeout {chaos.session} s, rehome_grace {chaos.grace:g} s."), "", DESCRIPTION, "",
              "| fault | injected | recovered |", "|---|---|---|"]
     for kind, (count, ok) in sorted(summary["by_kind"].items()):
         lines.append(f"| {kind} | {count} | {ok} |")

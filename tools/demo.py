@@ -121,7 +121,8 @@ class Demo:
             state = ("draining" if member and member.draining else "member") if member else (
                 "running" if daemon.alive else "dead")
             epoch = member.member_epoch if member else "-"
-            lines.append(f"{daemon.host:<16}{state:<10}{epoch:>10}{per_host.get(daemon.host, 0):>8}")
+            claimed = per_host.get(daemon.host, 0)
+            lines.append(f"{daemon.host:<16}{state:<10}{epoch:>10}{claimed:>8}")
         unclaimed = len(self.nodes) - sum(1 for n in self.nodes if n in claims)
         bar = int(40 * applied / max(1, len(self.nodes)))
         lines += ["", f"claimed {len(claims)} / unclaimed {unclaimed}",
