@@ -19,7 +19,7 @@ measures, for each ZooKeeper session timeout in ``--sessions``:
 
 Times are reported as median / min / max over ``--runs`` runs. Nothing is asserted about them.
 
-Run from the repository root (starts and stops its own ZooKeeper, RabbitMQ and Ironic)::
+Run from the repository root (starts and stops its own ZooKeeper, RabbitMQ, Placement and Ironic)::
 
     .venv/bin/python -m bench.fleet_bench [--runs 5] [--sessions 2,5] [--write-md]
 
@@ -67,6 +67,7 @@ from computed_ironic.convert import LIST_FIELDS
 from tests.functional.daemons import (
     Daemon,
     expected_ownership,
+    fleet_database,
     merged_records,
     ownership_now,
     wait_converged,
@@ -144,6 +145,8 @@ class Fleet:
         self.refresh = refresh
         self.nodes = nodes
         self.group = f"bench{session}s{uuid.uuid4().hex[:6]}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.database = fleet_database(workdir)
         self.busy_poll = busy_poll
         self.daemons: dict[str, Daemon] = {}
         # the latest Daemon per host ever started (one audit file per host), for audit reads
@@ -153,7 +156,7 @@ class Fleet:
 
     def start(self, host: str) -> Daemon:
         daemon = Daemon(self.stack, self.workdir, host, session_timeout=self.session,
-                        refresh=self.refresh, group=self.group).start()
+                        refresh=self.refresh, group=self.group, database=self.database).start()
         self.daemons[host] = daemon
         self.every[host] = daemon
         return daemon
@@ -398,7 +401,8 @@ def markdown(args, results: dict, info: dict) -> str:
     body = [
         SECTION,
         "",
-        "Command (repository root; starts and stops its own ZooKeeper, RabbitMQ and Ironic):",
+        "Command (repository root; starts and stops its own ZooKeeper, RabbitMQ, Placement and "
+        "Ironic):",
         "",
         f"    {info['command']}",
         "",
@@ -498,7 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     workdir = workdir_or_tmp(args.workdir, "fleet-bench-")
     prefix = "fleetbench" if args.stack_dir else f"fb{uuid.uuid4().hex[:6]}"
-    with stack_for(args, workdir, ["zookeeper", "rabbitmq", "ironic"], prefix,
+    # The daemons need Placement configured since they manage instances (issue 6), though
+    # nothing here creates one.
+    with stack_for(args, workdir, ["zookeeper", "rabbitmq", "placement", "ironic"], prefix,
                    keep_nodes=args.keep_nodes) as stack:
         fleets: dict[int, Fleet] = {}
         results: dict[int, dict] = {}
