@@ -71,7 +71,8 @@ class Ironic(Service):
             "[conductor]",
             "automated_clean = false",
             "[fake]",
-            f"deploy_delay = {int(self.info['deploy_delay'])}",  # Ironic int()s it: '0.0' fails every deploy
+            # Ironic int()s it: '0.0' would fail every deploy.
+            f"deploy_delay = {int(self.info['deploy_delay'])}",
         ]
         if self.info.get("transport_url"):
             lines[1:1] = ["notification_level = info",

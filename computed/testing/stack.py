@@ -14,8 +14,8 @@ knows computed's option names.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from computed.testing import postgres
 from computed.testing.ironic import NOTIFICATION_TOPIC, Ironic
@@ -40,7 +40,7 @@ class Stack:
         return self.workdir / "state.json"
 
     @classmethod
-    def up(cls, workdir: Path, names: Iterable[str] = ORDER) -> "Stack":
+    def up(cls, workdir: Path, names: Iterable[str] = ORDER) -> Stack:
         """Start ``names`` (PostgreSQL only where a server is available)."""
         wanted = set(names)
         unknown = wanted - set(ORDER)
@@ -90,7 +90,7 @@ class Stack:
             pass
 
     @classmethod
-    def load(cls, workdir: Path) -> "Stack":
+    def load(cls, workdir: Path) -> Stack:
         stack = cls(Path(workdir))
         state = json.loads(stack.state_file.read_text())
         for name in ORDER:
