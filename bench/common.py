@@ -2,8 +2,9 @@
 they ran on, how they print figures, and their sections of BENCHMARKS.md.
 
 Each script owns one ``## `` section of BENCHMARKS.md; :func:`write_section` replaces that section
-(up to the next ``## `` heading) or appends it, leaving every other section as it was. A script may
-name a ``keep`` marker: hand-written notes below that marker survive the rewrite.
+(up to the next ``## `` heading) or appends it, leaving every other section as it was, and
+:func:`publish` does so when the benchmark ran with ``--write-md``. A script may name a ``keep``
+marker: hand-written notes below that marker survive the rewrite.
 
 :func:`stack_for` gives a benchmark either the stack of ``--stack-dir`` (left running, the
 benchmark's seeded nodes removed from it) or one of its own, stopped when the benchmark ends.
@@ -177,6 +178,14 @@ def median_range(values: Iterable[float | None], digits: int = 2) -> str:
         return "-"
     return (f"{statistics.median(values):.{digits}f} "
             f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+
+def publish(args, heading: str, markdown, keep: str | None = None, log=say) -> None:
+    """With ``--write-md``, put ``markdown()`` in place of the section ``heading`` of
+    BENCHMARKS.md (``markdown`` is called only then)."""
+    if args.write_md:
+        write_section(BENCHMARKS, heading, markdown(), keep)
+        log("wrote the section of BENCHMARKS.md")
 
 
 def write_section(path: Path, heading: str, text: str, keep: str | None = None) -> None:

@@ -46,18 +46,17 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from bench.common import (
-    BENCHMARKS,
     MemberWatch,
     arguments,
     command,
     fmt,
     machine,
     median_range,
+    publish,
     say,
     stack_for,
     stop_all,
     workdir_or_tmp,
-    write_section,
 )
 from bench.seed import api_node_uuids, seed_nodes
 from computed.fleet.audit import fencing_violations
@@ -554,9 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             say(info["notes"])
             if violations:
                 say(f"FENCING VIOLATIONS: {len(violations)}; first: {violations[:5]}")
-            if args.write_md:
-                write_section(BENCHMARKS, SECTION, markdown(args, results, info), KEEP)
-                say("wrote the section of BENCHMARKS.md")
+            publish(args, SECTION, lambda: markdown(args, results, info), KEEP)
             say(f"logs and audit logs in {workdir}")
             return 0
         finally:

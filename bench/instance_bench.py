@@ -51,7 +51,6 @@ import sqlalchemy as sa
 from oslo_config import cfg
 
 from bench.common import (
-    BENCHMARKS,
     MemberWatch,
     arguments,
     command,
@@ -60,10 +59,10 @@ from bench.common import (
     machine_facts,
     median_range,
     placement_adapter,
+    publish,
     stack_for,
     stop_all,
     workdir_or_tmp,
-    write_section,
 )
 from bench.seed import make_template, seed_nodes
 from computed import db
@@ -568,9 +567,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"death to manageable with the default rehome_grace 120 s (computed: detection + "
                 f"120 + adoption + reboots): {fmt(default, 1)} s; Nova: never without the "
                 f"service or a DB edit")
-            if args.write_md:
-                write_section(BENCHMARKS, SECTION, markdown(args, runs, info))
-                say("wrote the section of BENCHMARKS.md")
+            publish(args, SECTION, lambda: markdown(args, runs, info), log=say)
             say(f"logs in {workdir}; took {time.monotonic() - began:.0f} s")
             return 0
         finally:

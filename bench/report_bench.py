@@ -67,17 +67,16 @@ import requests
 import sqlalchemy as sa
 
 from bench.common import (
-    BENCHMARKS,
     arguments,
     command,
     fmt,
     machine,
     median_range,
     placement_adapter,
+    publish,
     say,
     stack_for,
     workdir_or_tmp,
-    write_section,
 )
 from bench.seed import _connect, ironic_db, make_template, seed_nodes
 from computed import db
@@ -805,9 +804,7 @@ def main(argv: list[str] | None = None) -> int:
             say("")
             say(info["notes"])
             (workdir / "results.json").write_text(json.dumps(runs, indent=1, default=str))
-            if args.write_md:
-                write_section(BENCHMARKS, SECTION, markdown(args, runs, info), KEEP)
-                say("wrote the section of BENCHMARKS.md")
+            publish(args, SECTION, lambda: markdown(args, runs, info), KEEP)
             say(f"logs in {workdir}")
             return 0
         finally:
