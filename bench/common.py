@@ -1,5 +1,7 @@
-"""What the benchmark scripts share: their command line, the stack they run against, the machine
-they ran on, how they print figures, and their sections of BENCHMARKS.md.
+"""What the benchmark scripts share: their command line, the stack they run against (and a client
+of its Placement, a watch on its ZooKeeper group, stopping computed's processes on it), the machine
+they ran on, how they print figures, and their sections of BENCHMARKS.md. What only one benchmark
+measures stays in that benchmark.
 
 Each script owns one ``## `` section of BENCHMARKS.md; :func:`write_section` replaces that section
 (up to the next ``## `` heading) or appends it, leaving every other section as it was, and
