@@ -1,6 +1,6 @@
 """The long chaos soak: faults drawn from a seed for ``--minutes``, then every invariant checked.
 
-    .venv/bin/python bench/chaos_soak.py --minutes 30 --seed 42 [--daemons 3 --nodes 60]
+    .venv/bin/python -m bench.chaos_soak --minutes 30 --seed 42 [--daemons 3 --nodes 60]
         [--benchmarks BENCHMARKS.md]
 
 Same engine as the short run in the test suite (:mod:`tests.chaos.chaos`): daemons in network
@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import write_section  # noqa: E402
-from tests.chaos.chaos import Chaos  # noqa: E402
+from bench.common import machine_facts, write_section
+from tests.chaos.chaos import Chaos
 
 SECTION = "## Chaos soak (issue 8)"
 DESCRIPTION = (
@@ -38,12 +35,13 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
     res = chaos.results
     summary = chaos.summary()
     load = os.getloadavg()
+    facts = machine_facts()
     lines = [SECTION, "",
-             (f"`bench/chaos_soak.py --minutes {args.minutes:g} --seed {args.seed} "
-             f"--daemons {args.daemons} --nodes {args.nodes}` on {os.cpu_count()} cores "
-             f"({platform.python_version()}), machine shared with other work (load average at "
-             f"the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session timeout "
-             f"{chaos.session} s, rehome_grace {chaos.grace:g} s."), "", DESCRIPTION, "",
+             (f"`.venv/bin/python -m bench.chaos_soak --minutes {args.minutes:g} "
+             f"--seed {args.seed} --daemons {args.daemons} --nodes {args.nodes}` on "
+             f"{facts['nproc']} cores ({facts['python']}), machine shared with other work (load "
+             f"average at the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session "
+             f"timeout {chaos.session} s, rehome_grace {chaos.grace:g} s."), "", DESCRIPTION, "",
              "| fault | injected | recovered |", "|---|---|---|"]
     for kind, (count, ok) in sorted(summary["by_kind"].items()):
         lines.append(f"| {kind} | {count} | {ok} |")

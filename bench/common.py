@@ -1,16 +1,154 @@
-"""What every benchmark script shares: the machine it ran on, and its section of BENCHMARKS.md.
+"""What the benchmark scripts share: their command line, the stack they run against (and a client
+of its Placement, a watch on its ZooKeeper group, stopping computed's processes on it), the machine
+they ran on, how they print figures, and their sections of BENCHMARKS.md. What only one benchmark
+measures stays in that benchmark.
 
 Each script owns one ``## `` section of BENCHMARKS.md; :func:`write_section` replaces that section
-(up to the next ``## `` heading) or appends it, leaving every other section as it was. A script may
-name a ``keep`` marker: hand-written notes below that marker survive the rewrite.
+(up to the next ``## `` heading) or appends it, leaving every other section as it was, and
+:func:`publish` does so when the benchmark ran with ``--write-md``. A script may name a ``keep``
+marker: hand-written notes below that marker survive the rewrite.
+
+:func:`stack_for` gives a benchmark either the stack of ``--stack-dir`` (left running, the
+benchmark's seeded nodes removed from it) or one of its own, stopped when the benchmark ends.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from oslo_config import cfg
+
+from bench.seed import unseed_nodes
+from computed import conf as computed_conf
+from computed.runtime import keystone
+from computed.testing.stack import Stack
+from tests.functional.daemons import zk_client
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+# --- the command line -------------------------------------------------------------------------
+
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """A parser with the flags every stack benchmark takes; its description is ``doc``'s first
+    paragraph."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--stack-dir", type=Path, help="reuse a stack (tools/services up)")
+    parser.add_argument("--workdir", type=Path, help="where logs go (default: a tmp dir)")
+    parser.add_argument("--write-md", action="store_true",
+                        help="write the figures into BENCHMARKS.md (this benchmark's section only)")
+    return parser
+
+
+def command(module: str, argv: list[str] | None) -> str:
+    """The command that runs the benchmark again, for BENCHMARKS.md (without --write-md)."""
+    args = argv if argv is not None else sys.argv[1:]
+    return " ".join([".venv/bin/python", "-m", module, *(a for a in args if a != "--write-md")])
+
+
+# --- the stack --------------------------------------------------------------------------------
+
+def workdir_or_tmp(path: Path | None, prefix: str) -> Path:
+    """``--workdir``, or a new temporary directory."""
+    path = Path(path or tempfile.mkdtemp(prefix=prefix))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def stack_for(args, work: Path, services: list[str], prefix: str, keep_nodes: bool = False,
+              log=say) -> Iterator[Stack]:
+    """The stack the benchmark runs against, for the ``with`` block.
+
+    With ``--stack-dir``: the stack running there, left running; the nodes seeded under ``prefix``
+    are deleted at the end unless ``keep_nodes``. Otherwise ``services`` started in WORK/stack and
+    stopped at the end; their files are removed too unless ``--workdir`` was given (the logs in
+    WORK stay either way)."""
+    if args.stack_dir is not None:
+        borrowed = Stack.load(args.stack_dir)
+        try:
+            yield borrowed
+        finally:
+            if not keep_nodes:
+                log(f"deleted {unseed_nodes(borrowed, prefix)} seeded nodes")
+        return
+    log(f"starting {', '.join(services)} in {work / 'stack'}")
+    own = Stack.up(work / "stack", services)
+    try:
+        yield own
+    finally:
+        own.down()
+        if args.workdir is None:
+            shutil.rmtree(work / "stack", ignore_errors=True)
+
+
+def placement_adapter(stack: Stack, work: Path):
+    """A keystoneauth adapter for the stack's Placement, configured as computed would be."""
+    path = work / "bench-client.conf"
+    path.write_text(stack.computed_conf(host="bench"))
+    conf = cfg.ConfigOpts()
+    computed_conf.register_opts(conf)
+    conf(["--config-file", str(path)], project="computed")
+    return keystone.load_adapter(conf, "placement")
+
+
+def stop_all(processes: Iterable, timeout: float) -> None:
+    """SIGTERM every live computed process and wait up to ``timeout`` (a daemon drains), then make
+    sure each is gone."""
+    for process in processes:
+        try:
+            if process.alive:
+                process.stop(timeout=timeout)
+        except Exception:  # one that does not stop in time is killed just below
+            pass
+        process.ensure_stopped()
+
+
+class MemberWatch:
+    """Records (wall time, members) on every change of the group, from this script's own
+    ZooKeeper session: when a killed daemon's member znode disappears, ZooKeeper has expired its
+    session (its claim znodes go in the same transaction)."""
+
+    def __init__(self, stack: Stack, group: str):
+        self.events: list[tuple[float, frozenset[str]]] = []
+        self._lock = threading.Lock()
+        self._client = zk_client(stack)
+        path = f"/tooz/{group}"
+        self._client.ensure_path(path)
+        self._client.ChildrenWatch(path, self._changed)
+
+    def _changed(self, children: list[str]) -> None:
+        with self._lock:
+            self.events.append((time.time(), frozenset(children)))
+
+    def first(self, after: float, test) -> float | None:
+        with self._lock:
+            for t, members in self.events:
+                if t >= after and test(members):
+                    return t
+        return None
+
+    def close(self) -> None:
+        self._client.stop()
+        self._client.close()
+
+
+# --- the machine and the figures --------------------------------------------------------------
 
 def machine_facts() -> dict:
     """nproc, CPU model (from /proc/cpuinfo) and Python version."""
@@ -28,6 +166,28 @@ def machine_facts() -> dict:
 def machine() -> str:
     facts = machine_facts()
     return f"nproc = {facts['nproc']}, CPU `{facts['cpu']}`, Python {facts['python']}"
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    """A figure, or "-" for one that was not measured."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def median_range(values: Iterable[float | None], digits: int = 2) -> str:
+    """"median (min-max)" of the measured values, "-" when there is none."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return (f"{statistics.median(values):.{digits}f} "
+            f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+
+def publish(args, heading: str, markdown, keep: str | None = None, log=say) -> None:
+    """With ``--write-md``, put ``markdown()`` in place of the section ``heading`` of
+    BENCHMARKS.md (``markdown`` is called only then)."""
+    if args.write_md:
+        write_section(BENCHMARKS, heading, markdown(), keep)
+        log("wrote the section of BENCHMARKS.md")
 
 
 def write_section(path: Path, heading: str, text: str, keep: str | None = None) -> None:

@@ -19,83 +19,65 @@ measures, for each ZooKeeper session timeout in ``--sessions``:
 
 Times are reported as median / min / max over ``--runs`` runs. Nothing is asserted about them.
 
-Run from the repository root (starts and stops its own ZooKeeper, RabbitMQ and Ironic)::
+Run from the repository root (starts and stops its own ZooKeeper, RabbitMQ, Placement and Ironic)::
 
-    .venv/bin/python bench/fleet_bench.py [--runs 5] [--sessions 2,5] [--write-md]
+    .venv/bin/python -m bench.fleet_bench [--runs 5] [--sessions 2,5] [--write-md]
 
 or against a stack started with ``tools/services up`` (the seeded nodes are deleted at the end
 unless ``--keep-nodes``)::
 
-    .venv/bin/python bench/fleet_bench.py --stack-dir .services
+    .venv/bin/python -m bench.fleet_bench --stack-dir .services
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import re
-import shutil
 import signal
 import statistics
 import sys
-import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
-from kazoo.client import KazooClient  # noqa: E402
-from kazoo.exceptions import NoNodeError  # noqa: E402
+from bench.common import (
+    MemberWatch,
+    arguments,
+    command,
+    fmt,
+    machine,
+    median_range,
+    publish,
+    say,
+    stack_for,
+    stop_all,
+    workdir_or_tmp,
+)
+from bench.seed import api_node_uuids, seed_nodes
+from computed.fleet.audit import fencing_violations
+from computed.fleet.membership import fleet_root, read_members
+from computed.testing.ironic import list_nodes
+from computed_ironic.convert import LIST_FIELDS
+from tests.functional.daemons import (
+    Daemon,
+    expected_ownership,
+    fleet_database,
+    merged_records,
+    ownership_now,
+    wait_converged,
+    zk_client,
+)
 
-from bench.common import machine, write_section  # noqa: E402
-from bench.seed import api_node_uuids, seed_nodes, unseed_nodes  # noqa: E402
-from computed.fleet.audit import fencing_violations  # noqa: E402
-from computed.fleet.membership import fleet_root, read_members  # noqa: E402
-from computed_ironic.convert import LIST_FIELDS  # noqa: E402
-from computed.testing.ironic import _request  # noqa: E402
-from tests.functional.daemons import (Daemon, expected_ownership, merged_records,  # noqa: E402
-                                      ownership_now, wait_converged, zk_client)
-from computed.testing.stack import Stack  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Fleet: failover and handover (issue 4)"
 KEEP = "<!-- fleet_bench.py keeps the text below this line when it rewrites the section -->"
 
 
 # --- evidence -----------------------------------------------------------------------------
-
-class MemberWatch:
-    """Records (wall time, members) on every change of the group, from this script's own
-    ZooKeeper session: when a killed daemon's member znode disappears, ZooKeeper has expired its
-    session (its claim znodes go in the same transaction)."""
-
-    def __init__(self, stack, group: str):
-        self.events: list[tuple[float, frozenset[str]]] = []
-        self._lock = threading.Lock()
-        self._client = zk_client(stack)
-        path = f"/tooz/{group}"
-        self._client.ensure_path(path)
-        self._client.ChildrenWatch(path, self._changed)
-
-    def _changed(self, children: list[str]) -> None:
-        with self._lock:
-            self.events.append((time.time(), frozenset(children)))
-
-    def first(self, after: float, test) -> float | None:
-        with self._lock:
-            for t, members in self.events:
-                if t >= after and test(members):
-                    return t
-        return None
-
-    def close(self) -> None:
-        self._client.stop()
-        self._client.close()
-
 
 def negotiated_timeout(stack, seconds: float) -> float | None:
     """The session timeout ZooKeeper grants a client asking for ``seconds`` (it clamps to
@@ -151,16 +133,6 @@ def claim_ctimes(client, group: str, nodes) -> dict[str, tuple[str, float]]:
     return out
 
 
-def log_lines_after(daemon: Daemon, after: float, pattern: str) -> list[str]:
-    """Lines of a daemon's log matching ``pattern`` with a timestamp at or after ``after``."""
-    out = []
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(after))
-    for line in daemon.log.read_text(errors="replace").splitlines():
-        if re.search(pattern, line) and line[:19] >= stamp:
-            out.append(line)
-    return out
-
-
 # --- scenarios ----------------------------------------------------------------------------
 
 class Fleet:
@@ -172,6 +144,8 @@ class Fleet:
         self.refresh = refresh
         self.nodes = nodes
         self.group = f"bench{session}s{uuid.uuid4().hex[:6]}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.database = fleet_database(workdir)
         self.busy_poll = busy_poll
         self.daemons: dict[str, Daemon] = {}
         # the latest Daemon per host ever started (one audit file per host), for audit reads
@@ -181,7 +155,7 @@ class Fleet:
 
     def start(self, host: str) -> Daemon:
         daemon = Daemon(self.stack, self.workdir, host, session_timeout=self.session,
-                        refresh=self.refresh, group=self.group).start()
+                        refresh=self.refresh, group=self.group, database=self.database).start()
         self.daemons[host] = daemon
         self.every[host] = daemon
         return daemon
@@ -194,13 +168,7 @@ class Fleet:
         return ownership_now(self.zk, self.group)[1]
 
     def close(self) -> None:
-        for daemon in self.daemons.values():
-            try:
-                if daemon.alive:
-                    daemon.stop(timeout=30)
-            except Exception:
-                pass
-            daemon.ensure_stopped()
+        stop_all(self.daemons.values(), timeout=30)
         self.watch.close()
         self.zk.stop()
         self.zk.close()
@@ -234,10 +202,10 @@ def failover(fleet: Fleet, victim_host: str, say) -> dict:
         "per_survivor": {d.host: sum(1 for r in claims.values() if r["host"] == d.host)
                          for d in survivors},
     }
-    say(f"  failover {victim_host}: {len(owned)} nodes; last claim {_f(result['failover_zk'])} s "
-        f"after kill -9 in ZooKeeper, {_f(result['failover'])} s in the audit logs (session "
-        f"expired +{_f(result['detection'])} s; then first claim +{_f(result['first_claim_zk'])}"
-        f" s, last +{_f(result['claiming_zk'])} s); wait_converged returned "
+    say(f"  failover {victim_host}: {len(owned)} nodes; last claim {fmt(result['failover_zk'])} s "
+        f"after kill -9 in ZooKeeper, {fmt(result['failover'])} s in the audit logs (session "
+        f"expired +{fmt(result['detection'])} s; then first claim +{fmt(result['first_claim_zk'])}"
+        f" s, last +{fmt(result['claiming_zk'])} s); wait_converged returned "
         f"+{result['converged']:.2f} s; by survivor {result['per_survivor']}"
         + (f"; {len(missing)} NOT claimed" if missing else ""))
     # Restart the victim under the same name: its session is gone (the fleet converged without
@@ -316,10 +284,10 @@ def scale_out_and_stop(fleet: Fleet, new_host: str, say) -> tuple[dict, dict]:
     }
     say(f"  scale-out +{new_host}: {out['moved']} nodes moved (ideal {out['ideal']:.0f}, "
         f"{out['moved_not_to_newcomer']} between old members); start->join "
-        f"{_f(out['start_to_join'])} s; join->peers' last release "
-        f"{_f(out['join_to_last_release'])} s; join->first/last claim in ZooKeeper "
-        f"{_f(out['join_to_first_claim_zk'])}/{_f(out['join_to_last_claim_zk'])} s (audit "
-        f"{_f(out['join_to_last_claim'])} s); start->converged {out['start_to_converged']:.2f} s")
+        f"{fmt(out['start_to_join'])} s; join->peers' last release "
+        f"{fmt(out['join_to_last_release'])} s; join->first/last claim in ZooKeeper "
+        f"{fmt(out['join_to_first_claim_zk'])}/{fmt(out['join_to_last_claim_zk'])} s (audit "
+        f"{fmt(out['join_to_last_claim'])} s); start->converged {out['start_to_converged']:.2f} s")
 
     peers = [d for h, d in fleet.daemons.items() if h != new_host]
     t_term = time.time()
@@ -347,9 +315,9 @@ def scale_out_and_stop(fleet: Fleet, new_host: str, say) -> tuple[dict, dict]:
     }
     del fleet.daemons[new_host]
     say(f"  graceful stop {new_host}: {len(owned)} nodes; last claimed by a peer "
-        f"{_f(stop['term_to_last_claim_zk'])} s after SIGTERM in ZooKeeper, "
-        f"{_f(stop['term_to_last_claim'])} s in the audit logs (its releases recorded "
-        f"+{_f(stop['term_to_release'])} s, leave +{_f(stop['term_to_leave'])} s); "
+        f"{fmt(stop['term_to_last_claim_zk'])} s after SIGTERM in ZooKeeper, "
+        f"{fmt(stop['term_to_last_claim'])} s in the audit logs (its releases recorded "
+        f"+{fmt(stop['term_to_release'])} s, leave +{fmt(stop['term_to_leave'])} s); "
         f"wait_converged returned +{stop['converged']:.2f} s; exit {code} after "
         f"{stop['exit']:.2f} s")
     return out, stop
@@ -358,14 +326,8 @@ def scale_out_and_stop(fleet: Fleet, new_host: str, say) -> tuple[dict, dict]:
 def listing_time(url: str) -> float:
     """Seconds for one full listing of Ironic's nodes with the fields the daemon asks for."""
     started = time.monotonic()
-    marker = ""
-    while True:
-        query = f"fields={','.join(LIST_FIELDS)}&limit=1000" + (f"&marker={marker}"
-                                                                 if marker else "")
-        page = _request("GET", f"{url}/v1/nodes?{query}", timeout=120)["nodes"]
-        if len(page) < 1000:
-            return time.monotonic() - started
-        marker = page[-1]["uuid"]
+    list(list_nodes(url, ",".join(LIST_FIELDS), timeout=120))
+    return time.monotonic() - started
 
 
 def poll_cost(fleet: Fleet) -> float:
@@ -376,17 +338,6 @@ def poll_cost(fleet: Fleet) -> float:
 
 
 # --- reporting ----------------------------------------------------------------------------
-
-def _f(value, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def summary(values) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    return (f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
-
 
 def table(results: dict) -> list[str]:
     rows = [
@@ -419,7 +370,7 @@ def table(results: dict) -> list[str]:
     lines = [head, "|---|" + "---:|" * len(sessions)]
     for label, kind, key in rows:
         lines.append(f"| {label} | " + " | ".join(
-            summary(r[key] for r in results[s][kind]) for s in sessions) + " |")
+            median_range(r[key] for r in results[s][kind]) for s in sessions) + " |")
     for s in sessions:
         scale = results[s]["scale"]
         if scale:
@@ -449,13 +400,14 @@ def markdown(args, results: dict, info: dict) -> str:
     body = [
         SECTION,
         "",
-        "Command (repository root; starts and stops its own ZooKeeper, RabbitMQ and Ironic):",
+        "Command (repository root; starts and stops its own ZooKeeper, RabbitMQ, Placement and "
+        "Ironic):",
         "",
         f"    {info['command']}",
         "",
         f"Machine: {machine()} (from /proc/cpuinfo), ZooKeeper from the harness (tickTime 500 ms; "
         f"negotiated session timeouts: "
-        + ", ".join(f"{s} s asked -> {_f(info['negotiated'].get(s))} s granted" for s in sessions)
+        + ", ".join(f"{s} s asked -> {fmt(info['negotiated'].get(s))} s granted" for s in sessions)
         + f"). {info['total_nodes']:,} Ironic nodes (fake-hardware, `available`), seeded by "
         f"`bench/seed.py` (one node through the API, its row copied in Ironic's sqlite, then all "
         f"checked through `GET /v1/nodes`). Three `computed` processes (`node_refresh_interval` "
@@ -468,12 +420,12 @@ def markdown(args, results: dict, info: dict) -> str:
         "",
         "How each figure is taken: failover from `time.time()` just before SIGKILL to the last "
         "`claim` record, in the survivors' audit logs, of a node the victim held (same machine, "
-        "same wall clock); detection is when this script's own ZooKeeper watch on the group saw the "
-        "victim's member znode disappear (ZooKeeper expiring the session; its claim znodes go in "
-        "the same transaction). `wait_converged` (tests/functional/daemons.py) polls ZooKeeper "
+        "same wall clock); detection is when this script's own ZooKeeper watch on the group saw "
+        "the victim's member znode disappear (ZooKeeper expiring the session; its claim znodes go "
+        "in the same transaction). `wait_converged` (tests/functional/daemons.py) polls ZooKeeper "
         "until every claim matches the rules; it is a coarse cross-check (one poll reads 3,000 "
-        "znodes). Fencing: `computed.fleet.audit.fencing_violations` over all audit logs of the run "
-        f"found {info['violations']} violations.",
+        "znodes). Fencing: `computed.fleet.audit.fencing_violations` over all audit logs of the "
+        f"run found {info['violations']} violations.",
         "",
     ] + table(results) + [
         "",
@@ -511,7 +463,7 @@ def notes(results: dict, info: dict) -> str:
     """Where the time goes, from the numbers (printed and written)."""
     out = [f"One listing of the {info['total_nodes']:,} nodes from Ironic with the daemon's fields "
            f"takes {info['listing']:.2f} s here (median of 3, idle fleet); one wait_converged poll "
-           f"takes {_f(info['poll'])} s of this script's time."]
+           f"takes {fmt(info['poll'])} s of this script's time."]
     for s in sorted(results):
         f = [r for r in results[s]["failover"] if r["failover_zk"] is not None]
         if not f:
@@ -530,17 +482,13 @@ def notes(results: dict, info: dict) -> str:
 # --- main ---------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stack-dir", type=Path, help="reuse a stack (tools/services up)")
-    parser.add_argument("--workdir", type=Path, help="where logs and audits go (default: tmp)")
+    parser = arguments(__doc__)
     parser.add_argument("--nodes", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sessions", default="2,5",
                         help="ZooKeeper session timeouts to run, seconds, comma separated")
     parser.add_argument("--refresh", type=float, default=30.0,
                         help="node_refresh_interval of the daemons (the product default: 30)")
-    parser.add_argument("--write-md", action="store_true",
-                        help="write the figures into BENCHMARKS.md (our section only)")
     parser.add_argument("--keep-nodes", action="store_true",
                         help="with --stack-dir: leave the seeded nodes in Ironic")
     parser.add_argument("--busy-poll", action="store_true",
@@ -551,92 +499,69 @@ def main(argv: list[str] | None = None) -> int:
     sessions = [int(s) for s in args.sessions.split(",") if s]
     began = time.monotonic()
     load_start = os.getloadavg()[0]
-    say = lambda text: print(text, flush=True)  # noqa: E731
-
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fleet-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    own_stack = args.stack_dir is None
-    stack = None
-    fleets: dict[int, Fleet] = {}
-    results: dict[int, dict] = {}
-    prefix = f"fb{uuid.uuid4().hex[:6]}" if not own_stack else "fleetbench"
-    try:
-        if own_stack:
-            say(f"starting ZooKeeper, RabbitMQ, Ironic in {workdir / 'stack'}")
-            try:
-                stack = Stack.up(workdir / "stack", ["zookeeper", "rabbitmq", "ironic"])
-            except BaseException:
-                if (workdir / "stack" / "state.json").exists():
-                    Stack.load(workdir / "stack").down()
-                raise
-        else:
-            stack = Stack.load(args.stack_dir)
-        seed_nodes(stack, args.nodes, prefix=prefix, log=say)
-        nodes = api_node_uuids(stack["ironic"].url)
-        if len(nodes) != args.nodes:
-            say(f"note: Ironic lists {len(nodes)} nodes (other nodes were there already); "
-                f"the fleet manages all of them")
-        listing = statistics.median(listing_time(stack["ironic"].url) for _ in range(3))
-        say(f"one listing of {len(nodes)} nodes with the daemon's fields: {listing:.2f} s")
-        negotiated = {s: negotiated_timeout(stack, s) for s in sessions}
-        say(f"negotiated session timeouts: {negotiated}")
-        for s in sessions:
-            say(f"session timeout {s} s: starting c1, c2, c3")
-            fleet = fleets[s] = Fleet(stack, workdir / f"session{s}", s, args.refresh, nodes,
-                                        busy_poll=args.busy_poll)
-            res = results[s] = {"failover": [], "scale": [], "stop": []}
-            t0 = time.time()
-            for host in ("c1", "c2", "c3"):
-                fleet.start(host)
-            fleet.converge(timeout=180)
-            say(f"  cold start: converged {time.time() - t0:.2f} s after starting 3 daemons")
-            time.sleep(2)  # let the first sync of every node pass
-            poll = poll_cost(fleet)
-            say(f"  one wait_converged poll: {poll:.2f} s")
-            for run in range(args.runs):
-                res["failover"].append(failover(fleet, ("c1", "c2", "c3")[run % 3], say))
-            for run in range(args.runs):
-                scale, stop = scale_out_and_stop(fleet, "c4", say)
-                res["scale"].append(scale)
-                res["stop"].append(stop)
-        violations = []
-        for fleet in fleets.values():
-            violations += fencing_violations(merged_records(fleet.every.values()))
-        info = {"negotiated": negotiated, "total_nodes": len(nodes), "listing": listing,
-                "poll": poll,
-                "load": f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end",
-                "loads": [r["load"] for res in results.values() for k in ("failover", "scale")
-                          for r in res[k]],
-                "violations": len(violations), "elapsed": time.monotonic() - began,
-                "command": ".venv/bin/python bench/fleet_bench.py " + " ".join(
-                    a for a in (argv if argv is not None else sys.argv[1:])
-                    if a != "--write-md").strip()}
-        info["notes"] = notes(results, info)
-        say("")
-        say("\n".join(table(results)))
-        say("")
-        say(info["notes"])
-        if violations:
-            say(f"FENCING VIOLATIONS: {len(violations)}; first: {violations[:5]}")
-        if args.write_md:
-            write_section(ROOT / "BENCHMARKS.md", SECTION, markdown(args, results, info), KEEP)
-            say("wrote the section of BENCHMARKS.md")
-        say(f"logs and audit logs in {workdir}")
-        return 0
-    finally:
-        for fleet in fleets.values():
-            try:
-                fleet.close()
-            except Exception as exc:
-                say(f"stopping daemons: {exc}")
-        if stack is not None:
-            if own_stack:
-                stack.down()
-            elif not args.keep_nodes:
-                say(f"deleted {unseed_nodes(stack, prefix)} seeded nodes")
-        if own_stack and args.workdir is None:
-            # keep logs only on request; the stack's own files go with it
-            shutil.rmtree(workdir / "stack", ignore_errors=True)
+    workdir = workdir_or_tmp(args.workdir, "fleet-bench-")
+    prefix = "fleetbench" if args.stack_dir else f"fb{uuid.uuid4().hex[:6]}"
+    # The daemons need Placement configured since they manage instances (issue 6), though
+    # nothing here creates one.
+    with stack_for(args, workdir, ["zookeeper", "rabbitmq", "placement", "ironic"], prefix,
+                   keep_nodes=args.keep_nodes) as stack:
+        fleets: dict[int, Fleet] = {}
+        results: dict[int, dict] = {}
+        try:
+            seed_nodes(stack, args.nodes, prefix=prefix, log=say)
+            nodes = api_node_uuids(stack["ironic"].url)
+            if len(nodes) != args.nodes:
+                say(f"note: Ironic lists {len(nodes)} nodes (other nodes were there already); "
+                    f"the fleet manages all of them")
+            listing = statistics.median(listing_time(stack["ironic"].url) for _ in range(3))
+            say(f"one listing of {len(nodes)} nodes with the daemon's fields: {listing:.2f} s")
+            negotiated = {s: negotiated_timeout(stack, s) for s in sessions}
+            say(f"negotiated session timeouts: {negotiated}")
+            for s in sessions:
+                say(f"session timeout {s} s: starting c1, c2, c3")
+                fleet = fleets[s] = Fleet(stack, workdir / f"session{s}", s, args.refresh, nodes,
+                                          busy_poll=args.busy_poll)
+                res = results[s] = {"failover": [], "scale": [], "stop": []}
+                t0 = time.time()
+                for host in ("c1", "c2", "c3"):
+                    fleet.start(host)
+                fleet.converge(timeout=180)
+                say(f"  cold start: converged {time.time() - t0:.2f} s after starting 3 daemons")
+                time.sleep(2)  # let the first sync of every node pass
+                poll = poll_cost(fleet)
+                say(f"  one wait_converged poll: {poll:.2f} s")
+                for run in range(args.runs):
+                    res["failover"].append(failover(fleet, ("c1", "c2", "c3")[run % 3], say))
+                for _ in range(args.runs):
+                    scale, stop = scale_out_and_stop(fleet, "c4", say)
+                    res["scale"].append(scale)
+                    res["stop"].append(stop)
+            violations = []
+            for fleet in fleets.values():
+                violations += fencing_violations(merged_records(fleet.every.values()))
+            info = {"negotiated": negotiated, "total_nodes": len(nodes), "listing": listing,
+                    "poll": poll,
+                    "load": f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end",
+                    "loads": [r["load"] for res in results.values()
+                              for k in ("failover", "scale") for r in res[k]],
+                    "violations": len(violations), "elapsed": time.monotonic() - began,
+                    "command": command("bench.fleet_bench", argv)}
+            info["notes"] = notes(results, info)
+            say("")
+            say("\n".join(table(results)))
+            say("")
+            say(info["notes"])
+            if violations:
+                say(f"FENCING VIOLATIONS: {len(violations)}; first: {violations[:5]}")
+            publish(args, SECTION, lambda: markdown(args, results, info), KEEP)
+            say(f"logs and audit logs in {workdir}")
+            return 0
+        finally:
+            for fleet in fleets.values():
+                try:
+                    fleet.close()
+                except Exception as exc:
+                    say(f"stopping daemons: {exc}")
 
 
 if __name__ == "__main__":

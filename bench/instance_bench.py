@@ -29,7 +29,7 @@ Each of ``--runs`` runs:
 
 Run from the repository root (starts and stops its own stack)::
 
-    .venv/bin/python bench/instance_bench.py [--nodes 200] [--builds 50] [--runs 3] [--write-md]
+    .venv/bin/python -m bench.instance_bench [--nodes 200] [--builds 50] [--runs 3] [--write-md]
 
 or against a stack from ``tools/services up`` (``--stack-dir .services``; seeded nodes are
 deleted at the end).
@@ -37,57 +37,61 @@ deleted at the end).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import sqlalchemy as sa
+from oslo_config import cfg
 
-import sqlalchemy as sa  # noqa: E402
-from oslo_config import cfg  # noqa: E402
+from bench.common import (
+    MemberWatch,
+    arguments,
+    command,
+    fmt,
+    machine,
+    machine_facts,
+    median_range,
+    placement_adapter,
+    publish,
+    stack_for,
+    stop_all,
+    workdir_or_tmp,
+)
+from bench.seed import make_template, seed_nodes
+from computed import db
+from computed.db import api as db_api
+from computed.fleet.membership import fleet_root
+from computed.instances import scheduler
+from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.providers.state import normalise_resource_class
+from computed.runtime import rpc
+from hashring.ownership import compute_ownership
+from tests.functional.daemons import (
+    Daemon,
+    Reporter,
+    dump_logs,
+    fleet_database,
+    ironic,
+    ownership_now,
+    wait_converged,
+    zk_client,
+)
 
-from bench.fleet_bench import MemberWatch  # noqa: E402
-from bench.common import machine_facts, write_section  # noqa: E402
-from bench.seed import make_template, seed_nodes, unseed_nodes  # noqa: E402
-from computed import conf as computed_conf  # noqa: E402
-from computed import db, keystone, rpc, scheduler  # noqa: E402
-from computed.instances.rpcapi import ComputeAPI, ServerAPI  # noqa: E402
-from computed.db import api as db_api  # noqa: E402
-from computed.fleet.membership import fleet_root  # noqa: E402
-from computed.providers.state import normalise_resource_class  # noqa: E402
-from tests.functional.daemons import (Daemon, Reporter, dump_logs, fleet_database,  # noqa: E402
-                                      ironic, ownership_now, wait_converged, zk_client)
-from hashring.ownership import compute_ownership  # noqa: E402
-from computed.testing.stack import Stack  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Instances: builds and re-homing (issue 6)"
+SERVICES = ["zookeeper", "rabbitmq", "postgres", "placement", "ironic"]
 IMAGE = "http://127.0.0.1/images/bench.qcow2"
 DONE = {"ACTIVE", "ERROR", "DELETED"}
 
 
 def say(*args) -> None:
     print(time.strftime("%H:%M:%S"), *args, flush=True)
-
-
-def _f(value, digits=2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def med(values) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def pct(values, q) -> float | None:
@@ -121,12 +125,7 @@ class World:
         self.daemons: dict[str, Daemon] = {}
         self.zk = zk_client(stack)
         self.watch = MemberWatch(stack, self.group)
-        conf_path = workdir / "bench-client.conf"
-        conf_path.write_text(stack.computed_conf(host="bench"))
-        conf = cfg.ConfigOpts()
-        computed_conf.register_opts(conf)
-        conf(["--config-file", str(conf_path)], project="computed")
-        self.placement = keystone.load_adapter(conf, "placement")
+        self.placement = placement_adapter(stack, workdir)
         rconf = cfg.ConfigOpts()
         rconf([])
         self.transport = rpc.get_transport(rconf, url=stack["rabbitmq"].url)
@@ -185,13 +184,7 @@ class World:
         return scheduler.allocations(self.placement, instance_uuid)
 
     def close(self) -> None:
-        for p in self.processes:
-            try:
-                if p.alive:
-                    p.stop(timeout=20)
-            except Exception:
-                pass
-            p.ensure_stopped()
+        stop_all(self.processes, timeout=20)
         try:
             self.transport.cleanup()
         except Exception:
@@ -303,7 +296,7 @@ def builds(world: World, count: int, threads: int) -> dict:
     say(f"  builds: {result['active']}/{count} ACTIVE, {result['error']} ERROR, "
         f"{result['refused']} refused in {result['elapsed']:.2f} s -> "
         f"{result['per_min']:.0f}/min (creates issued in {result['create_phase']:.2f} s); "
-        f"latency p50 {_f(result['p50'])} s p95 {_f(result['p95'])} s; allocations wrong "
+        f"latency p50 {fmt(result['p50'])} s p95 {fmt(result['p95'])} s; allocations wrong "
         f"{len(bad_alloc)}, Ironic nodes wrong {len(bad_node)}, shared nodes {shared}; "
         f"by host {per_host}; {free_before} nodes schedulable before"
         + (f"; faults {result['faults']}" if errors else "")
@@ -364,8 +357,8 @@ def rehome(world: World, uuids: list[str], run: int) -> dict:
     result["after_detection"] = (result["rehomed"] - result["detection"]
                                  if result["detection"] is not None else None)
     say(f"  kill -9 {victim_host} ({len(theirs)} instances): session expired "
-        f"+{_f(result['detection'])} s; all re-homed +{result['rehomed']:.2f} s (first "
-        f"+{result['first_rehomed']:.2f}, audit last +{_f(result['rehomed_audit'])}); all "
+        f"+{fmt(result['detection'])} s; all re-homed +{result['rehomed']:.2f} s (first "
+        f"+{result['first_rehomed']:.2f}, audit last +{fmt(result['rehomed_audit'])}); all "
         f"rebooted ACTIVE +{result['manageable']:.2f} s (reboots took {result['reboot']:.2f} s; "
         f"{result['reboot_records']} reboot records by new hosts); new hosts {new_hosts}")
     # restart under a new name: the returning capacity, not the returning host
@@ -403,8 +396,8 @@ def deletes(world: World, uuids: list[str], threads: int) -> dict:
               "elapsed": elapsed, "per_min": deleted / elapsed * 60,
               "p50": pct(lat, 0.5), "p95": pct(lat, 0.95), "allocations_left": left}
     say(f"  deletes: {deleted}/{len(uuids)} DELETED in {elapsed:.2f} s -> "
-        f"{result['per_min']:.0f}/min; latency p50 {_f(result['p50'])} s p95 "
-        f"{_f(result['p95'])} s; allocations left {left}")
+        f"{result['per_min']:.0f}/min; latency p50 {fmt(result['p50'])} s p95 "
+        f"{fmt(result['p95'])} s; allocations left {left}")
     return result
 
 
@@ -418,10 +411,12 @@ def table(runs: list[dict], args) -> list[str]:
         f"| median (min-max) over {len(runs)} runs | value |",
         "|---|---:|",
         f"| **builds per minute** ({args.builds} builds, {args.threads} client threads, "
-        f"first create -> last ACTIVE) | {med([x['per_min'] for x in b])} |",
-        f"|   wall time for the {args.builds} builds (s) | {med([x['elapsed'] for x in b])} |",
-        f"|   per-build latency p50, create -> ACTIVE (s) | {med([x['p50'] for x in b])} |",
-        f"|   per-build latency p95 (s) | {med([x['p95'] for x in b])} |",
+        f"first create -> last ACTIVE) | {median_range([x['per_min'] for x in b])} |",
+        f"|   wall time for the {args.builds} builds (s) | "
+        f"{median_range([x['elapsed'] for x in b])} |",
+        f"|   per-build latency p50, create -> ACTIVE (s) | "
+        f"{median_range([x['p50'] for x in b])} |",
+        f"|   per-build latency p95 (s) | {median_range([x['p95'] for x in b])} |",
         f"|   ACTIVE / ERROR / refused, all runs | {sum(x['active'] for x in b)} / "
         f"{sum(x['error'] for x in b)} / {sum(x['refused'] for x in b)} |",
         f"|   allocations not exactly one unit on the instance's node / Ironic node not "
@@ -429,24 +424,25 @@ def table(runs: list[dict], args) -> list[str]:
         f"{sum(x['bad_alloc'] for x in b)} / {sum(x['bad_node'] for x in b)} / "
         f"{sum(x['shared'] for x in b)} |",
         f"| **deletes per minute** (same instances, first delete cast -> last DELETED) | "
-        f"{med([x['per_min'] for x in d])} |",
-        f"|   per-delete latency p50 / p95 (s) | {med([x['p50'] for x in d])} / "
-        f"{med([x['p95'] for x in d])} |",
+        f"{median_range([x['per_min'] for x in d])} |",
+        f"|   per-delete latency p50 / p95 (s) | {median_range([x['p50'] for x in d])} / "
+        f"{median_range([x['p95'] for x in d])} |",
         f"|   DELETED / ERROR / allocations left, all runs | {sum(x['deleted'] for x in d)} / "
         f"{sum(x['error'] for x in d)} / {sum(x['allocations_left'] for x in d)} |",
         f"| **death to re-homed**: kill -9 -> every instance of the victim has a live host "
         f"(s), session {args.session} s, grace {args.grace:g} s | "
-        f"{med([x['rehomed'] for x in h])} |",
+        f"{median_range([x['rehomed'] for x in h])} |",
         f"|   detection: kill -9 -> member znode gone (session expired) (s) | "
-        f"{med([x['detection'] for x in h])} |",
+        f"{median_range([x['detection'] for x in h])} |",
         f"|   member gone -> last instance re-homed (grace + adoption) (s) | "
-        f"{med([x['after_detection'] for x in h])} |",
+        f"{median_range([x['after_detection'] for x in h])} |",
         f"|   same, from the adopters' `rehome` audit records (s) | "
-        f"{med([x['rehomed_audit'] for x in h])} |",
+        f"{median_range([x['rehomed_audit'] for x in h])} |",
         f"| **death to manageable**: kill -9 -> a reboot cast on each is done, ACTIVE (s) | "
-        f"{med([x['manageable'] for x in h])} |",
-        f"|   reboots alone: first cast -> last ACTIVE (s) | {med([x['reboot'] for x in h])} |",
-        f"|   instances on the victim | {med([x['instances'] for x in h])} |",
+        f"{median_range([x['manageable'] for x in h])} |",
+        f"|   reboots alone: first cast -> last ACTIVE (s) | "
+        f"{median_range([x['reboot'] for x in h])} |",
+        f"|   instances on the victim | {median_range([x['instances'] for x in h])} |",
     ]
     return lines
 
@@ -465,14 +461,13 @@ def computed_default(runs: list[dict]) -> float | None:
 
 
 def markdown(args, runs, info) -> str:
-    m = info["machine"]
     default = computed_default(runs)
     lines = [
         SECTION, "",
         "Command (repository root; starts and stops its own ZooKeeper, RabbitMQ, PostgreSQL, "
         "Placement and Ironic):", "",
         f"    {info['command']}", "",
-        f"Machine: nproc = {m['nproc']}, CPU `{m['cpu']}`, Python {m['python']}; "
+        f"Machine: {machine()}; "
         f"computed database {info['backend']}; **the machine was shared** (1-minute load average "
         f"{info['load']}). {args.nodes} Ironic nodes (fake-hardware, `deploy_delay` 0, "
         f"available, powered off), seeded by `bench/seed.py`, all schedulable in Placement "
@@ -497,7 +492,7 @@ def markdown(args, runs, info) -> str:
         "\"Nodes with instances never move: when their compute dies they are unmanageable "
         "(reboot fails) until it returns or an operator edits the DB by hand.\" |",
         f"| `rehome_grace` 120 s, the default (computed: detection + 120 s + the measured "
-        f"adoption and reboot) | {_f(default, 1)} s | same: never, without the service or a "
+        f"adoption and reboot) | {fmt(default, 1)} s | same: never, without the service or a "
         f"manual DB edit |",
         "",
     ]
@@ -507,9 +502,7 @@ def markdown(args, runs, info) -> str:
 # --- main -----------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stack-dir", type=Path, help="reuse a stack (tools/services up)")
-    parser.add_argument("--workdir", type=Path, help="where logs go (default: a tmp dir)")
+    parser = arguments(__doc__)
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--builds", type=int, default=50)
     parser.add_argument("--threads", type=int, default=12)
@@ -517,7 +510,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", type=int, default=2)
     parser.add_argument("--grace", type=float, default=5.0)
     parser.add_argument("--refresh", type=float, default=5.0, help="node_refresh_interval")
-    parser.add_argument("--write-md", action="store_true")
     args = parser.parse_args(argv)
     if args.builds * args.runs > args.nodes:
         # deleted instances free their nodes, but cleaning/reporting may lag: keep headroom
@@ -525,86 +517,62 @@ def main(argv: list[str] | None = None) -> int:
             f"reused after deletes")
     began = time.monotonic()
     loads = [os.getloadavg()[0]]
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="instance-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    own_stack = args.stack_dir is None
-    stack = None
-    world = None
+    workdir = workdir_or_tmp(args.workdir, "instance-bench-")
     prefix = f"ib{uuidlib.uuid4().hex[:6]}"
-    runs: list[dict] = []
-    try:
-        if own_stack:
-            say(f"starting the stack in {workdir / 'stack'}")
-            try:
-                stack = Stack.up(workdir / "stack",
-                                 ["zookeeper", "rabbitmq", "postgres", "placement", "ironic"])
-            except BaseException:
-                if (workdir / "stack" / "state.json").exists():
-                    Stack.load(workdir / "stack").down()
-                raise
-        else:
-            stack = Stack.load(args.stack_dir)
-        say(f"stack up after {time.monotonic() - began:.0f} s: "
-            f"{', '.join(n for n in ('zookeeper', 'rabbitmq', 'postgres', 'placement', 'ironic') if n in stack)}")
-        rc = f"bench-{prefix}"
-        make_template(stack["ironic"].url, prefix, rc)
-        nodes = seed_nodes(stack, args.nodes, prefix=prefix, resource_class=rc, log=say)
-        world = World(stack, workdir, args, nodes, rc)
-        world.reporter("r1")
-        for host in ("c1", "c2", "c3"):
-            world.daemon(host)
-        t0 = time.monotonic()
-        world.converge(180)
-        deadline = time.monotonic() + 180
-        while (n := world.schedulable()) < args.nodes:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {n} of {args.nodes} nodes schedulable\n"
-                                   f"{dump_logs(world.processes)}")
-            time.sleep(0.5)
-        say(f"3 daemons converged, all {args.nodes} nodes schedulable (reserved 0) after "
-            f"{time.monotonic() - t0:.1f} s; computed database {world.backend}")
-        for number in range(args.runs):
-            loads.append(os.getloadavg()[0])
-            say(f"run {number + 1}: load {loads[-1]:.1f}")
-            # nodes freed by the previous run's deletes must be schedulable again
-            deadline = time.monotonic() + 120
-            while world.schedulable() < args.builds and time.monotonic() < deadline:
+    with stack_for(args, workdir, SERVICES, prefix, log=say) as stack:
+        world = None
+        runs: list[dict] = []
+        try:
+            say(f"stack up after {time.monotonic() - began:.0f} s: "
+                f"{', '.join(n for n in SERVICES if n in stack)}")
+            rc = f"bench-{prefix}"
+            make_template(stack["ironic"].url, prefix, rc)
+            nodes = seed_nodes(stack, args.nodes, prefix=prefix, resource_class=rc, log=say)
+            world = World(stack, workdir, args, nodes, rc)
+            world.reporter("r1")
+            for host in ("c1", "c2", "c3"):
+                world.daemon(host)
+            t0 = time.monotonic()
+            world.converge(180)
+            deadline = time.monotonic() + 180
+            while (n := world.schedulable()) < args.nodes:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"only {n} of {args.nodes} nodes schedulable\n"
+                                       f"{dump_logs(world.processes)}")
                 time.sleep(0.5)
-            result = {"grace": args.grace}
-            result["build"] = builds(world, args.builds, args.threads)
-            result["rehome"] = rehome(world, result["build"]["uuids"], number)
-            result["delete"] = deletes(world, result["build"]["uuids"], args.threads)
-            runs.append(result)
-        loads.append(os.getloadavg()[0])
-        info = {"command": ".venv/bin/python bench/instance_bench.py " + " ".join(
-                    a for a in (argv if argv is not None else sys.argv[1:])
-                    if a != "--write-md").strip(),
-                "machine": machine_facts(), "backend": world.backend,
-                "elapsed": time.monotonic() - began,
-                "load": f"{min(loads):.1f} to {max(loads):.1f} at the runs' starts and end"}
-        say("")
-        say(f"machine: {info['machine']}, load {info['load']}, database {world.backend}")
-        for line in table(runs, args):
-            say(line)
-        default = computed_default(runs)
-        say(f"death to manageable with the default rehome_grace 120 s (computed: detection + "
-            f"120 + adoption + reboots): {_f(default, 1)} s; Nova: never without the service "
-            f"or a DB edit")
-        if args.write_md:
-            write_section(ROOT / "BENCHMARKS.md", SECTION, markdown(args, runs, info))
-            say("wrote the section of BENCHMARKS.md")
-        say(f"logs in {workdir}; took {time.monotonic() - began:.0f} s")
-        return 0
-    finally:
-        if world is not None:
-            world.close()
-        if stack is not None:
-            if own_stack:
-                stack.down()
-            else:
-                say(f"deleted {unseed_nodes(stack, prefix)} seeded nodes")
-        if own_stack and args.workdir is None:
-            shutil.rmtree(workdir / "stack", ignore_errors=True)
+            say(f"3 daemons converged, all {args.nodes} nodes schedulable (reserved 0) after "
+                f"{time.monotonic() - t0:.1f} s; computed database {world.backend}")
+            for number in range(args.runs):
+                loads.append(os.getloadavg()[0])
+                say(f"run {number + 1}: load {loads[-1]:.1f}")
+                # nodes freed by the previous run's deletes must be schedulable again
+                deadline = time.monotonic() + 120
+                while world.schedulable() < args.builds and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                result = {"grace": args.grace}
+                result["build"] = builds(world, args.builds, args.threads)
+                result["rehome"] = rehome(world, result["build"]["uuids"], number)
+                result["delete"] = deletes(world, result["build"]["uuids"], args.threads)
+                runs.append(result)
+            loads.append(os.getloadavg()[0])
+            info = {"command": command("bench.instance_bench", argv),
+                    "machine": machine_facts(), "backend": world.backend,
+                    "elapsed": time.monotonic() - began,
+                    "load": f"{min(loads):.1f} to {max(loads):.1f} at the runs' starts and end"}
+            say("")
+            say(f"machine: {info['machine']}, load {info['load']}, database {world.backend}")
+            for line in table(runs, args):
+                say(line)
+            default = computed_default(runs)
+            say(f"death to manageable with the default rehome_grace 120 s (computed: detection + "
+                f"120 + adoption + reboots): {fmt(default, 1)} s; Nova: never without the "
+                f"service or a DB edit")
+            publish(args, SECTION, lambda: markdown(args, runs, info), log=say)
+            say(f"logs in {workdir}; took {time.monotonic() - began:.0f} s")
+            return 0
+        finally:
+            if world is not None:
+                world.close()
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ Runs real ``computed`` daemons and ``computed-reporter`` workers as separate pro
 (bench/seed.py), and measures, per run:
 
 1. **raw rate**: how fast the same Placement accepts the same writes without computed, in the same
-   run, just before the cold start: ``computed.placement.client.PlacementClient.apply`` over ``--raw``
-   fresh provider states (random uuids, same resource class / trait / reserved mix as the nodes)
-   from ``reporters x workers`` threads (the reporters' parallelism), and the bare requests (POST
-   provider + PUT inventory [+ PUT traits]) over ``--raw // 2`` more. Those providers are deleted
-   before the cold start.
+   run, just before the cold start: ``computed.placement.client.PlacementClient.apply`` over
+   ``--raw`` fresh provider states (random uuids, same resource class / trait / reserved mix as
+   the nodes) from ``reporters x workers`` threads (the reporters' parallelism), and the bare
+   requests (POST provider + PUT inventory [+ PUT traits]) over ``--raw // 2`` more. Those
+   providers are deleted before the cold start.
 2. **cold start**: a fresh PostgreSQL database for computed, ``--reporters`` reporters started and
    serving, then 3 daemons started; time from the daemons' start until computed's ``providers``
    table holds every node applied with its expected state (the reporter commits that row in the
@@ -38,7 +38,7 @@ not counted (a shared server).
 
 Run from the repository root (starts and stops its own services)::
 
-    .venv/bin/python bench/report_bench.py [--nodes 10000] [--runs 3] [--write-md]
+    .venv/bin/python -m bench.report_bench [--nodes 10000] [--runs 3] [--write-md]
 
 or against a stack started with ``tools/services up`` (``--stack-dir .services``; the seeded
 nodes are deleted at the end, the providers the runs created are left in its Placement).
@@ -46,46 +46,47 @@ nodes are deleted at the end, the providers the runs created are left in its Pla
 
 from __future__ import annotations
 
-import argparse
 import ast
 import calendar
 import json
 import os
 import random
 import re
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import psutil
+import requests
+import sqlalchemy as sa
 
-import psutil  # noqa: E402
-import requests  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
-from oslo_config import cfg  # noqa: E402
+from bench.common import (
+    arguments,
+    command,
+    fmt,
+    machine,
+    median_range,
+    placement_adapter,
+    publish,
+    say,
+    stack_for,
+    workdir_or_tmp,
+)
+from bench.seed import _connect, ironic_db, make_template, seed_nodes
+from computed import db
+from computed.db.api import _UNAPPLIED
+from computed.placement.client import PlacementClient
+from computed.providers.state import ProviderState, normalise_resource_class
+from computed.testing.ironic import _request, list_nodes
+from computed_ironic.driver import IronicDriver
+from tests.functional.daemons import Daemon, Reporter, dump_logs
 
-from bench.common import machine, write_section  # noqa: E402
-from bench.seed import (_connect, ironic_db, make_template, seed_nodes,  # noqa: E402
-                        unseed_nodes)
-from computed import conf as computed_conf  # noqa: E402
-from computed import db, keystone  # noqa: E402
-from computed.db.api import _UNAPPLIED  # noqa: E402
-from computed.placement.client import PlacementClient  # noqa: E402
-from computed.providers.state import ProviderState, normalise_resource_class  # noqa: E402
-from computed_ironic.driver import IronicDriver  # noqa: E402
-from computed.testing.ironic import _request  # noqa: E402
-from tests.functional.daemons import Daemon, Reporter, dump_logs  # noqa: E402
-from computed.testing.stack import Stack  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Providers: cold start, steady state, events (issue 5)"
 KEEP = "<!-- report_bench.py keeps the text below this line when it rewrites the section -->"
 TRAITS = ("CUSTOM_BENCH_FAST", "HW_CPU_X86_AVX2")
@@ -93,10 +94,6 @@ PLACEMENT_HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placemen
                      "Accept": "application/json"}
 SESSION_TIMEOUT = 10  # ZooKeeper session of the daemons (the product's default)
 CALL_TIMEOUT = 120    # [reporter] call_timeout: the product default (the test helper sets 10)
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
 
 
 # --- the node population --------------------------------------------------------------------
@@ -113,18 +110,11 @@ def index_of(name: str) -> int:
     return int(name.rsplit("-", 1)[1])
 
 
-def list_nodes(url: str, prefix: str) -> dict[str, dict]:
+def named_nodes(url: str, prefix: str) -> dict[str, dict]:
     """name -> node (the fields that make reserved), every ``prefix-*`` node the API lists."""
     fields = "uuid,name,resource_class,provision_state,power_state,maintenance,instance_uuid"
-    out: dict[str, dict] = {}
-    marker = ""
-    while True:
-        page = _request("GET", f"{url}/v1/nodes?fields={fields}&limit=1000"
-                               + (f"&marker={marker}" if marker else ""), timeout=120)["nodes"]
-        out.update({n["name"]: n for n in page if (n.get("name") or "").startswith(prefix)})
-        if len(page) < 1000:
-            return out
-        marker = page[-1]["uuid"]
+    return {n["name"]: n for n in list_nodes(url, fields, timeout=120)
+            if (n.get("name") or "").startswith(prefix)}
 
 
 def seed(stack, count: int, prefix: str, resource_class: str) -> dict[str, str]:
@@ -134,7 +124,7 @@ def seed(stack, count: int, prefix: str, resource_class: str) -> dict[str, str]:
     t0 = time.monotonic()
     make_template(url, prefix, resource_class)
     seed_nodes(stack, count, prefix=prefix, resource_class=resource_class, log=say)
-    nodes = {name: n["uuid"] for name, n in list_nodes(url, f"{prefix}-").items()}
+    nodes = {name: n["uuid"] for name, n in named_nodes(url, f"{prefix}-").items()}
     for name, node in sorted(nodes.items()):
         i = index_of(name)
         if has_traits(i):
@@ -149,7 +139,7 @@ def seed(stack, count: int, prefix: str, resource_class: str) -> dict[str, str]:
 
 
 def verify_nodes(url: str, prefix: str, count: int, resource_class: str) -> dict[str, str]:
-    listed = list_nodes(url, f"{prefix}-")
+    listed = named_nodes(url, f"{prefix}-")
     bad = []
     for name, n in listed.items():
         want = in_maintenance(index_of(name))
@@ -188,12 +178,7 @@ def expected_state(name: str, node: str, rc: str) -> dict:
 # --- Placement without computed -------------------------------------------------------------
 
 def placement_client(stack, workdir: Path) -> PlacementClient:
-    path = workdir / "bench-client.conf"
-    path.write_text(stack.computed_conf(host="bench"))
-    conf = cfg.ConfigOpts()
-    computed_conf.register_opts(conf)
-    conf(["--config-file", str(path)], project="computed")
-    return PlacementClient(keystone.load_adapter(conf, "placement"))
+    return PlacementClient(placement_adapter(stack, workdir))
 
 
 class Http:
@@ -477,9 +462,9 @@ class Run:
         out["placement"] = self.check_placement()
         out["counts"] = self.stop_reporters(reporters)
         say(f"  cold start: {n_expected} providers applied {out['seconds']:.1f} s after the "
-            f"daemons' start = {out['rate']:.0f} providers/s (first joined +{_f(out['first_join'])}"
-            f" s, last claim +{_f(out['last_claim'])} s, first provider applied "
-            f"+{out['first_applied']:.1f} s); reporters' outcomes {out['counts']}; CPU s "
+            f"daemons' start = {out['rate']:.0f} providers/s (first joined "
+            f"+{fmt(out['first_join'])} s, last claim +{fmt(out['last_claim'])} s, first provider "
+            f"applied +{out['first_applied']:.1f} s); reporters' outcomes {out['counts']}; CPU s "
             f"{_cpu(cpu)}; load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
             f"{out['placement']}")
         return out
@@ -625,9 +610,9 @@ class Run:
                "api_p50": _pct(sorted(c["api"] for c in results), 50),
                "load": (load0, os.getloadavg()[0])}
         say(f"  events: {len(results)} maintenance changes, {len(lat)} seen in Placement: "
-            f"p50 {_f(out['p50'], 3)} s, p95 {_f(out['p95'], 3)} s, max {_f(out['max'], 3)} s "
-            f"(providers row: p50 {_f(out['row_p50'], 3)}, p95 {_f(out['row_p95'], 3)}, max "
-            f"{_f(out['row_max'], 3)}); Ironic API call itself p50 {_f(out['api_p50'], 3)} s; "
+            f"p50 {fmt(out['p50'], 3)} s, p95 {fmt(out['p95'], 3)} s, max {fmt(out['max'], 3)} s "
+            f"(providers row: p50 {fmt(out['row_p50'], 3)}, p95 {fmt(out['row_p95'], 3)}, max "
+            f"{fmt(out['row_max'], 3)}); Ironic API call itself p50 {fmt(out['api_p50'], 3)} s; "
             f"reporters' outcomes {counts}")
         return out
 
@@ -643,10 +628,6 @@ class Run:
 
 # --- reporting --------------------------------------------------------------------------------
 
-def _f(value, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _pct(values: list[float], p: float) -> float | None:
     if not values:
         return None
@@ -659,13 +640,11 @@ def _cpu(cpu: dict) -> str:
 
 
 def med(values, digits: int = 1) -> str:
+    """median_range, but a single run's figure alone."""
     values = [v for v in values if v is not None]
-    if not values:
-        return "-"
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
-    return (f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-"
-            f"{max(values):.{digits}f})")
+    return median_range(values, digits)
 
 
 def table(runs: list[dict], args) -> list[str]:
@@ -677,7 +656,8 @@ def table(runs: list[dict], args) -> list[str]:
     lines = ["| figure | median (min-max) | runs |", "|---|---:|---:|"]
 
     def row(label, values, digits=1):
-        lines.append(f"| {label} | {med(values, digits)} | {len([v for v in values if v is not None])} |")
+        counted = len([v for v in values if v is not None])
+        lines.append(f"| {label} | {med(values, digits)} | {counted} |")
 
     row(f"raw: `PlacementClient.apply`, {raw[0]['count']:,} new providers, "
         f"{args.reporters * args.workers} threads (providers/s)", [r["apply_rate"] for r in raw], 0)
@@ -732,8 +712,8 @@ def markdown(args, runs: list[dict], info: dict) -> str:
         f"    {info['command']}",
         "",
         f"Machine: {machine()} (from /proc/cpuinfo). Placement {info['placement']} on the stack's "
-        f"PostgreSQL (one process, a thread per request: computed/testing/bin/wsgi_serve.py), Ironic "
-        f"on sqlite (API and conductor in one process). {args.nodes:,} Ironic nodes "
+        f"PostgreSQL (one process, a thread per request: computed/testing/bin/wsgi_serve.py), "
+        f"Ironic on sqlite (API and conductor in one process). {args.nodes:,} Ironic nodes "
         f"(fake-hardware, `available`, `power off`, no instance: reserved 0), seeded by copying "
         f"the row of one node made through the API (bench/seed.py), of which "
         f"{info['traits']} with 2 traits and {info['maint']} in maintenance (reserved 1), all "
@@ -765,9 +745,7 @@ def notes(runs: list[dict]) -> str:
 # --- main -------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stack-dir", type=Path, help="reuse a stack (tools/services up)")
-    parser.add_argument("--workdir", type=Path, help="where logs go (default: a tmp dir)")
+    parser = arguments(__doc__)
     parser.add_argument("--nodes", type=int, default=10000)
     parser.add_argument("--runs", type=int, default=3, help="cold starts")
     parser.add_argument("--detail-runs", type=int, default=1,
@@ -782,83 +760,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=50, help="nodes toggled (on, then off)")
     parser.add_argument("--spacing", type=float, default=0.2)
     parser.add_argument("--timeout", type=float, default=600, help="cold start limit, s")
-    parser.add_argument("--write-md", action="store_true")
     args = parser.parse_args(argv)
     began = time.monotonic()
     loads = [os.getloadavg()[0]]
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="report-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    own_stack = args.stack_dir is None
-    stack = None
+    workdir = workdir_or_tmp(args.workdir, "report-bench-")
     prefix = f"rb{uuidlib.uuid4().hex[:6]}"
-    runs: list[dict] = []
-    current: Run | None = None
-    try:
-        if own_stack:
-            say(f"starting ZooKeeper, RabbitMQ, PostgreSQL, Placement, Ironic in "
-                f"{workdir / 'stack'}")
-            try:
-                stack = Stack.up(workdir / "stack",
-                                 ["zookeeper", "rabbitmq", "postgres", "placement", "ironic"])
-            except BaseException:
-                if (workdir / "stack" / "state.json").exists():
-                    Stack.load(workdir / "stack").down()
-                raise
-        else:
-            stack = Stack.load(args.stack_dir)
-        if "postgres" not in stack:
-            raise SystemExit("this benchmark needs PostgreSQL (Placement and computed on it)")
-        say(f"stack up after {time.monotonic() - began:.0f} s")
-        rc = f"bench-{prefix}-0"
-        nodes = seed(stack, args.nodes, prefix, rc)
-        for number in range(args.runs):
-            if number:
-                rc = f"bench-{prefix}-{number}"
-                nodes = rotate(stack, prefix, args.nodes, rc)
-            say(f"run {number + 1}: {len(nodes)} nodes, resource class {rc}, load "
-                f"{os.getloadavg()[0]:.1f}")
-            loads.append(os.getloadavg()[0])
-            current = Run(stack, workdir, args, number, nodes, rc)
-            result = {"raw": raw_rate(stack, current.workdir, current.rc, args.raw,
-                                      args.reporters * args.workers)}
-            result["cold"] = current.cold_start()
-            if number < args.detail_runs:
-                result["steady"] = current.steady()
-                result["events"] = current.events()
-            loads.append(os.getloadavg()[0])
-            runs.append(result)
-            current.close()
-            current = None
-        info = {"command": ".venv/bin/python bench/report_bench.py " + " ".join(
-                    a for a in (argv if argv is not None else sys.argv[1:])
-                    if a != "--write-md").strip(),
-                "placement": "16.0.0", "elapsed": time.monotonic() - began,
-                "traits": sum(has_traits(i) for i in range(args.nodes)),
-                "maint": sum(in_maintenance(i) for i in range(args.nodes)),
-                "load": f"{min(loads):.1f} to {max(loads):.1f} at the runs' starts and ends"}
-        info["notes"] = notes(runs)
-        say("")
-        say("\n".join(table(runs, args)))
-        say("")
-        say(info["notes"])
-        (workdir / "results.json").write_text(json.dumps(runs, indent=1, default=str))
-        if args.write_md:
-            write_section(ROOT / "BENCHMARKS.md", SECTION, markdown(args, runs, info), KEEP)
-            say("wrote the section of BENCHMARKS.md")
-        say(f"logs in {workdir}")
-        return 0
-    finally:
-        # what was measured survives a failed run
-        (workdir / "results.json").write_text(json.dumps(runs, indent=1, default=str))
-        if current is not None:
-            current.close()
-        if stack is not None:
-            if own_stack:
-                stack.down()
-            else:
-                say(f"deleted {unseed_nodes(stack, prefix)} seeded nodes")
-        if own_stack and args.workdir is None:
-            shutil.rmtree(workdir / "stack", ignore_errors=True)
+    services = ["zookeeper", "rabbitmq", "postgres", "placement", "ironic"]
+    with stack_for(args, workdir, services, prefix) as stack:
+        runs: list[dict] = []
+        current: Run | None = None
+        try:
+            if "postgres" not in stack:
+                raise SystemExit("this benchmark needs PostgreSQL (Placement and computed on it)")
+            say(f"stack up after {time.monotonic() - began:.0f} s")
+            rc = f"bench-{prefix}-0"
+            nodes = seed(stack, args.nodes, prefix, rc)
+            for number in range(args.runs):
+                if number:
+                    rc = f"bench-{prefix}-{number}"
+                    nodes = rotate(stack, prefix, args.nodes, rc)
+                say(f"run {number + 1}: {len(nodes)} nodes, resource class {rc}, load "
+                    f"{os.getloadavg()[0]:.1f}")
+                loads.append(os.getloadavg()[0])
+                current = Run(stack, workdir, args, number, nodes, rc)
+                result = {"raw": raw_rate(stack, current.workdir, current.rc, args.raw,
+                                          args.reporters * args.workers)}
+                result["cold"] = current.cold_start()
+                if number < args.detail_runs:
+                    result["steady"] = current.steady()
+                    result["events"] = current.events()
+                loads.append(os.getloadavg()[0])
+                runs.append(result)
+                current.close()
+                current = None
+            info = {"command": command("bench.report_bench", argv),
+                    "placement": "16.0.0", "elapsed": time.monotonic() - began,
+                    "traits": sum(has_traits(i) for i in range(args.nodes)),
+                    "maint": sum(in_maintenance(i) for i in range(args.nodes)),
+                    "load": f"{min(loads):.1f} to {max(loads):.1f} at the runs' starts and ends"}
+            info["notes"] = notes(runs)
+            say("")
+            say("\n".join(table(runs, args)))
+            say("")
+            say(info["notes"])
+            (workdir / "results.json").write_text(json.dumps(runs, indent=1, default=str))
+            publish(args, SECTION, lambda: markdown(args, runs, info), KEEP)
+            say(f"logs in {workdir}")
+            return 0
+        finally:
+            # what was measured survives a failed run
+            (workdir / "results.json").write_text(json.dumps(runs, indent=1, default=str))
+            if current is not None:
+                current.close()
 
 
 if __name__ == "__main__":

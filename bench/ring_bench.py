@@ -19,26 +19,22 @@ Prints, for both rings in one run:
     members.
 
 Run from the repository root:
-    python bench/ring_bench.py [--seeds 5] [--max-loads 1.02,1.05,1.10]
+    .venv/bin/python -m bench.ring_bench [--seeds 5] [--max-loads 1.02,1.05,1.10]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
-import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tooz
+from tooz import hashring as tooz_hashring
 
-from tooz import hashring as tooz_hashring  # noqa: E402
-import tooz  # noqa: E402
-
-import hashring  # noqa: E402
-from bench.common import machine_facts  # noqa: E402
+import hashring
+from bench.common import machine_facts
 
 SIZES = (3, 5, 10, 20, 50, 100)
 
@@ -124,13 +120,18 @@ def movement(seeds, count, sizes=(10, 50)):
                   f"{stray:>13}")
 
 
-def rate(func, items, repeat=3):
+def rate(func, *args, repeat=3):
+    """The best of ``repeat`` timings of ``func(*args)``, seconds."""
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        func(items)
+        func(*args)
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def lookups(ring, keys):
+    return [ring.get_nodes(k) for k in keys]
 
 
 def speed():
@@ -142,12 +143,12 @@ def speed():
     for n in (3, 50, 100):
         names = members_for(0, n)
         for label, make in (("computed", ours), ("tooz", theirs)):
-            build = rate(lambda _: make(names), None)
+            build = rate(make, names)
             ring = make(names)
-            lookups = rate(lambda ks: [ring.get_nodes(k) for k in ks], single)
-            bulk = rate(lambda ks: assign(ring, ks), keys)
+            lookup = rate(lookups, ring, single)
+            bulk = rate(assign, ring, keys)
             print(f"{n:>8} {label:>9} {build:>9.4f} "
-                  f"{len(single) / lookups:>12,.0f} {bulk:>12.3f}")
+                  f"{len(single) / lookup:>12,.0f} {bulk:>12.3f}")
 
 
 def machine():
@@ -162,7 +163,6 @@ def tooz_version():
         return version("tooz")
     except Exception:  # the figure is informative only
         return getattr(tooz, "__version__", "?")
-
 
 
 def bounded_balance(seeds, count, factors):
@@ -269,7 +269,7 @@ def bounded_speed(factors):
     print(f"{'c':>8} {'bulk 100k s':>12}")
     print(f"{'default':>8} {rate(ring.assign, keys):>12.3f}")
     for c in factors:
-        took = rate(lambda ks: hashring.bounded_assign(ring, ks, c), keys)
+        took = rate(hashring.bounded_assign, ring, keys, c)
         print(f"{c:>8} {took:>12.3f}")
 
 

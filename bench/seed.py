@@ -12,32 +12,27 @@ every one of them (``GET /v1/nodes``, paginated), and raises otherwise.
 A template with no ports, traits or tags has no rows in other tables, so a copied row is a whole
 node. The copies share the template's ``created_at``/states; Ironic sees them as any other node.
 
-Reusable: ``seed_nodes(stack, 10000, prefix="placement")`` for later benchmarks. Seeding is
-idempotent per prefix: nodes already seeded with that prefix are kept and only the missing ones
-are added. :func:`unseed_nodes` deletes a prefix's nodes again (straight from the database, for
-a stack that other people keep using).
+Every stack benchmark and tools/demo.py seed through it (``seed_nodes(stack, 10000,
+prefix="placement")``). Seeding is idempotent per prefix: nodes already seeded with that prefix
+are kept and only the missing ones are added. :func:`unseed_nodes` deletes a prefix's nodes again
+(straight from the database, for a stack that other people keep using).
 
 Command line (a stack started with ``tools/services up``)::
 
-    .venv/bin/python bench/seed.py --stack-dir .services --count 3000 [--prefix bench]
-    .venv/bin/python bench/seed.py --stack-dir .services --prefix bench --delete
+    .venv/bin/python -m bench.seed --stack-dir .services --count 3000 [--prefix bench]
+    .venv/bin/python -m bench.seed --stack-dir .services --prefix bench --delete
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import sys
 import time
 import uuid as uuidlib
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from computed.testing.ironic import _request  # noqa: E402
-
-PAGE = 1000  # Ironic's default [api] max_limit
+from computed.testing.ironic import _request, list_nodes
 
 
 def ironic_db(stack) -> Path:
@@ -49,17 +44,14 @@ def ironic_db(stack) -> Path:
 
 
 def api_node_uuids(url: str, prefix: str | None = None) -> list[str]:
-    """Every node uuid Ironic's API lists (following pages), optionally only ``prefix-*`` names."""
-    uuids: list[str] = []
-    marker = ""
-    while True:
-        query = f"fields=uuid,name&limit={PAGE}" + (f"&marker={marker}" if marker else "")
-        page = _request("GET", f"{url}/v1/nodes?{query}", timeout=120)["nodes"]
-        uuids += [n["uuid"] for n in page
-                  if prefix is None or (n.get("name") or "").startswith(f"{prefix}-")]
-        if len(page) < PAGE:
-            return uuids
-        marker = page[-1]["uuid"]
+    """Every node uuid Ironic's API lists, optionally only ``prefix-*`` names."""
+    return [n["uuid"] for n in list_nodes(url, "uuid,name", timeout=120)
+            if prefix is None or (n.get("name") or "").startswith(f"{prefix}-")]
+
+
+def _named(prefix: str) -> str:
+    """The LIKE pattern (with ESCAPE '\\') of the names ``prefix-*``."""
+    return prefix.replace("_", "\\_").replace("%", "\\%") + "-%"
 
 
 def _connect(db: Path) -> sqlite3.Connection:
@@ -68,12 +60,14 @@ def _connect(db: Path) -> sqlite3.Connection:
     return conn
 
 
-def _wait_state(url: str, node: str, state: str, timeout: float = 60) -> None:
+def _wait_state(url: str, node: str, kind: str, state: str, timeout: float = 60) -> None:
+    """Wait until the node's ``<kind>_state`` (provision or power) is ``state`` with no target
+    left: Ironic moves it asynchronously."""
     deadline = time.monotonic() + timeout
     while True:
-        body = _request("GET", f"{url}/v1/nodes/{node}?fields=provision_state,"
-                               f"target_provision_state,last_error")
-        if body["provision_state"] == state and not body.get("target_provision_state"):
+        body = _request("GET", f"{url}/v1/nodes/{node}?fields={kind}_state,"
+                               f"target_{kind}_state,last_error")
+        if body[f"{kind}_state"] == state and not body.get(f"target_{kind}_state"):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"template node {node} did not reach {state}: {body}")
@@ -87,7 +81,7 @@ def _template(url: str, prefix: str, resource_class: str, available: bool) -> st
     if available:
         for verb, state in (("manage", "manageable"), ("provide", "available")):
             _request("PUT", f"{url}/v1/nodes/{node}/states/provision", {"target": verb})
-            _wait_state(url, node, state)
+            _wait_state(url, node, "provision", state)
     return node
 
 
@@ -97,14 +91,8 @@ def make_template(url: str, prefix: str, resource_class: str) -> str:
     set through the API so that Ironic's own state machine wrote every field."""
     node = _template(url, prefix, resource_class, available=True)
     _request("PUT", f"{url}/v1/nodes/{node}/states/power", {"target": "power off"})
-    deadline = time.monotonic() + 60
-    while True:
-        body = _request("GET", f"{url}/v1/nodes/{node}?fields=power_state,target_power_state")
-        if body["power_state"] == "power off" and not body.get("target_power_state"):
-            return node
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"template {node} not powered off: {body}")
-        time.sleep(0.2)
+    _wait_state(url, node, "power", "power off")
+    return node
 
 
 def seed_nodes(stack, count: int, prefix: str = "bench", resource_class: str = "baremetal",
@@ -119,7 +107,7 @@ def seed_nodes(stack, count: int, prefix: str = "bench", resource_class: str = "
     conn = _connect(db)
     try:
         rows = conn.execute("SELECT id, name FROM nodes WHERE name LIKE ? ESCAPE '\\'",
-                            (prefix.replace("_", "\\_").replace("%", "\\%") + "-%",)).fetchall()
+                            (_named(prefix),)).fetchall()
         have = {name: node_id for node_id, name in rows}
         template = have.get(f"{prefix}-00000")
         if template is None:
@@ -141,7 +129,7 @@ def seed_nodes(stack, count: int, prefix: str = "bench", resource_class: str = "
             raise
         expected = {u for (u,) in conn.execute(
             "SELECT uuid FROM nodes WHERE name LIKE ? ESCAPE '\\'",
-            (prefix.replace("_", "\\_").replace("%", "\\%") + "-%",))}
+            (_named(prefix),))}
     finally:
         conn.close()
     inserted = time.monotonic() - started
@@ -161,7 +149,7 @@ def unseed_nodes(stack, prefix: str = "bench") -> int:
     try:
         conn.execute("BEGIN IMMEDIATE")
         cursor = conn.execute("DELETE FROM nodes WHERE name LIKE ? ESCAPE '\\'",
-                              (prefix.replace("_", "\\_").replace("%", "\\%") + "-%",))
+                              (_named(prefix),))
         conn.execute("COMMIT")
         return cursor.rowcount
     finally:

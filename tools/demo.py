@@ -1,6 +1,8 @@
 """A local computed fleet to watch: real services, fake-hardware nodes, daemons, a reporter.
 
-Run through ``tools/run-local`` (which installs what is missing first). Brings up ZooKeeper,
+Run through ``tools/run-local`` (which installs what is missing first), or from the repository
+root as ``.venv/bin/python -m tools.demo``: it imports :mod:`bench.seed` and the test suite's
+:mod:`tests.functional.daemons` from there. Brings up ZooKeeper,
 RabbitMQ, PostgreSQL (when available), Placement and Ironic on loopback, enrolls ``--nodes``
 fake-hardware nodes, starts ``--daemons`` computed daemons and one computed-reporter as separate
 processes, and shows a live view: members, nodes claimed per daemon, providers applied to
@@ -24,17 +26,14 @@ import tty
 import uuid
 from pathlib import Path
 
+from bench.seed import seed_nodes
+from computed import db
+from computed.db import api as db_api
+from computed.testing.ironic import _request
+from computed.testing.stack import Stack
+from tests.functional.daemons import Daemon, Reporter, ownership_now, zk_client
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.seed import seed_nodes  # noqa: E402
-from computed import db  # noqa: E402
-from computed.db import api as db_api  # noqa: E402
-from tests.functional.daemons import (Daemon, Reporter, ownership_now,  # noqa: E402
-                                      zk_client)
-from computed.testing.ironic import _request  # noqa: E402
-from computed.testing.stack import Stack  # noqa: E402
-
 GROUP = "demo"
 CLEAR = "\033[H\033[2J"
 
@@ -122,7 +121,8 @@ class Demo:
             state = ("draining" if member and member.draining else "member") if member else (
                 "running" if daemon.alive else "dead")
             epoch = member.member_epoch if member else "-"
-            lines.append(f"{daemon.host:<16}{state:<10}{epoch:>10}{per_host.get(daemon.host, 0):>8}")
+            claimed = per_host.get(daemon.host, 0)
+            lines.append(f"{daemon.host:<16}{state:<10}{epoch:>10}{claimed:>8}")
         unclaimed = len(self.nodes) - sum(1 for n in self.nodes if n in claims)
         bar = int(40 * applied / max(1, len(self.nodes)))
         lines += ["", f"claimed {len(claims)} / unclaimed {unclaimed}",

@@ -12,6 +12,7 @@ alive).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from computed.testing import process, venvs
@@ -21,6 +22,7 @@ from computed.testing.service import Service
 REQUIREMENTS = ("ironic==39.0.0",)
 NOTIFICATION_TOPIC = "ironic_versioned_notifications"
 API_VERSION = "1.115"
+PAGE = 1000  # Ironic's default [api] max_limit: a page this long may have a next one
 
 
 class Ironic(Service):
@@ -69,7 +71,8 @@ class Ironic(Service):
             "[conductor]",
             "automated_clean = false",
             "[fake]",
-            f"deploy_delay = {int(self.info['deploy_delay'])}",  # Ironic int()s it: '0.0' fails every deploy
+            # Ironic int()s it: '0.0' would fail every deploy.
+            f"deploy_delay = {int(self.info['deploy_delay'])}",
         ]
         if self.info.get("transport_url"):
             lines[1:1] = ["notification_level = info",
@@ -145,14 +148,19 @@ def delete_nodes(url: str, uuids: list[str], workers: int = 8) -> None:
         list(pool.map(delete, uuids))
 
 
-def list_node_uuids(url: str) -> list[str]:
-    """Every node's uuid, following Ironic's pages."""
-    uuids: list[str] = []
+def list_nodes(url: str, fields: str = "uuid", timeout: float = 30.0) -> Iterator[dict]:
+    """Every node with ``fields`` (comma-separated; they must include ``uuid``, the page marker),
+    following Ironic's pages."""
     marker = ""
     while True:
-        query = "fields=uuid&limit=1000" + (f"&marker={marker}" if marker else "")
-        page = _request("GET", f"{url}/v1/nodes?{query}")["nodes"]
-        uuids += [node["uuid"] for node in page]
-        if len(page) < 1000:
-            return uuids
+        query = f"fields={fields}&limit={PAGE}" + (f"&marker={marker}" if marker else "")
+        page = _request("GET", f"{url}/v1/nodes?{query}", timeout=timeout)["nodes"]
+        yield from page
+        if len(page) < PAGE:
+            return
         marker = page[-1]["uuid"]
+
+
+def list_node_uuids(url: str) -> list[str]:
+    """Every node's uuid."""
+    return [node["uuid"] for node in list_nodes(url)]

@@ -1,10 +1,9 @@
 """OpenStack Placement (PyPI ``openstack-placement``) in a virtualenv of its own, over HTTP.
 
-No auth (``noauth2``: any ``X-Auth-Token`` is accepted, ``admin`` gets admin rights), its database on
-the stack's PostgreSQL when there is one (sqlite answers concurrent writes with "database is
+No auth (``noauth2``: any ``X-Auth-Token`` is accepted, ``admin`` gets admin rights), its database
+on the stack's PostgreSQL when there is one (sqlite answers concurrent writes with "database is
 locked", which would make every benchmark measure sqlite), else sqlite in the scratch directory,
-served by computed/testing/bin/wsgi_serve.py. Ready when ``GET /`` lists the API
-versions.
+served by computed/testing/bin/wsgi_serve.py. Ready when ``GET /`` lists the API versions.
 """
 
 from __future__ import annotations

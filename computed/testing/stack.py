@@ -2,8 +2,10 @@
 
 ``Stack.up`` starts the services in dependency order (ZooKeeper, RabbitMQ, PostgreSQL, Placement,
 Ironic: Ironic sends its notifications to the broker) and saves their infos in
-``WORKDIR/state.json`` after each one, so that a failure half-way still leaves a state that
-``down`` can clean. ``Stack.load`` finds a saved stack again from another process.
+``WORKDIR/state.json`` after each one, so that even a process killed half-way leaves a state that
+``down`` can clean. It returns a whole stack or none: when a service fails to start (or the caller
+is interrupted), the ones already started are stopped before the error goes on. ``Stack.load``
+finds a saved stack again from another process.
 
 ``computed_conf`` renders a computed.conf pointing at the stack, the one place where the harness
 knows computed's option names.
@@ -12,8 +14,8 @@ knows computed's option names.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from computed.testing import postgres
 from computed.testing.ironic import NOTIFICATION_TOPIC, Ironic
@@ -38,7 +40,7 @@ class Stack:
         return self.workdir / "state.json"
 
     @classmethod
-    def up(cls, workdir: Path, names: Iterable[str] = ORDER) -> "Stack":
+    def up(cls, workdir: Path, names: Iterable[str] = ORDER) -> Stack:
         """Start ``names`` (PostgreSQL only where a server is available)."""
         wanted = set(names)
         unknown = wanted - set(ORDER)
@@ -47,15 +49,21 @@ class Stack:
                              f"known: {', '.join(ORDER)}")
         stack = cls(Path(workdir))
         stack.workdir.mkdir(parents=True, exist_ok=True)
-        for name in ORDER:
-            if name not in wanted or (name == "postgres" and not postgres.available()):
-                continue
-            stack.services[name] = service = stack._new(name)
-            try:
-                service.start()
-            finally:
-                stack.save()
-        stack._cap_unconsumed_notifications()
+        try:
+            for name in ORDER:
+                if name not in wanted or (name == "postgres" and not postgres.available()):
+                    continue
+                stack.services[name] = service = stack._new(name)
+                try:
+                    service.start()
+                finally:
+                    stack.save()
+            stack._cap_unconsumed_notifications()
+        except BaseException:
+            # BaseException: Ctrl-C during a slow start (a virtualenv being built) must not leave
+            # the services already started running either.
+            stack.down()
+            raise
         return stack
 
     def _new(self, name: str) -> Service:
@@ -82,7 +90,7 @@ class Stack:
             pass
 
     @classmethod
-    def load(cls, workdir: Path) -> "Stack":
+    def load(cls, workdir: Path) -> Stack:
         stack = cls(Path(workdir))
         state = json.loads(stack.state_file.read_text())
         for name in ORDER:

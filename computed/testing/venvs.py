@@ -16,8 +16,8 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from computed.testing.process import run
 

@@ -37,15 +37,22 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed import db
-from computed.runtime import keystone, rpc
-from computed.instances import scheduler
-from computed.fleet.audit import fencing_violations
-from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.daemon.hosting import RESUME_INTERVAL
 from computed.db import api as db_api
 from computed.db import models
+from computed.fleet.audit import fencing_violations
 from computed.fleet.membership import fleet_root
+from computed.instances import scheduler
+from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.providers.state import normalise_resource_class, provider_from_node
-from computed.daemon.hosting import RESUME_INTERVAL
+from computed.runtime import keystone, rpc
+from computed.testing import postgres
+from computed.testing.ironic import Ironic, _request, enroll_nodes
+from computed.testing.placement import Placement
+from computed.testing.postgres import PostgreSQL
+from computed.testing.rabbitmq import RabbitMQ
+from computed.testing.stack import Stack
+from computed.testing.zookeeper import ZooKeeper
 from computed_ironic.convert import LIST_FIELDS, node_from_api
 from hashring.ownership import compute_ownership
 from tests.chaos import netns
@@ -56,13 +63,6 @@ from tests.functional.daemons import (
     make_available,
     ownership_now,
 )
-from computed.testing import postgres
-from computed.testing.ironic import Ironic, _request, enroll_nodes
-from computed.testing.placement import Placement
-from computed.testing.postgres import PostgreSQL
-from computed.testing.rabbitmq import RabbitMQ
-from computed.testing.stack import Stack
-from computed.testing.zookeeper import ZooKeeper
 
 IMAGE = "http://127.0.0.1/images/chaos.qcow2"  # never fetched: fake deploy
 SAMPLE_INTERVAL = 2.0
@@ -760,8 +760,9 @@ class Chaos:
         for consumer, allocs in consumers.items():
             row = live.get(consumer)
             if row is None or set(allocs) != {row.node_uuid}:
+                where = "gone" if row is None else f"{row.state} on {row.node_uuid}"
                 problems.append(f"allocation of consumer {consumer} on {sorted(allocs)}: "
-                                f"instance {'gone' if row is None else row.state + ' on ' + str(row.node_uuid)}")
+                                f"instance {where}")
         res.check("no allocation lost, none without a live instance", not problems,
                   f"{len(problems)}: {problems[:3]}" if problems else
                   f"{len(consumers)} allocation(s) == {len(live)} live instance(s)' nodes")

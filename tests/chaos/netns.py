@@ -11,8 +11,9 @@ are found and removed by name at the next start):
   on ``10.231.0.1:<same port>`` and relays to ``127.0.0.1:<port>``. A daemon therefore reaches
   the controller only over its veth and the bridge, which is what the faults cut.
 * one namespace ``cdcN-<host>`` per daemon, with a veth pair (``cdcN-Ih`` on the bridge,
-  ``cdcN-In`` inside, address ``10.231.N.<10+I>/24``) and its own loopback. The daemon runs there through
-  ``ip netns exec``, which execs (no fork), so its PID is the daemon's and signals reach it.
+  ``cdcN-In`` inside, address ``10.231.N.<10+I>/24``) and its own loopback. The daemon runs there
+  through ``ip netns exec``, which execs (no fork), so its PID is the daemon's and signals reach
+  it.
 
 Faults: :meth:`Host.cut_zookeeper` drops, with nftables in the daemon's namespace only, every
 packet to the controller's ZooKeeper port (RabbitMQ, the database, Ironic and Placement stay

@@ -17,13 +17,13 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed import db
-from computed.runtime import keystone
 from computed.db import api as db_api
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class
-from tests.functional.daemons import Daemon, Reporter, fleet_database
+from computed.runtime import keystone
 from computed.testing.ironic import delete_nodes, enroll_nodes
 from computed.testing.stack import Stack
+from tests.functional.daemons import Daemon, Reporter, fleet_database
 
 
 def pytest_collection_modifyitems(items):

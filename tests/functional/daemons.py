@@ -13,8 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from kazoo.client import KazooClient
 
@@ -60,7 +60,7 @@ class Process:
             f"backend_url = {zk}?timeout={session_timeout}\ngroup = {group}"))
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Process":
+    def start(self) -> Process:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([str(BIN / self.script), "--config-file",
                                           str(self.conf)],
@@ -202,8 +202,9 @@ def make_available(stack, nodes):
         wait_state(stack, node, "available")
         ironic(stack, "PUT", f"/nodes/{node}/states/power", {"target": "power off"})
     for node in nodes:  # fake power answers asynchronously; power None counts as reserved
-        wait_for(lambda: ironic(stack, "GET", f"/nodes/{node}")["power_state"] == "power off",
-                 30, f"node {node} powered off")
+        # node=node binds this node (ruff B023); wait_for is done with it within the iteration
+        wait_for(lambda node=node: ironic(stack, "GET", f"/nodes/{node}")["power_state"]
+                 == "power off", 30, f"node {node} powered off")
 
 
 def seen(placement, node):

@@ -12,6 +12,8 @@ import threading
 from oslo_config import cfg
 
 from computed.runtime import rpc
+
+
 class Echo:
     def echo(self, ctxt, value):
         return {"value": value, "pid": os.getpid()}

@@ -20,9 +20,18 @@ from tooz import coordination
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root
-from tests.functional.daemons import (BIN, Daemon, dump_logs, fleet_database, json_status, merged_records,
-                                      ownership_now, wait_converged, zk_client)
 from computed.testing.ironic import _request, delete_nodes, enroll_nodes, list_node_uuids
+from tests.functional.daemons import (
+    BIN,
+    Daemon,
+    dump_logs,
+    fleet_database,
+    json_status,
+    merged_records,
+    ownership_now,
+    wait_converged,
+    zk_client,
+)
 
 NODES = 150
 SESSION = 2  # seconds: the fleet's ZooKeeper session timeout in these tests
@@ -84,7 +93,8 @@ def test_three_daemons_share_the_nodes_and_sync_each_once(zk, fleet, nodes):
     daemons = fleet("c1", "c2", "c3")
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
     claims = read_claims(zk, fleet_root(fleet.group))
-    shares = {host: sum(1 for c in claims.values() if c.host == host) for host in ("c1", "c2", "c3")}
+    shares = {host: sum(1 for c in claims.values() if c.host == host)
+              for host in ("c1", "c2", "c3")}
     assert all(share > 0 for share in shares.values()), shares
     # Each daemon syncs every node it claims, once per claim (nothing changed in Ironic).
     deadline = time.monotonic() + 30

@@ -1,6 +1,6 @@
-"""Instances end to end in-process (no daemon): computed.instances.scheduler, computed.instances.lifecycle and the
-Ironic driver's operations against the real Ironic, Placement and ZooKeeper (and PostgreSQL for
-computed's database where the stack has one).
+"""Instances end to end in-process (no daemon): computed.instances.scheduler,
+computed.instances.lifecycle and the Ironic driver's operations against the real Ironic, Placement
+and ZooKeeper (and PostgreSQL for computed's database where the stack has one).
 
 Each test gets nodes of its own resource class, made available in Ironic, reported to
 Placement with PlacementClient.apply(provider_from_node(...)), and claimed in ZooKeeper by a
@@ -26,18 +26,16 @@ import pytest
 from kazoo.client import KazooClient
 
 from computed import db
-
-from computed.instances import lifecycle, scheduler
-
-from computed.runtime import keystone
-from computed.fleet.claims import claims_path
 from computed.db import api, models
+from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
+from computed.instances import lifecycle, scheduler
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class, provider_from_node
+from computed.runtime import keystone
+from computed.testing.ironic import delete_nodes, enroll_nodes
 from computed_ironic import IronicDriver
 from tests.functional.daemons import ironic, make_available
-from computed.testing.ironic import delete_nodes, enroll_nodes
 
 HOST, EPOCH = "test-host", 42
 
@@ -173,13 +171,13 @@ def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
         barrier = threading.Barrier(2)
         results = []
 
-        def build():
+        def build(barrier, results):
             barrier.wait(timeout=10)
             try:
                 results.append(world.schedule(rc))
             except scheduler.NoValidHost as exc:
                 results.append(exc)
-        threads = [threading.Thread(target=build) for _ in range(2)]
+        threads = [threading.Thread(target=build, args=(barrier, results)) for _ in range(2)]
         for thread in threads:
             thread.start()
         for thread in threads:

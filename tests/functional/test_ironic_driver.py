@@ -19,9 +19,9 @@ import pytest
 from oslo_config import cfg
 
 from computed import conf as computed_conf
-from computed.runtime import keystone
-from computed.baremetal.driver import DriverUnavailable
 from computed.baremetal.catalog import Freshness, NodeCatalog
+from computed.baremetal.driver import DriverUnavailable
+from computed.runtime import keystone
 from computed_ironic import API_VERSION, IronicDriver
 from computed_ironic.retry import RetryPolicy
 

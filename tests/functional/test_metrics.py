@@ -17,8 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from computed import db
-from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
 from computed.testing.ironic import delete_nodes, enroll_nodes
+from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
 
 NODES = 6
 
@@ -113,7 +113,8 @@ def test_daemon_and_reporter_expose_metrics_and_health(fleet):
                 and values["computed_reports_sent_total"] >= listed
                 and values["computed_reports_pending"] == 0 and applied >= NODES) or values
 
-    wait_for(owns_and_reported_every_listed_node, 90, "every listed node owned and reported", processes)
+    wait_for(owns_and_reported_every_listed_node, 90, "every listed node owned and reported",
+             processes)
     values = samples(daemon_port)
     assert values["computed_up"] == 1
     assert values["computed_fleet_state{state=active}"] == 1

@@ -15,10 +15,9 @@ from kazoo.client import KazooClient
 from oslo_config import cfg
 
 from computed import db
-
-from computed.runtime import rpc
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
+from computed.runtime import rpc
 from tests.functional.daemons import ironic, make_available, seen, wait_for
 
 NODES = 24
@@ -31,7 +30,8 @@ def providers(placement, nodes):
 def test_nodes_appear_with_inventory_traits_and_follow_maintenance(stack, world, placement):
     ready = world.nodes[:8]
     make_available(stack, ready)
-    ironic(stack, "PUT", f"/nodes/{ready[0]}/traits", {"traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]})
+    ironic(stack, "PUT", f"/nodes/{ready[0]}/traits",
+           {"traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]})
     world.reporter("r1")
     world.daemon("c1"), world.daemon("c2"), world.daemon("c3")
 

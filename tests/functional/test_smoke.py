@@ -14,6 +14,7 @@ from oslo_config import cfg
 from tooz import coordination
 
 from computed.runtime import keystone, rpc
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -65,7 +66,8 @@ def test_resource_provider_with_inventory_in_placement(computed_config):
     placement = keystone.load_adapter(computed_config, "placement")
     headers = {"OpenStack-API-Version": "placement 1.39"}
     rp_uuid = str(uuid.uuid4())
-    created = placement.post("/resource_providers", json={"uuid": rp_uuid, "name": f"smoke-{rp_uuid}"},
+    created = placement.post("/resource_providers",
+                             json={"uuid": rp_uuid, "name": f"smoke-{rp_uuid}"},
                              headers=headers, raise_exc=False)
     assert created.status_code == 200, created.text
     generation = created.json()["generation"]

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from computed.baremetal.driver import Node
-from computed.providers.state import (InvalidProvider, ProviderState, inventory, node_reserved,
-                               normalise_resource_class, provider_from_node)
+from computed.providers.state import (
+    InvalidProvider,
+    ProviderState,
+    inventory,
+    node_reserved,
+    normalise_resource_class,
+    provider_from_node,
+)
 
 UUID = '1be26c0b-03f2-4d2e-ae87-c02d7f33c123'
 INSTANCE = '9f1b7a52-7d1e-4bd0-8a39-1e1c2f6b1d01'
@@ -79,7 +85,8 @@ def test_provider_from_node_like_nova():
 
 
 def test_extra_traits_are_merged_sorted_and_unique():
-    state = provider_from_node(node(traits=('CUSTOM_B',)), extra_traits=('COMPUTE_NODE', 'CUSTOM_B'))
+    state = provider_from_node(node(traits=('CUSTOM_B',)),
+                               extra_traits=('COMPUTE_NODE', 'CUSTOM_B'))
     assert state.traits == ('COMPUTE_NODE', 'CUSTOM_B')
 
 

@@ -6,9 +6,9 @@ import pytest
 from keystoneauth1 import adapter as ks_adapter
 from oslo_config import cfg
 
-from computed.runtime import keystone
 from computed.conf import loader
 from computed.conf.errors import ConfigError
+from computed.runtime import keystone
 
 BASE = """
 [coordination]

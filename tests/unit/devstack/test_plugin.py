@@ -20,6 +20,7 @@ import pytest
 from oslo_config import cfg
 
 from computed import conf as computed_conf
+
 ROOT = Path(__file__).resolve().parents[3]
 PLUGIN = ROOT / "devstack"
 STUBS = Path(__file__).with_name("stubs.sh")

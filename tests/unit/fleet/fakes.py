@@ -11,7 +11,7 @@ removes what a host's session held, as ZooKeeper does when it expires it.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from computed.fleet.claims import AcquireResult, Claim
 from computed.fleet.membership import MemberInfo

@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hashring
-from hashring import (EmptyRing, HashRing, Member, bounded_assign,
-                      compute_ownership, moves_between)
+from hashring import EmptyRing, HashRing, Member, bounded_assign, compute_ownership, moves_between
 from hashring.bounded import load_factor
 
 SMALL = 64

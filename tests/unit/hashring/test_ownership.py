@@ -6,8 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hashring import (Member, Move, compute_ownership, member_ring, moves,
-                      moves_between)
+from hashring import Member, Move, compute_ownership, member_ring, moves, moves_between
 from hashring.ownership import adopters
 
 SMALL = 256  # partitions: these tests check rules, not balance

@@ -1,4 +1,5 @@
-"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for one node."""
+"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for one
+node."""
 
 import random
 import threading
@@ -6,9 +7,9 @@ import uuid
 
 import pytest
 
+from computed.db import api, models
 from computed.instances import scheduler
 from computed.instances.rpcapi import ServerAPI
-from computed.db import api, models
 from tests.unit.instance.fakes import FakePlacement
 
 RC = 'CUSTOM_GOLD'
@@ -113,15 +114,15 @@ def test_racing_builds_for_the_last_node_never_share_it(engine):
         node = str(uuid.uuid4())
         placement.add(node, RC)
         barrier = threading.Barrier(2)
-        placement.before_put = lambda consumer, n: barrier.wait(timeout=5)
+        placement.before_put = lambda consumer, n, barrier=barrier: barrier.wait(timeout=5)
         results = []
 
-        def build():
+        def build(placement, results):
             try:
                 results.append(scheduler.schedule(placement, engine, RC, owner_of=owners()))
             except scheduler.NoValidHost as exc:
                 results.append(exc)
-        threads = [threading.Thread(target=build) for _ in range(2)]
+        threads = [threading.Thread(target=build, args=(placement, results)) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from computed.baremetal.driver import BaremetalDriver, DriverError, DriverUnavailable, Node
 from computed.baremetal.catalog import Freshness, NodeCatalog
+from computed.baremetal.driver import BaremetalDriver, DriverError, DriverUnavailable, Node
 
 
 class ScriptedDriver(BaremetalDriver):

@@ -1,4 +1,5 @@
-"""computed.runtime.metrics: collectors read the running objects at scrape time; /healthz says why not."""
+"""computed.runtime.metrics: collectors read the running objects at scrape time; /healthz says
+why not."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ import pytest
 from oslo_config import cfg
 from prometheus_client.parser import text_string_to_metric_families
 
-from computed.runtime import metrics
+from computed.baremetal.catalog import NodeCatalog
+from computed.baremetal.driver import BaremetalDriver, DriverUnavailable, Node
 from computed.conf import metrics as metrics_opts_module
 from computed.conf.errors import ConfigError
-from computed.baremetal.driver import BaremetalDriver, DriverUnavailable, Node
 from computed.fleet.fence import Fence
-from computed.fleet.reconciler import FleetState
 from computed.fleet.membership import MemberInfo
-from computed.baremetal.catalog import NodeCatalog
+from computed.fleet.reconciler import FleetState
 from computed.providers.outbox import Outbox
+from computed.runtime import metrics
 from tests.unit.daemon.fakes import Clock
 from tests.unit.report.fakes import Gate, Reporter
 

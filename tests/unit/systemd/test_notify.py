@@ -9,6 +9,8 @@ import uuid
 import pytest
 
 from computed.runtime import systemd
+
+
 @pytest.fixture
 def listener(tmp_path, monkeypatch):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
