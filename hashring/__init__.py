@@ -8,8 +8,15 @@ them, ``keys`` owns hashing and encoding, ``errors`` the exceptions.
 
 from hashring.bounded import bounded_assign
 from hashring.errors import EmptyRing, UnknownNode
-from hashring.ownership import (Member, Move, Ownership, compute_ownership,
-                                member_ring, moves, moves_between)
+from hashring.ownership import (
+                                Member,
+                                Move,
+                                Ownership,
+                                compute_ownership,
+                                member_ring,
+                                moves,
+                                moves_between,
+)
 from hashring.ring import HashRing
 
 __all__ = ["EmptyRing", "HashRing", "Member", "Move", "Ownership",

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Iterable
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational, Real
-from typing import Dict, Iterable, List
 
 from hashring.errors import EmptyRing
 from hashring.keys import TAG_MASK, Key, to_bytes
@@ -54,7 +54,7 @@ DEFAULT_MAX_LOAD = 1.05
 
 
 def bounded_assign(ring: HashRing, keys: Iterable[Key],
-                   max_load: Real = DEFAULT_MAX_LOAD) -> Dict[Key, Member]:
+                   max_load: Real = DEFAULT_MAX_LOAD) -> dict[Key, Member]:
     """Return ``{key: member}`` with each member's load capped.
 
     ``max_load`` (c >= 1) bounds each member's keys to ``ceil(c * K *
@@ -76,7 +76,7 @@ def bounded_assign(ring: HashRing, keys: Iterable[Key],
     caps = _caps(factor, len(todo), [ring.nodes[m] for m in order])
     loads = [0] * len(order)
     size = len(tokens)
-    owner_tag: Dict[bytes, int] = {}
+    owner_tag: dict[bytes, int] = {}
     start = 0
     for point, data in todo:
         # Positions only grow, so each search starts where the last ended.
@@ -93,7 +93,7 @@ def bounded_assign(ring: HashRing, keys: Iterable[Key],
     return {key: order[owner_tag[data]] for key, data in zip(keys, encoded)}
 
 
-def _caps(factor: Fraction, count: int, weights: List[int]) -> List[int]:
+def _caps(factor: Fraction, count: int, weights: list[int]) -> list[int]:
     """Return ``ceil(factor * count * w / sum(weights))`` for each w."""
     total = sum(weights)
     num, den = factor.numerator * count, factor.denominator * total

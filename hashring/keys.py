@@ -25,9 +25,9 @@ from __future__ import annotations
 import hashlib
 import sys
 from array import array
-from typing import Callable, Union
+from collections.abc import Callable
 
-Key = Union[str, bytes]
+Key = str | bytes
 
 # The low bits of every token hold the owning member's index in the
 # canonical member order; 16 bits allow 65,536 members.

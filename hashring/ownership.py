@@ -60,10 +60,10 @@ the members they are given.  Without ``ring=`` they build it themselves.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Real
 from types import MappingProxyType
-from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from hashring.bounded import bounded_assign, load_factor
 from hashring.ring import DEFAULT_PARTITIONS, HashRing
@@ -83,27 +83,27 @@ class Move:
     """A node changing manager; ``None`` means no member (orphan/unassigned)."""
 
     node: str
-    source: Optional[str]
-    target: Optional[str]
+    source: str | None
+    target: str | None
 
 
 @dataclass(frozen=True)
 class Ownership:
     """The outcome of the rules for one membership and one node list."""
 
-    managed: Mapping[str, FrozenSet[str]]
+    managed: Mapping[str, frozenset[str]]
     orphans: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}))
-    unassigned: FrozenSet[str] = frozenset()
+    unassigned: frozenset[str] = frozenset()
 
-    def owner(self, node: str) -> Optional[str]:
+    def owner(self, node: str) -> str | None:
         """Return the member managing ``node``, or None."""
         for member, nodes in self.managed.items():
             if node in nodes:
                 return member
         return None
 
-    def owners(self) -> Dict[str, str]:
+    def owners(self) -> dict[str, str]:
         """Return ``{node: member}`` for every managed node."""
         return {node: member
                 for member, nodes in self.managed.items() for node in nodes}
@@ -120,7 +120,7 @@ def member_ring(members: Iterable[Member],
     eligible = _eligible(_by_name(members))
     # add_nodes takes one weight per call and rebuilds the ring each time,
     # so add members grouped by weight rather than one by one.
-    by_weight: Dict[int, list] = {}
+    by_weight: dict[int, list] = {}
     for member in eligible:
         by_weight.setdefault(member.weight, []).append(member.name)
     ring = HashRing((), partitions=partitions)
@@ -132,8 +132,8 @@ def member_ring(members: Iterable[Member],
 def compute_ownership(members: Iterable[Member], nodes: Iterable[str],
                       instance_hosts: Mapping[str, str],
                       partitions: int = DEFAULT_PARTITIONS,
-                      max_load: Optional[Real] = None,
-                      ring: Optional[HashRing] = None) -> Ownership:
+                      max_load: Real | None = None,
+                      ring: HashRing | None = None) -> Ownership:
     """Apply the ownership rules (see the module docstring).
 
     ``instance_hosts`` maps a node uuid to the member hosting the instance
@@ -148,8 +148,8 @@ def compute_ownership(members: Iterable[Member], nodes: Iterable[str],
     live = _by_name(members)
     if ring is not None:
         _check_ring(ring, live)
-    managed: Dict[str, set] = {name: set() for name in live}
-    orphans: Dict[str, str] = {}
+    managed: dict[str, set] = {name: set() for name in live}
+    orphans: dict[str, str] = {}
     free = []
     for node in nodes:
         host = instance_hosts.get(node)
@@ -168,7 +168,7 @@ def compute_ownership(members: Iterable[Member], nodes: Iterable[str],
         unassigned=unassigned)
 
 
-def moves(before: Ownership, after: Ownership) -> Tuple[Move, ...]:
+def moves(before: Ownership, after: Ownership) -> tuple[Move, ...]:
     """Return the nodes whose manager differs, sorted by node uuid.
 
     A node absent from ``before`` or ``after`` (e.g. newly enrolled or
@@ -183,7 +183,7 @@ def moves(before: Ownership, after: Ownership) -> Tuple[Move, ...]:
 def moves_between(before: Iterable[Member], after: Iterable[Member],
                   nodes: Iterable[str], instance_hosts: Mapping[str, str],
                   partitions: int = DEFAULT_PARTITIONS,
-                  max_load: Optional[Real] = None) -> Tuple[Move, ...]:
+                  max_load: Real | None = None) -> tuple[Move, ...]:
     """Return the moves caused by a membership change, nodes unchanged."""
     nodes = list(nodes)
     return moves(
@@ -195,7 +195,7 @@ def moves_between(before: Iterable[Member], after: Iterable[Member],
 
 def adopters(members: Iterable[Member], orphans: Mapping[str, str],
              partitions: int = DEFAULT_PARTITIONS,
-             ring: Optional[HashRing] = None) -> Dict[str, str]:
+             ring: HashRing | None = None) -> dict[str, str]:
     """Return ``{node: member}``: who should adopt each orphaned node's instance.
 
     The adopter is the node's ring owner among the live, non-draining members, so every
@@ -213,8 +213,8 @@ def adopters(members: Iterable[Member], orphans: Mapping[str, str],
     return dict(ring.assign(list(orphans)))
 
 
-def _by_name(members: Iterable[Member]) -> Dict[str, Member]:
-    live: Dict[str, Member] = {}
+def _by_name(members: Iterable[Member]) -> dict[str, Member]:
+    live: dict[str, Member] = {}
     for member in members:
         if member.name in live:
             raise ValueError(f"member {member.name!r} is listed twice")
@@ -236,8 +236,8 @@ def _check_ring(ring: HashRing, live: Mapping[str, Member]) -> None:
 
 
 def _place_free(live: Mapping[str, Member], free: list,
-                managed: Dict[str, set], partitions: int,
-                max_load: Optional[Real], ring: Optional[HashRing]) -> list:
+                managed: dict[str, set], partitions: int,
+                max_load: Real | None, ring: HashRing | None) -> list:
     """Give instance-free nodes to ring owners; return those left over."""
     if max_load is not None:
         load_factor(max_load)  # reject a bad value even if nothing is placed
@@ -255,8 +255,8 @@ def _place_free(live: Mapping[str, Member], free: list,
     return []
 
 
-def _placement(ownership: Ownership) -> Dict[str, Optional[str]]:
-    placement: Dict[str, Optional[str]] = dict.fromkeys(ownership.orphans)
+def _placement(ownership: Ownership) -> dict[str, str | None]:
+    placement: dict[str, str | None] = dict.fromkeys(ownership.orphans)
     placement.update(dict.fromkeys(ownership.unassigned))
     placement.update(ownership.owners())
     return placement

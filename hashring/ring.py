@@ -65,7 +65,8 @@ Among those, a token ring with many tokens per member was chosen:
   imbalance; at 8,192 it is 1.1%, small beside the key-sampling floor.
   A prototype run (10 seeds, 5 members) gave 1.042/1.073 with 4,096
   tokens, 1.029/1.058 with 8,192 and 1.028/1.046 with 16,384 (floor
-  1.024/1.042): 8,192 is where more tokens stop paying for the build.  Tokens come from one SHAKE-128 call per member and the rebuild is
+  1.024/1.042): 8,192 is where more tokens stop paying for the build.
+  Tokens come from one SHAKE-128 call per member and the rebuild is
   a C-level merge of sorted runs: 8 ms at 3 members, 0.17 s at 50,
   0.36 s at 100 (tooz: under 3 ms) -- paid once per membership change.
 * Lookups are one BLAKE2s digest and one bisect over an ``array('Q')``:
@@ -113,14 +114,22 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from types import MappingProxyType
-from typing import (Any, Callable, Dict, Hashable, Iterable, Mapping,
-                    Optional, Set, Tuple)
+from typing import Any
 
 from hashring.errors import EmptyRing, UnknownNode
-from hashring.keys import (DEFAULT_HASH_FUNCTION, MAX_MEMBERS, POSITION_MASK,
-                           TAG_MASK, Key, key_hasher, member_tokens,
-                           tag_tokens, to_bytes)
+from hashring.keys import (
+    DEFAULT_HASH_FUNCTION,
+    MAX_MEMBERS,
+    POSITION_MASK,
+    TAG_MASK,
+    Key,
+    key_hasher,
+    member_tokens,
+    tag_tokens,
+    to_bytes,
+)
 
 Member = Hashable  # str or bytes in practice; kept as given by the caller
 
@@ -148,9 +157,9 @@ class HashRing:
                              f"not {partitions!r}")
         self._partitions = partitions
         self._position = key_hasher(hash_function)
-        self._weights: Dict[Member, int] = {}
-        self._encoded: Dict[bytes, Member] = {}
-        self._untagged: Dict[bytes, array] = {}
+        self._weights: dict[Member, int] = {}
+        self._encoded: dict[bytes, Member] = {}
+        self._untagged: dict[bytes, array] = {}
         self._order: tuple = ()
         self._tokens = array("Q")
         self.add_nodes(nodes)
@@ -197,8 +206,8 @@ class HashRing:
             del encoded[to_bytes(node, "member")]
         self._commit(staged, encoded)
 
-    def _commit(self, weights: Dict[Member, int],
-                encoded: Dict[bytes, Member]) -> None:
+    def _commit(self, weights: dict[Member, int],
+                encoded: dict[bytes, Member]) -> None:
         if len(weights) > MAX_MEMBERS:
             raise ValueError(f"at most {MAX_MEMBERS} members are supported")
         self._weights = weights
@@ -227,8 +236,8 @@ class HashRing:
 
     # -- lookups ----------------------------------------------------------
 
-    def get_nodes(self, data: Key, ignore_nodes: Optional[Iterable[Any]] = None,
-                  replicas: int = 1) -> Set[Member]:
+    def get_nodes(self, data: Key, ignore_nodes: Iterable[Any] | None = None,
+                  replicas: int = 1) -> set[Member]:
         """Return the set of ``replicas`` members owning ``data``.
 
         Members in ``ignore_nodes`` are skipped, and the next members
@@ -252,10 +261,10 @@ class HashRing:
             raise ValueError(f"replicas must be an int >= 0, not {replicas!r}")
         return self._walk(start, set(ignore_nodes or ()), replicas)
 
-    def _walk(self, start: int, ignore: Set[Any], replicas: int) -> Set[Member]:
+    def _walk(self, start: int, ignore: set[Any], replicas: int) -> set[Member]:
         order = self._order
         wanted = min(replicas, sum(1 for m in order if m not in ignore))
-        found: Set[Member] = set()
+        found: set[Member] = set()
         tokens = self._tokens
         size = len(tokens)
         index = start
@@ -277,7 +286,7 @@ class HashRing:
         return self._order[tokens[index if index < len(tokens) else 0]
                            & TAG_MASK]
 
-    def assign(self, keys: Iterable[Key]) -> Dict[Key, Member]:
+    def assign(self, keys: Iterable[Key]) -> dict[Key, Member]:
         """Return ``{key: owner}`` for every key; the bulk form of ``owner``.
 
         Every key is validated before any is assigned, so a bad key raises
@@ -300,7 +309,7 @@ class HashRing:
             result[key] = order[tokens[index] & TAG_MASK]
         return result
 
-    def _table(self) -> Tuple[array, tuple, Callable[[bytes], int]]:
+    def _table(self) -> tuple[array, tuple, Callable[[bytes], int]]:
         """Return (tokens, members by tag, key position function).
 
         Package-internal and read-only: ``bounded.py`` walks the same
@@ -308,7 +317,7 @@ class HashRing:
         """
         return self._tokens, self._order, self._position
 
-    def shares(self) -> Dict[Member, float]:
+    def shares(self) -> dict[Member, float]:
         """Return each member's exact fraction of the ring's key space.
 
         This is the expected share of uniformly hashed keys; a finite key
@@ -332,7 +341,7 @@ class HashRing:
 
     # -- tooz compatibility -------------------------------------------------
 
-    def __getitem__(self, key: Key) -> Set[Member]:
+    def __getitem__(self, key: Key) -> set[Member]:
         return self.get_nodes(key)
 
     def __len__(self) -> int:

@@ -27,8 +27,8 @@ import enum
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Callable, Mapping
 
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from stevedore import driver as stevedore_driver
 from stevedore import exception as stevedore_exc
@@ -166,7 +167,7 @@ class BaremetalDriver(abc.ABC):
     """The operations the daemon performs on bare metal nodes."""
 
     @classmethod
-    def from_conf(cls, conf: Any) -> 'BaremetalDriver':
+    def from_conf(cls, conf: Any) -> BaremetalDriver:
         """A driver configured from computed's configuration (its own section); what
         :func:`load_driver`'s callers construct it with."""
         raise NotSupported(f'driver {cls.__name__}', 'configuration from computed.conf')
@@ -243,10 +244,10 @@ class BaremetalDriver(abc.ABC):
         """
         raise NotSupported(f'node {node_uuid}', 'clear instance')
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: a driver without connections keeps it
         """Release backend resources (connections). Idempotent."""
 
-    def __enter__(self) -> 'BaremetalDriver':
+    def __enter__(self) -> BaremetalDriver:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging as std_logging
 import sys
-from urllib import parse
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
+from urllib import parse
 
 from oslo_config import cfg
 from oslo_log import log as logging

@@ -42,8 +42,8 @@ from computed.daemon.service import ComputeService
 from computed.daemon.sync import NodeSync, ReportGate
 from computed.db import api as db_api
 from computed.fleet.audit import AuditLog
-from computed.fleet.fence import Fence
 from computed.fleet.claims import ClaimTable
+from computed.fleet.fence import Fence
 from computed.fleet.membership import Membership, fleet_root
 from computed.fleet.reconciler import Fleet
 from computed.fleet.rehome import Rehomer

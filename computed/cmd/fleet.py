@@ -19,8 +19,13 @@ from computed.baremetal.driver import DriverError
 from computed.cmd import common
 from computed.fleet import status
 from computed.fleet.claims import read_claims
-from computed.fleet.membership import (clear_draining, drain_markers_path, fleet_root,
-                                       mark_draining, read_members)
+from computed.fleet.membership import (
+    clear_draining,
+    drain_markers_path,
+    fleet_root,
+    mark_draining,
+    read_members,
+)
 from computed.fleet.zookeeper import group_path, kazoo_client
 
 EXIT_BACKEND = 1

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from computed.conf import coordination
-from computed.conf import database
-from computed.conf import default
-from computed.conf import fleet
-from computed.conf import ironic
-from computed.conf import metrics
-from computed.conf import placement
-from computed.conf import reporter
+from computed.conf import (
+    coordination,
+    database,
+    default,
+    fleet,
+    ironic,
+    metrics,
+    placement,
+    reporter,
+)
 
 MODULES = (default, coordination, fleet, ironic, placement, reporter, database, metrics)
 

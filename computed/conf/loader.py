@@ -23,9 +23,9 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from computed import conf as computed_conf
-from computed.runtime import keystone
 from computed.conf import checks
 from computed.conf.errors import ConfigError
+from computed.runtime import keystone
 
 PROJECT = 'computed'
 EXIT_CONFIG = 2

@@ -9,6 +9,8 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from computed import conf as computed_conf
+
+
 def list_opts() -> list[tuple[cfg.OptGroup | str, list[cfg.Opt]]]:
     result: list[tuple[cfg.OptGroup | str, list[cfg.Opt]]] = []
     for module in computed_conf.MODULES:

@@ -29,7 +29,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node

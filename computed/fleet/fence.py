@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # Share of the session timeout a successful round trip is trusted for. ZooKeeper cannot expire the
 # session sooner than a full timeout after it heard from us; the rest is margin for clock rate

@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kazoo import exceptions as zk_exc
 from tooz import coordination

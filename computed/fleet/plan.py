@@ -33,8 +33,8 @@ on it a small part of that.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 from hashring.ownership import Member, Ownership, adopters, compute_ownership, member_ring
 from hashring.ring import HashRing

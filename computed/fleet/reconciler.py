@@ -36,7 +36,8 @@ import enum
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.claims import Claim, ClaimTable

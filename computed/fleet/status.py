@@ -26,7 +26,8 @@ When the command has no Ironic access configured, ``nodes`` lists the claimed no
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from computed.fleet.claims import ClaimRecord
 from computed.fleet.membership import MemberInfo

@@ -32,8 +32,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from computed.providers.report import API_VERSION, Outcome, Report
 from computed.providers.state import ProviderState

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import enum
 import uuid as uuid_lib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # The version of the reporter's RPC endpoint, and the one daemons ask for. oslo.messaging
 # dispatches a call only to an endpoint of the same major and an equal or larger minor version, so
@@ -62,7 +63,7 @@ class Report:
                 "host": self.host, "state": None if self.state is None else dict(self.state)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Report":
+    def from_dict(cls, data: Any) -> Report:
         """Validate an untrusted message (it crossed the bus)."""
         if not isinstance(data, dict):
             raise MalformedReport(f"report: expected an object, got {type(data).__name__}")

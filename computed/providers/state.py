@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid as uuidlib
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from computed.baremetal.driver import Node
 
@@ -87,7 +88,7 @@ class ProviderState:
                 'reserved': self.reserved, 'traits': list(self.traits)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> 'ProviderState':
+    def from_dict(cls, data: Any) -> ProviderState:
         """Validate untrusted input (a bus message) into a state.
 
         Unknown keys are refused: the report envelope carries the protocol

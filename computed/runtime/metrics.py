@@ -26,7 +26,8 @@ import http.server
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from oslo_config import cfg
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -232,7 +233,7 @@ class Endpoint:
     def address(self) -> tuple[str, int] | None:
         return None if self._server is None else self._server.server_address[:2]
 
-    def start(self, option: str = "port") -> "Endpoint":
+    def start(self, option: str = "port") -> Endpoint:
         if not self.enabled:
             return self
         try:
@@ -283,7 +284,7 @@ class Endpoint:
 
             def log_message(self, format: str, *args: Any) -> None:
                 # Scrapes every few seconds would drown the daemon's log.
-                LOG.debug("metrics: %s " + format, self.address_string(), *args)
+                LOG.debug("metrics: %s %s", self.address_string(), format % args)
 
         return Handler
 

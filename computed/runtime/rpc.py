@@ -11,7 +11,8 @@ conf so that a client call does not fail with ``NoSuchOptError: oslo_messaging_m
 from __future__ import annotations
 
 import importlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import oslo_messaging
 from oslo_config import cfg

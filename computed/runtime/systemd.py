@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import threading
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 LOG = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class StatusLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "StatusLoop":
+    def start(self) -> StatusLoop:
         if os.environ.get(ENV_SOCKET):
             self._thread = threading.Thread(target=self._run, name="systemd-status",
                                             daemon=True)

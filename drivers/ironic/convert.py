@@ -10,7 +10,8 @@ out, so one bad record cannot break a listing.
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from computed.baremetal.driver import MalformedNode, Node
 

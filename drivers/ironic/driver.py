@@ -37,17 +37,28 @@ import json
 import logging
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import openstack.connection
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
+from computed.baremetal.driver import (
+    POWER_ON,
+    POWER_TARGETS,
+    REBOOT,
+    BaremetalDriver,
+    DeployFailed,
+    DriverError,
+    DriverUnavailable,
+    MalformedNode,
+    Node,
+    OperationTimedOut,
+)
 from computed.runtime import keystone
-from computed.baremetal.driver import (POWER_ON, POWER_TARGETS, REBOOT, BaremetalDriver,
-                             DeployFailed, DriverError, DriverUnavailable,
-                             MalformedNode, Node, OperationTimedOut)
+
 from . import convert, retry
 
 LOG = logging.getLogger(__name__)
@@ -140,7 +151,7 @@ class IronicDriver(BaremetalDriver):
     # -- construction -----------------------------------------------------
 
     @classmethod
-    def from_conf(cls, conf: cfg.ConfigOpts, **kwargs: Any) -> 'IronicDriver':
+    def from_conf(cls, conf: cfg.ConfigOpts, **kwargs: Any) -> IronicDriver:
         """From the ``[ironic]`` section (auth, endpoint, filters, retries)."""
         options = conf[_GROUP]
         session = keystone.load_session(conf, _GROUP)
@@ -160,14 +171,14 @@ class IronicDriver(BaremetalDriver):
                      endpoint: str | None = None,
                      region_name: str | None = None,
                      interface: str | None = None,
-                     **kwargs: Any) -> 'IronicDriver':
+                     **kwargs: Any) -> IronicDriver:
         """From a keystoneauth session; ``endpoint`` skips the catalog."""
         return cls(_connection(session, endpoint, region_name, interface),
                    **kwargs)
 
     @classmethod
     def for_endpoint(cls, endpoint: str, *, timeout: float = 30.0,
-                     **kwargs: Any) -> 'IronicDriver':
+                     **kwargs: Any) -> IronicDriver:
         """For an Ironic running without Keystone (``noauth``)."""
         from keystoneauth1 import noauth
         session = ks_session.Session(auth=noauth.NoAuth(), timeout=timeout)

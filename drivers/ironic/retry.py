@@ -14,7 +14,8 @@ import dataclasses
 import logging
 import random
 import time
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 LOG = logging.getLogger(__name__)
 
