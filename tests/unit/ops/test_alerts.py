@@ -80,3 +80,8 @@ def test_every_alert_has_a_severity_a_summary_and_a_description():
         assert rule["annotations"]["summary"].strip(), rule
         assert rule["annotations"]["description"].strip(), rule
 
+
+def test_every_alert_is_explained_in_the_operations_guide():
+    guide = (queries.ROOT / "docs" / "operations.md").read_text()
+    missing = [rule["alert"] for rule in alerts() if f"`{rule['alert']}`" not in guide]
+    assert not missing, f"docs/operations.md does not explain {missing}"
