@@ -9,8 +9,7 @@ until then. Only Prometheus's own ``up`` is left out: no process exposes it.
 from __future__ import annotations
 
 from tests.functional.daemons import Daemon, Reporter, ironic
-from tests.functional.test_metrics import (  # noqa: F401 (fleet: the fixture)
-    fleet, free_port, get, samples, wait_for)
+from tests.functional.test_metrics import fleet, free_port, get, samples, wait_for  # noqa: F401 (fleet: the fixture)
 from tests.unit.ops import queries
 
 NODES = 6
