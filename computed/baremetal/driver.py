@@ -194,6 +194,14 @@ class BaremetalDriver(abc.ABC):
         :raises MalformedNode: the node exists but cannot be interpreted.
         """
 
+    def lists(self, node: Node) -> bool:
+        """Whether :meth:`list_nodes` would list ``node`` (it passes this driver's filters).
+
+        A node :meth:`get_node` finds that the listing would not show belongs to another fleet
+        (another conductor group or shard): not this fleet's to report, nor to delete.
+        """
+        return True
+
     def deploy(self, node_uuid: str, instance_uuid: str,
                image_source: str | None, *, timeout: float) -> Node:
         """Deploy ``instance_uuid`` on the node; the node once ``active``.

@@ -9,10 +9,17 @@ Guarantees:
   Ironic cannot be reached, the last list read stays in force, so an Ironic outage never empties
   the fleet's view (which would release every claim). Until a first list is read, ``uuids()`` is
   None and the fleet claims nothing.
-* **Gone nodes are still owned.** A provider computed reported (computed's database) whose node
-  Ironic no longer lists is shared out too: its owner reports it gone, and the reporter deletes
-  the provider if it has no allocations. A provider is never deleted because its owner changed.
-  The database is only a hint here: when it cannot be read, the last set read is kept.
+* **Gone nodes are still owned, until Ironic says which way they went.** A provider computed
+  reported (computed's database) whose node Ironic no longer lists is shared out too, so that one
+  daemon looks at it: its owner asks Ironic for that node alone (unfiltered, see
+  :mod:`computed.daemon.sync`). A 404 means gone: the owner reports it gone and the reporter
+  deletes the provider if it has no allocations. A node that still exists has only left this
+  fleet's filter (another shard or conductor group): the owner marks it *foreign*
+  (:meth:`FleetNodes.mark_foreign`), nobody here shares it out any more, and its provider is left
+  alone: it is another fleet's node now. A listing that shows the node again makes it this
+  fleet's again. So neither a filtered listing nor an empty one deletes a provider: only Ironic's
+  word about that one node does. A provider is never deleted because its owner changed. The
+  database is only a hint here: when it cannot be read, the last set read is kept.
 * **A listing on demand.** :meth:`FleetNodes.request_refresh` (an Ironic event that adds or removes
   a node, or the daemon stopping) cuts the listing thread's wait short.
 
@@ -41,6 +48,8 @@ class FleetNodes:
         self._catalog = catalog
         self._engine = engine
         self._providers: frozenset[str] = frozenset()
+        self._foreign: set[str] = set()  # exist in Ironic, outside this fleet's filter
+        self._lock = threading.Lock()
         self._refresh_due = threading.Event()
 
     def uuids(self) -> list[str] | None:
@@ -48,11 +57,21 @@ class FleetNodes:
         view = self._catalog.view()
         if view is None:
             return None
-        return list(set(view.nodes) | self._providers)
+        with self._lock:
+            return list((set(view.nodes) | self._providers) - self._foreign)
 
     def is_known_provider(self, uuid: str) -> bool:
         """Whether computed reported a provider for ``uuid`` (at the last refresh)."""
         return uuid in self._providers
+
+    def mark_foreign(self, uuid: str) -> None:
+        """``uuid`` exists in Ironic outside this fleet's filter: stop sharing it out."""
+        with self._lock:
+            self._foreign.add(uuid)
+
+    def is_foreign(self, uuid: str) -> bool:
+        with self._lock:
+            return uuid in self._foreign
 
     def refresh(self) -> bool:
         """Read Ironic's node list (the catalog keeps the last good one) and the known providers;
@@ -62,6 +81,10 @@ class FleetNodes:
             self._catalog.refresh()
         except DriverError:
             return False  # nothing listed yet; the catalog logged why
+        view = self._catalog.view()
+        if view is not None and not view.stale:
+            with self._lock:  # listed again: this fleet's node again
+                self._foreign.difference_update(view.nodes)
         try:
             self._providers = frozenset(db_api.provider_uuids(self._engine))
         except Exception as exc:  # the database is a hint here: keep the last set

@@ -13,10 +13,24 @@ Guarantees:
 * Only claimed nodes are re-read and synced, and a node is synced only through
   :meth:`computed.fleet.reconciler.Fleet.act`: while the claim is provably this daemon's (held,
   fence open, lease fresh), with an audit record.
+* **No event is lost to a handover.** Every daemon hears every event. A hint about a node this
+  daemon does not hold is kept until a listing that started after it has read the node anyway;
+  if the daemon claims the node before that (a peer died or left), the node is re-read then. So a
+  change made during a failover reaches Placement as soon as the node is claimed again, not at
+  the next listing.
 * A node is synced again only when its snapshot or its claim changed since it was last synced, so
   a pass over unchanged nodes offers nothing.
-* A claimed node Ironic no longer lists is offered as gone (state None) when computed reported a
-  provider for it, and skipped otherwise (not listed yet, nothing to delete).
+* **Only Ironic's word about one node deletes its provider.** A claimed node the listing does
+  not show, whose provider computed reported, is looked up alone and unfiltered
+  (:meth:`BaremetalDriver.get_node`): not found, it is offered as gone (state None); found, it
+  left this fleet's filter and is marked foreign (:meth:`FleetNodes.mark_foreign`): released,
+  its provider left alone; no answer, it is asked again at the next pass. A re-read node outside
+  the filter is marked foreign the same way. At most :data:`CONFIRMATIONS_PER_PASS` such
+  look-ups per pass, so an empty listing never stalls the events behind thousands of them.
+* **One bad node stops nothing else.** A node whose state cannot be reported (a trait Placement
+  would refuse, say) is logged with its uuid once per snapshot, counted
+  (:attr:`NodeSync.failing`, :attr:`NodeSync.failures`) and tried again at the next pass; the
+  others are synced as if it were not there.
 * A node without resource class is not reported, and logged once per process.
 * A claim that goes away drops the node's pending reports (:meth:`Outbox.forget`); at send time
   :class:`ReportGate` drops a report whose claim changed claim epoch and holds one while the fence
@@ -44,6 +58,8 @@ LOG = logging.getLogger(__name__)
 
 # Events that can add or remove nodes: they call for a full listing, not a single re-read.
 LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
+# Unfiltered look-ups of unlisted nodes per pass (see the module docstring).
+CONFIRMATIONS_PER_PASS = 100
 
 
 class ReportGate:
@@ -81,7 +97,10 @@ class NodeSync:
         self.last_event_at: float | None = None
         self._synced: dict[str, tuple[int, Node | None]] = {}  # uuid -> (claim epoch, snapshot)
         self._no_class_logged: set[str] = set()
-        self._hints: set[str] = set()
+        # Nodes whose state could not be offered -> the snapshot that failed (logged once each).
+        self.failing: dict[str, Node | None] = {}
+        self.failures = 0  # failed attempts since start (read by computed.runtime.metrics)
+        self._hints: dict[str, float] = {}  # uuid -> monotonic time of its latest event
         self._hints_lock = threading.Lock()
         self._wake = threading.Event()
 
@@ -93,7 +112,7 @@ class NodeSync:
         if event_type in LISTING_EVENTS:
             self._nodes.request_refresh()
         with self._hints_lock:
-            self._hints.add(uuid)
+            self._hints[uuid] = self._clock()
         self._wake.set()
 
     def wake(self) -> None:
@@ -108,17 +127,34 @@ class NodeSync:
         self._wake.clear()
 
     def reread_hinted(self) -> None:
-        """Re-read the hinted nodes this daemon holds into the catalog; forget the others."""
-        with self._hints_lock:
-            hinted, self._hints = self._hints, set()
+        """Re-read the hinted nodes this daemon holds into the catalog. Hints about nodes held
+        elsewhere wait for a claim, or for a listing that started after them."""
+        view = self._catalog.view()
+        listed_at = view.listed_at if view is not None else float("-inf")
         held = self._fleet.claims.held()
-        for uuid in hinted & held.keys():
+        with self._hints_lock:
+            due = [uuid for uuid in self._hints if uuid in held]
+            for uuid in due:
+                del self._hints[uuid]
+            for uuid in [u for u, at in self._hints.items() if at < listed_at]:
+                del self._hints[uuid]  # the listing read the node after its event
+        for uuid in due:
             try:
                 node = self._driver.get_node(uuid)
             except DriverError as exc:
                 LOG.warning("cannot re-read node %s after an event: %s", uuid, exc)
                 continue
+            if node is not None and not self._driver.lists(node):
+                self._leave_to_another_fleet(uuid)
+                continue
             self._catalog.update(uuid, node)
+
+    def _leave_to_another_fleet(self, uuid: str) -> None:
+        LOG.info("node %s is outside this fleet's filter now: releasing it, its provider is "
+                 "left alone", uuid)
+        self._nodes.mark_foreign(uuid)
+        self._catalog.update(uuid, None)
+        self._fleet.wake()
 
     def sync_claimed(self) -> int:
         """Sync every claimed node whose snapshot or claim changed; returns how many."""
@@ -130,22 +166,62 @@ class NodeSync:
             del self._synced[uuid]
         if released:
             self._outbox.forget(released)
+        for uuid in list(self.failing):
+            if uuid not in held:
+                del self.failing[uuid]
         synced = 0
+        lookups = CONFIRMATIONS_PER_PASS
         for uuid, claim in held.items():
             node = listed.get(uuid)
-            if node is None and not self._nodes.is_known_provider(uuid):
-                continue  # not listed yet, and nothing to report as gone
+            if node is None and (not self._nodes.is_known_provider(uuid)
+                                 or self._nodes.is_foreign(uuid)):
+                continue  # not listed yet (or another fleet's): nothing to report as gone
             if self._synced.get(uuid) == (claim.epoch, node):
                 continue
-            if self._fleet.act(uuid, "sync", functools.partial(self._offer, uuid, node),
-                               provision_state=node.provision_state if node else None,
-                               maintenance=node.maintenance if node else None,
-                               gone=node is None):
+            if node is None:
+                if lookups == 0:
+                    continue  # the next pass asks
+                lookups -= 1
+                if not self._confirmed_gone(uuid):
+                    continue
+            if self._sync_one(uuid, node, claim):
                 self._synced[uuid] = (claim.epoch, node)
                 synced += 1
         if synced:
             self._outbox.kick()
         return synced
+
+    def _confirmed_gone(self, uuid: str) -> bool:
+        """Ask Ironic for the unlisted node ``uuid`` alone: True when it is gone (a 404)."""
+        try:
+            node = self._driver.get_node(uuid)
+        except DriverError as exc:
+            LOG.warning("node %s is not listed and cannot be looked up (%s): its provider "
+                        "stays until Ironic answers", uuid, exc)
+            return False
+        if node is None:
+            return True
+        if self._driver.lists(node):
+            self._catalog.update(uuid, node)  # listed meanwhile: synced from this copy
+            return False
+        self._leave_to_another_fleet(uuid)
+        return False
+
+    def _sync_one(self, uuid: str, node: Node | None, claim: Claim) -> bool:
+        """Sync one node through Fleet.act; a failure is this node's alone."""
+        try:
+            acted = self._fleet.act(uuid, "sync", functools.partial(self._offer, uuid, node),
+                                    provision_state=node.provision_state if node else None,
+                                    maintenance=node.maintenance if node else None,
+                                    gone=node is None)
+        except Exception as exc:  # this node's state cannot be reported: the others go on
+            self.failures += 1
+            if uuid not in self.failing or self.failing[uuid] != node:
+                LOG.error("node %s cannot be reported, retrying at every pass: %s", uuid, exc)
+            self.failing[uuid] = node
+            return False
+        self.failing.pop(uuid, None)
+        return acted
 
     def _offer(self, uuid: str, node: Node | None, claim: Claim) -> None:
         """Offer ``node``'s provider state under ``claim`` (run by Fleet.act, fence checked)."""

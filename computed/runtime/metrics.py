@@ -125,6 +125,7 @@ class DaemonCollector:
         yield from self._ironic()
         yield from self._reports()
         yield from self._events()
+        yield from self._sync()
 
     def _members(self) -> Iterator[Metric]:
         # The only read that leaves the process: skip it when the session is in doubt, so a
@@ -172,6 +173,14 @@ class DaemonCollector:
                      float(outbox.pending()))
         yield _gauge("report_send_failures", "Batches of reports that failed in a row "
                      "(broker or reporters away); 0 after a success.", float(outbox.failures))
+
+    def _sync(self) -> Iterator[Metric]:
+        sync = self._service.sync
+        yield _gauge("nodes_sync_failing", "Claimed nodes whose provider state cannot be "
+                     "reported (the log names each); retried every pass.", float(len(sync.failing)))
+        yield CounterMetricFamily(f"{PREFIX}_node_sync_failures", "Attempts to sync a node that "
+                                  "failed (a node that cannot become a provider).",
+                                  value=float(sync.failures))
 
     def _events(self) -> Iterator[Metric]:
         last = self._service.sync.last_event_at

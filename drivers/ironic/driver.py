@@ -204,6 +204,13 @@ class IronicDriver(BaremetalDriver):
         self._retrying(listing.fetch_remaining, 'list nodes')
         return listing.nodes()
 
+    def lists(self, node: Node) -> bool:
+        # Ironic compares conductor groups without case.
+        if (self._conductor_group is not None
+                and node.conductor_group.lower() != self._conductor_group.lower()):
+            return False
+        return self._shard is None or node.shard == self._shard
+
     def get_node(self, uuid: str) -> Node | None:
         what = f'node {uuid}'
         params = {} if self._detail else {'fields': ','.join(

@@ -20,17 +20,22 @@ class Clock:
 
 
 class Ironic(BaremetalDriver):
-    """A driver over a dict of nodes; ``down`` makes every call fail."""
+    """A driver over a dict of nodes; ``down`` makes every call fail; ``shard`` filters the
+    listing as Ironic's shard filter does (get_node is unfiltered)."""
 
-    def __init__(self, *nodes: Node):
+    def __init__(self, *nodes: Node, shard: str | None = None):
         self.nodes = {node.uuid: node for node in nodes}
+        self.shard = shard
         self.down = False
         self.reads: list[str] = []
 
     def list_nodes(self) -> list[Node]:
         if self.down:
             raise DriverUnavailable("list nodes", "Ironic is down")
-        return list(self.nodes.values())
+        return [node for node in self.nodes.values() if self.lists(node)]
+
+    def lists(self, node: Node) -> bool:
+        return self.shard is None or node.shard == self.shard
 
     def get_node(self, uuid: str) -> Node | None:
         self.reads.append(uuid)
@@ -98,8 +103,16 @@ class KnownProviders:
         self.uuids = set(uuids)
         self.refresh_requests = 0
 
+        self.foreign: set[str] = set()
+
     def is_known_provider(self, uuid: str) -> bool:
         return uuid in self.uuids
+
+    def mark_foreign(self, uuid: str) -> None:
+        self.foreign.add(uuid)
+
+    def is_foreign(self, uuid: str) -> bool:
+        return uuid in self.foreign
 
     def request_refresh(self) -> None:
         self.refresh_requests += 1

@@ -137,6 +137,112 @@ def test_a_node_deleted_in_ironic_is_reported_gone():
     assert daemon.sent() == [(N2, 8, None)]
 
 
+# --- issue 13: handovers, filters, bad nodes -------------------------------------------------
+
+N3 = "33333333-3333-3333-3333-333333333333"
+
+
+def test_an_event_for_a_node_held_elsewhere_is_reread_once_the_node_is_claimed():
+    daemon = Daemon(node(N1), node(N2))
+    daemon.fleet.claim(N1, 7)
+    daemon.node_pass()
+    daemon.sent()
+    daemon.change(N2, maintenance=True)  # N2's owner dies about now: the event is ours too
+    assert daemon.node_pass() == 0 and daemon.ironic.reads == []
+    daemon.fleet.claim(N2, 9)  # the handover, before any new listing
+    assert daemon.node_pass() == 1
+    assert daemon.ironic.reads == [N2]
+    assert daemon.sent() == [(N2, 9, wire(node(N2, maintenance=True)))]
+
+
+def test_a_hint_for_a_node_held_elsewhere_is_dropped_once_a_later_listing_read_it():
+    daemon = Daemon(node(N1), node(N2))
+    daemon.change(N2, maintenance=True)
+    daemon.node_pass()
+    daemon.clock.now += 1
+    daemon.catalog.refresh()  # started after the event: it has the change
+    daemon.node_pass()
+    daemon.fleet.claim(N2, 9)
+    assert daemon.node_pass() == 1
+    assert daemon.ironic.reads == []  # the listing's copy is the node's latest
+    assert daemon.sent() == [(N2, 9, wire(node(N2, maintenance=True)))]
+
+
+def test_an_unlisted_node_that_still_exists_left_the_filter_and_keeps_its_provider():
+    daemon = Daemon(node(N1, shard="a"), node(N2, shard="a"), known=(N2,))
+    daemon.ironic.shard = "a"
+    daemon.fleet.claim(N2, 8)
+    daemon.node_pass()
+    daemon.sent()
+    daemon.ironic.nodes[N2] = node(N2, shard="b")  # moved to another shard
+    daemon.catalog.refresh()
+    assert daemon.node_pass() == 0
+    assert daemon.ironic.reads == [N2]  # asked Ironic for that node alone
+    assert daemon.known.foreign == {N2} and daemon.fleet.woken == 1  # released, not deleted
+    assert daemon.outbox.pending() == 0
+    assert daemon.node_pass() == 0 and daemon.ironic.reads == [N2]  # asked once
+
+
+def test_an_event_that_moves_a_node_out_of_the_filter_releases_it():
+    daemon = Daemon(node(N1, shard="a"), node(N2, shard="a"), known=(N2,))
+    daemon.ironic.shard = "a"
+    daemon.fleet.claim(N2, 8)
+    daemon.node_pass()
+    daemon.sent()
+    daemon.change(N2, shard="b")
+    assert daemon.node_pass() == 0
+    assert daemon.known.foreign == {N2} and N2 not in daemon.catalog.view().nodes
+    assert daemon.outbox.pending() == 0
+
+
+def test_an_empty_listing_deletes_only_what_ironic_confirms_gone():
+    daemon = Daemon(node(N1, shard="a"), node(N2, shard="a"), node(N3, shard="a"),
+                    known=(N1, N2, N3))
+    for uuid, epoch in ((N1, 7), (N2, 8), (N3, 9)):
+        daemon.fleet.claim(uuid, epoch)
+    daemon.node_pass()
+    daemon.sent()
+    daemon.ironic.shard = "typo"  # Ironic answers 200 with no node
+    del daemon.ironic.nodes[N3]  # and one is really gone
+    daemon.catalog.refresh()
+    assert daemon.catalog.view().nodes == {}
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N3, 9, None)]
+    assert daemon.known.foreign == {N1, N2}
+
+
+def test_an_unlisted_node_ironic_cannot_look_up_is_asked_again_and_not_deleted(caplog):
+    daemon = Daemon(node(N1), node(N2), known=(N2,))
+    daemon.fleet.claim(N2, 8)
+    daemon.node_pass()
+    daemon.sent()
+    del daemon.ironic.nodes[N2]
+    daemon.catalog.refresh()
+    daemon.ironic.down = True
+    with caplog.at_level(logging.WARNING):
+        assert daemon.node_pass() == 0
+    assert N2 in caplog.text and daemon.outbox.pending() == 0
+    daemon.ironic.down = False
+    assert daemon.node_pass() == 1
+    assert daemon.sent() == [(N2, 8, None)]
+
+
+def test_one_node_that_cannot_be_reported_stops_nothing_else(caplog):
+    bad = node(N1, traits=("not a trait",))
+    daemon = Daemon(bad, node(N2), node(N3))
+    for uuid, epoch in ((N1, 7), (N2, 8), (N3, 9)):
+        daemon.fleet.claim(uuid, epoch)
+    with caplog.at_level(logging.ERROR):
+        assert daemon.node_pass() == 2
+        assert daemon.node_pass() == 0  # tried again, logged once
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == \
+        [f"node {N1} cannot be reported, retrying at every pass"]
+    assert daemon.sync.failing == {N1: bad} and daemon.sync.failures == 2
+    assert sorted(uuid for uuid, _, _ in daemon.sent()) == [N2, N3]
+    daemon.change(N1, traits=("CUSTOM_FINE",))  # repaired in Ironic
+    assert daemon.node_pass() == 1 and daemon.sync.failing == {}
+
+
 def test_a_claim_lost_drops_pending_reports():
     daemon = Daemon(node(N1), node(N2))
     daemon.fleet.claim(N1, 7)

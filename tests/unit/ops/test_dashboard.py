@@ -32,7 +32,7 @@ def exposed() -> dict[str, dict[str, set[str]]]:
     """Every sample name computed's daemon and reporter expose, with their labels' values."""
     clock = Clock()
     service = make_service(clock)  # connected, active, with a node list and an outbox
-    service.last_event_at = clock.now - 1  # a notification arrived
+    service.sync.last_event_at = clock.now - 1  # a notification arrived
     daemon = metrics.DaemonCollector(service, clock=clock)
     reporter = metrics.ReporterCollector(types.SimpleNamespace(counts={"applied": 3}),
                                          types.SimpleNamespace(connected=True))
