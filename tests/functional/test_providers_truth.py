@@ -5,16 +5,13 @@ real Ironic, Placement, RabbitMQ and ZooKeeper. Listings are made rare on purpos
 (``node_refresh_interval = 600``) so that whatever reaches Placement reached it through an event
 or a claim change, not through the next full listing.
 
-Tests marked ``xfail(strict=True)`` show a hole that is still open: they fail today, and the
-strict marker turns the fix into a red test until the marker is removed with it.
+Each test was seen failing before its fix (issue 13 items 1, 2, 5 and 6).
 """
 
 from __future__ import annotations
 
 import json
 import time
-
-import pytest
 
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
@@ -43,8 +40,6 @@ def all_reported(placement, world, nodes, reserved=None):
     return check
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13.1: an event for a node that was not ours "
-                                       "yet is dropped; survivors sync from their last listing")
 def test_a_change_made_during_a_failover_reaches_placement_without_a_listing(
         stack, world, placement):
     make_available(stack, world.nodes)
@@ -72,8 +67,6 @@ def _shard(stack, nodes, shard):
                [{"op": "add", "path": "/shard", "value": shard}])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13.2: a node gone from a filtered listing is "
-                                       "taken as deleted and its provider deleted")
 def test_a_node_moved_to_another_shard_keeps_its_provider(stack, world, placement):
     shard = f"s-{world.group}"
     _shard(stack, world.nodes, shard)
@@ -98,8 +91,6 @@ def test_a_node_moved_to_another_shard_keeps_its_provider(stack, world, placemen
     assert all(seen(placement, node) is not None for node in world.nodes[1:])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13.5: an empty listing deletes every provider "
-                                       "without allocations")
 def test_an_empty_listing_deletes_only_what_ironic_confirms_gone(stack, world, placement):
     shard = f"s-{world.group}"
     _shard(stack, world.nodes, shard)
@@ -172,8 +163,6 @@ def _plant_trait(stack, node, trait):
                            "VALUES (?, ?, '1.0', CURRENT_TIMESTAMP)", (node_id, trait))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13.6: one node that cannot become a provider "
-                                       "aborts the sync pass for every node after it")
 def test_one_bad_node_does_not_stop_the_others(stack, world, placement):
     bad = sorted(world.nodes)[0]  # claimed and synced first
     _plant_trait(stack, bad, "not a trait")
