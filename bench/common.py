@@ -182,6 +182,13 @@ def median_range(values: Iterable[float | None], digits: int = 2) -> str:
             f"({min(values):.{digits}f}-{max(values):.{digits}f})")
 
 
+def section_head(heading: str, command_line: str, services: str) -> list[str]:
+    """The first lines of a benchmark's section: its heading, then the command that runs it
+    again and the services it starts (``services``, in words)."""
+    return [heading, "", f"Command (repository root; starts and stops its own {services}):", "",
+            f"    {command_line}", ""]
+
+
 def publish(args, heading: str, markdown, keep: str | None = None, log=say) -> None:
     """With ``--write-md``, put ``markdown()`` in place of the section ``heading`` of
     BENCHMARKS.md (``markdown`` is called only then)."""
