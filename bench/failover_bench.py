@@ -226,6 +226,10 @@ class Run:
         return inventories["inventories"].get(self.rc, {}).get("reserved")
 
     def failover(self) -> dict:
+        # The survivors' last full listing is as old as the time since their start, up to one
+        # node_refresh_interval: wait a random part of it, so that the runs sample the whole
+        # listing cycle (the issue's 9-24 s came from kills late in the cycle).
+        time.sleep(random.uniform(0, self.args.listing_age))
         node = random.choice(self.nodes)
         victim, _ = self.owner(node)
         if victim not in self.daemons:
@@ -404,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="ZooKeeper session timeouts to test, seconds, comma separated "
                              "(10 is tooz's default when the URL names none)")
     parser.add_argument("--nodes", type=int, default=300)
+    parser.add_argument("--listing-age", type=float, default=30.0,
+                        help="wait a random 0..N s after convergence before the kill, so the "
+                             "survivors' last listing is up to N s old (default 30: the "
+                             "default node_refresh_interval)")
     args = parser.parse_args(argv)
     sessions = [int(s) for s in args.sessions.split(",") if s]
     # SIGTERM ends the benchmark as Ctrl-C does: every finally below stops what it started
