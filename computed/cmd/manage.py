@@ -68,7 +68,7 @@ CATEGORIES: dict[str, Category] = {
         commands={
             'status': Command(
                 run=fleet.fleet_status,
-                help='Members (host, weight, draining, epoch, node count) and '
+                help='Members (host, weight, draining, member epoch, node count) and '
                      'the owner of every node.',
                 arguments=((('--json',), {'action': 'store_true',
                                           'help': 'print the stable JSON document'}),)),

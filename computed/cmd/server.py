@@ -28,8 +28,8 @@ EXIT_FAILED = 1
 
 T = TypeVar('T')
 
-FIELDS = ('uuid', 'state', 'node_uuid', 'host', 'epoch', 'resource_class', 'traits', 'image',
-          'fault', 'created_at', 'updated_at', 'deleted_at')
+FIELDS = ('uuid', 'state', 'node_uuid', 'host', 'member_epoch', 'resource_class', 'traits',
+          'image', 'fault', 'created_at', 'updated_at', 'deleted_at')
 
 
 def document(row: Any) -> dict[str, Any]:

@@ -1,16 +1,22 @@
-"""computed's own tables: ``providers`` (issue 5) and ``instances`` (issue 6).
+"""computed's own tables: ``providers`` (the reporter's ordering) and ``instances``.
 
 Owns the schema as SQLAlchemy declarative models; the Alembic migrations in
 ``computed/db/migrations`` must produce exactly this schema (a unit test runs
 autogenerate's compare and expects no difference).
 
 ``providers``: one row per resource provider (= Ironic node) that a reporter
-has applied to Placement, with the (fencing epoch, sequence) of the last
-applied report. A report is applied only when its (epoch, seq) is strictly
-greater, lexicographically, than the stored pair (see
+has applied to Placement, with the (claim epoch, sequence) of the last
+applied report. A report is applied only when its (claim_epoch, seq) is
+strictly greater, lexicographically, than the stored pair (see
 :func:`computed.db.api.apply_report_if_newer`).
 
-``instances``: one row per instance, live or deleted.
+``instances``: one row per instance, live or deleted, with the daemon managing
+it as (host, member epoch).
+
+Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
+znode (new for every claim; the fencing token of reports); a *member epoch* is
+the zxid of a daemon's membership znode (new on every join; instances are
+fenced by it).
 
 At most one live instance per node, enforced by the database. The design must
 work on PostgreSQL, sqlite and MySQL/MariaDB, and MySQL has no partial index,
@@ -89,9 +95,9 @@ class Provider(Base):
     __tablename__ = "providers"
 
     uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
-    # (epoch, seq) of the last applied report: the claim's fencing epoch, and the report's
-    # sequence number within that epoch.
-    epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # (claim_epoch, seq) of the last applied report: the epoch of the sender's claim on the
+    # node (the fencing token), and the report's sequence number within that claim.
+    claim_epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
     seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
     host: Mapped[str] = mapped_column(String(HOST_LENGTH), nullable=False)
     # JSON of the provider state last applied; NULL once deleted.
@@ -114,10 +120,11 @@ class Instance(Base):
     # Written by the database only (see the module docstring).
     live_node_uuid: Mapped[str | None] = mapped_column(
         String(UUID_LENGTH), Computed(LIVE_NODE_EXPRESSION, persisted=True), nullable=True)
-    # The daemon that manages the instance, and the fencing epoch of its claim/membership
-    # when it took the instance: re-homing is a compare-and-set on the pair.
+    # The daemon that manages the instance, and its member epoch when it took the instance
+    # (what the claim znode of the node recorded at scheduling, or the adopter's at re-homing):
+    # every write is fenced by the pair, and re-homing is a compare-and-set on it.
     host: Mapped[str | None] = mapped_column(String(HOST_LENGTH), nullable=True)
-    epoch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    member_epoch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     state: Mapped[str] = mapped_column(String(STATE_LENGTH), nullable=False)
     resource_class: Mapped[str] = mapped_column(String(255), nullable=False)
     traits: Mapped[str] = mapped_column(Text, nullable=False)  # JSON list of trait names

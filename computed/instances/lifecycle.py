@@ -3,7 +3,7 @@
 Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded it: build,
 delete, reboot, stop, start, and :func:`resume` of an instance found in a transitional state.
 Each is a small function over an :class:`Owner` (the injected collaborators: database engine,
-bare metal driver, Placement adapter, and the daemon's identity ``host`` / member ``epoch``).
+bare metal driver, Placement adapter, and the daemon's identity ``host`` / ``member_epoch``).
 The daemon's RPC endpoint calls them; they block (Ironic is polled), so it runs them in worker
 threads. Nothing here imports eventlet.
 
@@ -24,11 +24,11 @@ so ``delete`` can be repeated.
 
 What the transitions guarantee:
 
-* **Fenced.** Every write is a compare-and-set carrying ``expect_host``/``expect_epoch`` (and
-  the expected state): a daemon that lost the instance (re-homed to another daemon after it
+* **Fenced.** Every write is a compare-and-set carrying ``expect_host``/``expect_member_epoch``
+  (and the expected state): a daemon that lost the instance (re-homed to another daemon after it
   was presumed dead) gets :class:`~computed.db.api.InstanceConflict` on its first write and
   stops; it never overwrites the new owner's state. An operation refuses to start on an
-  instance that is not (host, epoch)'s.
+  instance that is not (host, member epoch)'s.
 * **Never stuck.** The transitional state is written before Ironic is touched and left only
   after Ironic answered, so a daemon dying mid-operation leaves the instance in a transitional
   state, and whoever owns it next calls :func:`resume`, which looks at the node's real state in
@@ -79,15 +79,16 @@ DELETE_FROM = models.LIVE_STATES - {models.DELETING}
 class Owner:
     """The daemon acting on its instances, and what it acts through.
 
-    ``placement`` is a keystoneauth ``Adapter`` for Placement; ``epoch`` the daemon's member
-    epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's claim).
+    ``placement`` is a keystoneauth ``Adapter`` for Placement; ``member_epoch`` the daemon's
+    member epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's
+    claim).
     """
 
     engine: Engine
     driver: BaremetalDriver
     placement: Any
     host: str
-    epoch: int
+    member_epoch: int
     deploy_timeout: float = DEFAULT_DEPLOY_TIMEOUT
     power_timeout: float = DEFAULT_POWER_TIMEOUT
 
@@ -98,7 +99,7 @@ def build(owner: Owner, instance_uuid: str) -> InstanceRow:
     """Deploy a BUILDING instance on its node; the row after (ACTIVE, or ERROR with the fault).
 
     :raises InstanceNotFound: no such instance.
-    :raises InstanceConflict: the instance is not BUILDING, or not (host, epoch)'s: another
+    :raises InstanceConflict: the instance is not BUILDING, or not (host, member epoch)'s: another
         daemon owns it now, or it was deleted meanwhile.
     """
     row = _mine(owner, instance_uuid, {models.BUILDING})
@@ -173,11 +174,11 @@ def resume(owner: Owner, instance_uuid: str) -> InstanceRow:
 
 
 def resume_all(owner: Owner) -> list[InstanceRow]:
-    """:func:`resume` every transitional instance of (host, epoch); the rows after. One
+    """:func:`resume` every transitional instance of (host, member epoch); the rows after. One
     instance failing (a conflict: re-homed meanwhile) does not stop the others."""
     done = []
     for row in db_api.instances_by_host(owner.engine, owner.host):
-        if row.state not in models.TRANSITIONAL_STATES or row.epoch != owner.epoch:
+        if row.state not in models.TRANSITIONAL_STATES or row.member_epoch != owner.member_epoch:
             continue
         try:
             done.append(resume(owner, row.uuid))
@@ -294,13 +295,13 @@ def _get(owner: Owner, instance_uuid: str) -> InstanceRow:
 
 
 def _check_owner(owner: Owner, row: InstanceRow) -> None:
-    if (row.host, row.epoch) != (owner.host, owner.epoch):
-        raise InstanceConflict(row.uuid, f'host {owner.host}, epoch {owner.epoch}',
-                               f'host {row.host}, epoch {row.epoch}')
+    if (row.host, row.member_epoch) != (owner.host, owner.member_epoch):
+        raise InstanceConflict(row.uuid, f'host {owner.host}, member epoch {owner.member_epoch}',
+                               f'host {row.host}, member epoch {row.member_epoch}')
 
 
 def _mine(owner: Owner, instance_uuid: str, states: set[str]) -> InstanceRow:
-    """The instance, if it is (host, epoch)'s and in one of ``states``."""
+    """The instance, if it is (host, member epoch)'s and in one of ``states``."""
     row = _get(owner, instance_uuid)
     _check_owner(owner, row)
     if row.state not in states:
@@ -313,7 +314,7 @@ def _set(owner: Owner, instance_uuid: str, state: str, *, expect: Any,
          fault: str | None = None) -> InstanceRow:
     return db_api.set_instance_state(owner.engine, instance_uuid, state, fault,
                                      expect_state=expect, expect_host=owner.host,
-                                     expect_epoch=owner.epoch)
+                                     expect_member_epoch=owner.member_epoch)
 
 
 def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: Any,
@@ -325,4 +326,4 @@ def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: Any,
     # One statement, fenced like every other; computed.db.api has no public form of it yet.
     values = dict(state=models.ERROR, fault=fault, node_uuid=None, updated_at=models.utcnow())
     return db_api._update_expecting(owner.engine, instance_uuid, values, expect, owner.host,
-                                    owner.epoch)
+                                    owner.member_epoch)

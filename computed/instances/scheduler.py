@@ -86,7 +86,8 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
              owner_of: OwnerOf, project_id: str = DEFAULT_PROJECT,
              user_id: str = DEFAULT_USER, limit: int = DEFAULT_CANDIDATES,
              rand: random.Random | None = None) -> db_api.InstanceRow:
-    """Place a new instance on a free node; the BUILDING instance row (node, host, epoch set).
+    """Place a new instance on a free node; the BUILDING instance row (node, host and
+    member_epoch set).
 
     ``placement`` is a keystoneauth ``Adapter`` for Placement. ``instance_uuid`` defaults to a
     new uuid. The caller casts the build to ``row.host`` afterwards.
@@ -138,9 +139,9 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
                      instance_uuid, node)
             remove_allocation(placement, instance_uuid)
             return None
-        host, epoch = owner
+        host, member_epoch = owner
         return db_api.create_instance(engine, instance_uuid, rc, node_uuid=node, host=host,
-                                      epoch=epoch, traits=traits, image=image)
+                                      member_epoch=member_epoch, traits=traits, image=image)
     except db_api.NodeInUse:
         LOG.info('instance %s: node %s hosts a live instance, next candidate', instance_uuid,
                  node)

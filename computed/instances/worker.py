@@ -133,7 +133,7 @@ class InstanceWorker:
     def _resume_all(self) -> None:
         owner = self._owner()
         for row in db_api.instances_by_host(owner.engine, owner.host):
-            if row.epoch != owner.epoch or row.node_uuid is None:
+            if row.member_epoch != owner.member_epoch or row.node_uuid is None:
                 continue
             if row.state not in models.TRANSITIONAL_STATES:
                 continue

@@ -6,11 +6,11 @@ outcome per report. For each report, in this order:
 
 1. **Validate** it (:meth:`Report.from_dict`, :meth:`ProviderState.from_dict`): a malformed report
    is logged and answered ``invalid``, never retried, never fatal to the worker.
-2. **Fence** it: the sender must still hold the claim on the node *with that epoch* (the claim
-   znode's creation zxid, read from ZooKeeper). A report from a daemon that lost its claim (a
+2. **Fence** it: the sender must still hold the claim on the node *with that claim epoch* (the
+   claim znode's creation zxid, read from ZooKeeper). A report from a daemon that lost its claim (a
    partition, a long pause, a handover) is answered ``fenced`` and not applied.
 3. **Order** it: in one database transaction that locks the provider's row, a report is applied
-   only if its ``(epoch, seq)`` is newer than the last one applied (duplicates and reordered
+   only if its ``(claim_epoch, seq)`` is newer than the last one applied (duplicates and reordered
    reports answer ``stale``); the Placement write happens inside that transaction, so two
    replicas never apply two reports of one provider out of order.
 4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is deleted only for
@@ -59,17 +59,17 @@ class ReportApplier:
             return []
         reports, answers = self._parse(raw_reports)
         try:
-            epochs = self._claim_epochs([r.uuid for r, _ in reports]) if reports else {}
+            claim_epochs = self._claim_epochs([r.uuid for r, _ in reports]) if reports else {}
         except Exception as exc:  # ZooKeeper unreachable: cannot fence, so apply nothing
             LOG.warning("cannot read claims to fence %d report(s): %s", len(reports), exc)
             return answers + [[r.uuid, r.seq, self._count(Outcome.FAILED)] for r, _ in reports]
-        fenced = [(r, s) for r, s in reports if epochs.get(r.uuid) != r.epoch]
+        fenced = [(r, s) for r, s in reports if claim_epochs.get(r.uuid) != r.epoch]
         for report, _ in fenced:
-            LOG.info("fenced: report %s seq %s from %s has epoch %s, claim epoch is %s",
+            LOG.info("fenced: report %s seq %s from %s has claim epoch %s, the live claim's is %s",
                      report.uuid, report.seq, report.host, report.epoch,
-                     epochs.get(report.uuid))
+                     claim_epochs.get(report.uuid))
             answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
-        current = [(r, s) for r, s in reports if epochs.get(r.uuid) == r.epoch]
+        current = [(r, s) for r, s in reports if claim_epochs.get(r.uuid) == r.epoch]
         for (report, _), outcome in zip(current, self._pool.map(self._apply_one, current)):
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers

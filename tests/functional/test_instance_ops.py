@@ -121,7 +121,7 @@ def test_build_reboot_stop_start_delete(stack, world):
     rc, nodes = world.make_nodes(2)
     row = world.schedule(rc, image="http://images.example.org/ubuntu.qcow2")
     assert row.state == models.BUILDING and row.node_uuid in nodes
-    assert (row.host, row.epoch) == (HOST, EPOCH)
+    assert (row.host, row.member_epoch) == (HOST, EPOCH)
     assert scheduler.allocations(world.placement, row.uuid) == {row.node_uuid: {rc: 1}}
 
     started = time.monotonic()
@@ -207,7 +207,7 @@ def test_resume_after_the_daemon_died_mid_build_and_mid_delete(stack, world):
     assert node_of(stack, second.node_uuid)["instance_uuid"] == second.uuid
     # died after DELETING was written
     api.set_instance_state(world.engine, first.uuid, models.DELETING,
-                           expect_host=HOST, expect_epoch=EPOCH)
+                           expect_host=HOST, expect_member_epoch=EPOCH)
     assert lifecycle.resume(world.owner, first.uuid).state == models.DELETED
     assert node_of(stack, first.node_uuid)["provision_state"] == "available"
     assert scheduler.allocations(world.placement, first.uuid) == {}

@@ -222,4 +222,4 @@ def test_steady_state_sends_nothing_and_writes_nothing(stack, world, placement):
 
 def db_row(world, node):
     row = db.api.get_provider(world.engine, node)
-    return None if row is None else (row.epoch, row.seq, row.state)
+    return None if row is None else (row.claim_epoch, row.seq, row.state)

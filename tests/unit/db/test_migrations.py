@@ -1,5 +1,8 @@
-"""Migrations: a fresh sync, a repeated sync, down and up again, and no drift from the models."""
+"""Migrations: a fresh sync, a repeated sync, down and up again, no drift from the models, and
+upgrades and downgrades of a database holding rows (upgrades.py, also run on PostgreSQL and
+MySQL/MariaDB by tests/functional/test_db.py)."""
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -7,6 +10,7 @@ from alembic.runtime.migration import MigrationContext
 
 from computed import db
 from computed.db import api, models
+from tests.unit.db import upgrades
 
 
 def test_fresh_sync_creates_the_schema(url):
@@ -47,3 +51,8 @@ def test_downgrade_and_upgrade_again(url):
 def test_migrations_ship_a_single_head():
     from alembic.script import ScriptDirectory
     assert len(ScriptDirectory.from_config(db.alembic_config()).get_heads()) == 1
+
+
+@pytest.mark.parametrize("check", upgrades.ALL, ids=lambda check: check.__name__[len("check_"):])
+def test_migrations_keep_rows(url, check):
+    check(url)
