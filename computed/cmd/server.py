@@ -91,6 +91,7 @@ def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
 
 
 def server_create(conf: cfg.ConfigOpts) -> int:
+    from computed.db import models
     args = conf.category
     engine = _engine(conf)
 
@@ -109,11 +110,12 @@ def server_create(conf: cfg.ConfigOpts) -> int:
         row = _guard(create)
     finally:
         engine.dispose()
-    return EXIT_FAILED if row.state == 'ERROR' else 0
+    return EXIT_FAILED if row.state == models.ERROR else 0
 
 
 def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
     def run(conf: cfg.ConfigOpts) -> int:
+        from computed.db import models
         engine = _engine(conf)
 
         def act() -> Any:
@@ -123,7 +125,7 @@ def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
             row = _guard(act)
         finally:
             engine.dispose()
-        if name == 'delete' and row.state == 'DELETED':
+        if name == 'delete' and row.state == models.DELETED:
             print(f'instance {row.uuid}: already deleted')
         else:
             print(f'instance {row.uuid}: {name} sent to {row.host}')

@@ -37,7 +37,7 @@ from sqlalchemy import event, exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models
-from computed.db.models import Instance, Provider
+from computed.db.models import Instance, InstanceState, Provider
 
 # Connection execution option read by the sqlite "begin" hook: which BEGIN to emit.
 _SQLITE_BEGIN = "computed_sqlite_begin"
@@ -109,6 +109,8 @@ class InstanceRow:
     node_uuid: str | None
     host: str | None
     member_epoch: int | None
+    # A plain string as stored, not an InstanceState: a state written by newer code must still
+    # read (states need no migration, see computed.db.models).
     state: str
     resource_class: str
     traits: tuple[str, ...]
@@ -301,9 +303,24 @@ def mark_deleted(engine: Engine, uuid: str) -> bool:
 
 # -- instances -------------------------------------------------------------------------------
 
-def _check_state(state: str) -> None:
-    if state not in models.STATES:
-        raise ValueError(f"unknown instance state {state!r}; known: {sorted(models.STATES)}")
+#: What a compare-and-set may expect the instance's state to be: one state (an InstanceState,
+#: or a row's state as read), or any of several.
+ExpectedStates = InstanceState | str | Collection[InstanceState]
+
+
+def _state(state: InstanceState | str) -> str:
+    """The state as stored (a plain string); ValueError naming it when unknown."""
+    try:
+        return InstanceState(state).value
+    except ValueError:
+        raise ValueError(f"unknown instance state {state!r}; known: "
+                         f"{_describe(models.STATES)}") from None
+
+
+def _describe(states: ExpectedStates) -> str:
+    if isinstance(states, str):
+        return str(states)
+    return "/".join(sorted(str(state) for state in states))
 
 
 def _raise_integrity(error: sa_exc.IntegrityError, instance_uuid: str,
@@ -322,11 +339,12 @@ def _select_instance(conn: Connection, uuid: str) -> Any:
 def create_instance(engine: Engine, uuid: str, resource_class: str, *,
                     node_uuid: str | None = None, host: str | None = None,
                     member_epoch: int | None = None, traits: Iterable[str] = (),
-                    image: str | None = None, state: str = models.BUILDING) -> InstanceRow:
+                    image: str | None = None,
+                    state: InstanceState = models.BUILDING) -> InstanceRow:
     """Record a new instance, managed by (``host``, ``member_epoch``). Raises
     :class:`NodeInUse` if ``node_uuid`` already hosts a live instance, :class:`InstanceExists`
     if ``uuid`` is taken."""
-    _check_state(state)
+    state = _state(state)
     now = models.utcnow()
     values = dict(uuid=uuid, node_uuid=node_uuid, host=host, member_epoch=member_epoch,
                   state=state, resource_class=resource_class,
@@ -350,12 +368,13 @@ def get_instance(engine: Engine, uuid: str) -> InstanceRow | None:
     return None if row is None else _instance_row(row)
 
 
-def _conditions(uuid: str, expect_state: str | Collection[str] | None,
-                expect_host: str | None, expect_member_epoch: int | None) -> list[Any]:
+def _conditions(uuid: str, expect_state: ExpectedStates | None, expect_host: str | None,
+                expect_member_epoch: int | None) -> list[Any]:
     conditions = [_instances.c.uuid == uuid]
     if expect_state is not None:
         states = {expect_state} if isinstance(expect_state, str) else set(expect_state)
-        conditions.append(_instances.c.state.in_(sorted(states)))
+        # str() of an InstanceState is its value: the drivers are given plain strings.
+        conditions.append(_instances.c.state.in_(sorted(str(state) for state in states)))
     if expect_host is not None:
         conditions.append(_instances.c.host == expect_host)
     if expect_member_epoch is not None:
@@ -364,7 +383,7 @@ def _conditions(uuid: str, expect_state: str | Collection[str] | None,
 
 
 def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
-                      expect_state: str | Collection[str] | None, expect_host: str | None,
+                      expect_state: ExpectedStates | None, expect_host: str | None,
                       expect_member_epoch: int | None,
                       node_uuid: str | None = None) -> InstanceRow:
     """Update the instance if it matches the expectations; the row after, or an error saying
@@ -378,7 +397,8 @@ def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
             if row is None:
                 raise InstanceNotFound(uuid)
             if result.rowcount != 1:
-                expected = {"state": expect_state, "host": expect_host,
+                expected = {"state": None if expect_state is None else _describe(expect_state),
+                            "host": expect_host,
                             "member epoch": expect_member_epoch}
                 raise InstanceConflict(
                     uuid, ", ".join(f"{k} {v}" for k, v in expected.items() if v is not None),
@@ -389,8 +409,9 @@ def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
         raise
 
 
-def set_instance_state(engine: Engine, uuid: str, state: str, fault: str | None = None, *,
-                       expect_state: str | Collection[str] | None = None,
+def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
+                       fault: str | None = None, *,
+                       expect_state: ExpectedStates | None = None,
                        expect_host: str | None = None,
                        expect_member_epoch: int | None = None) -> InstanceRow:
     """Set the instance's state and fault (``fault`` replaces the stored one; None clears it).
@@ -401,7 +422,7 @@ def set_instance_state(engine: Engine, uuid: str, state: str, fault: str | None 
     instance to a re-homing finds out. DELETED frees the node for another
     instance.
     """
-    _check_state(state)
+    state = _state(state)
     now = models.utcnow()
     values: dict[str, Any] = dict(state=state, fault=fault, updated_at=now)
     if state == models.DELETED:
@@ -411,7 +432,7 @@ def set_instance_state(engine: Engine, uuid: str, state: str, fault: str | None 
 
 
 def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, member_epoch: int, *,
-                expect_state: str | Collection[str] | None = models.BUILDING) -> InstanceRow:
+                expect_state: ExpectedStates | None = models.BUILDING) -> InstanceRow:
     """Schedule the instance on ``node_uuid``, managed by (``host``, ``member_epoch``). Raises
     :class:`NodeInUse` if the node already hosts another live instance."""
     values = dict(node_uuid=node_uuid, host=host, member_epoch=member_epoch,

@@ -34,13 +34,15 @@ MariaDB >= 10.2). Compared with a separate ``node_leases`` table this keeps
 the rule in one row and one statement: there is no lease to forget to
 release, and no second table to keep in step with ``state``.
 
-States are plain strings (validated by :mod:`computed.db.api`, not by a CHECK
-constraint, so adding a state later needs no migration).
+States are the values of :class:`InstanceState`, stored as plain strings
+(validated by :mod:`computed.db.api`, not by a CHECK constraint, so adding a
+state later needs no migration).
 """
 
 from __future__ import annotations
 
 import datetime
+import enum
 
 from sqlalchemy import (BigInteger, Boolean, Computed, DateTime, Index, MetaData, String, Text,
                         UniqueConstraint)
@@ -59,21 +61,39 @@ UUID_LENGTH = 36
 HOST_LENGTH = 255
 STATE_LENGTH = 16
 
-# Instance states. Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are
-# what a daemon sets before acting on Ironic; whoever owns the instance next finds it there and
-# must resolve it, so none stays transitional after its daemon dies.
-BUILDING = "BUILDING"
-ACTIVE = "ACTIVE"
-STOPPING = "STOPPING"
-STOPPED = "STOPPED"
-STARTING = "STARTING"
-REBOOTING = "REBOOTING"
-ERROR = "ERROR"
-DELETING = "DELETING"
-DELETED = "DELETED"
 
-STATES = frozenset({BUILDING, ACTIVE, STOPPING, STOPPED, STARTING, REBOOTING, ERROR, DELETING,
-                    DELETED})
+class InstanceState(enum.StrEnum):
+    """An instance's state; the value is what the database and the CLI show.
+
+    Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are what a daemon sets
+    before acting on Ironic; whoever owns the instance next finds it there and must resolve it,
+    so none stays transitional after its daemon dies.
+    """
+
+    BUILDING = "BUILDING"
+    ACTIVE = "ACTIVE"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    STARTING = "STARTING"
+    REBOOTING = "REBOOTING"
+    ERROR = "ERROR"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+
+
+# The members by their short names, as the lifecycle reads them (``models.ACTIVE``): the same
+# objects, not a second set of constants.
+BUILDING = InstanceState.BUILDING
+ACTIVE = InstanceState.ACTIVE
+STOPPING = InstanceState.STOPPING
+STOPPED = InstanceState.STOPPED
+STARTING = InstanceState.STARTING
+REBOOTING = InstanceState.REBOOTING
+ERROR = InstanceState.ERROR
+DELETING = InstanceState.DELETING
+DELETED = InstanceState.DELETED
+
+STATES = frozenset(InstanceState)
 TRANSITIONAL_STATES = frozenset({BUILDING, STOPPING, STARTING, REBOOTING, DELETING})
 LIVE_STATES = STATES - {DELETED}
 

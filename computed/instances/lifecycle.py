@@ -58,7 +58,8 @@ from sqlalchemy.engine import Engine
 from computed.instances import scheduler
 from computed.db import api as db_api
 from computed.db import models
-from computed.db.api import InstanceConflict, InstanceNotFound, InstanceRow
+from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
+from computed.db.models import InstanceState
 from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DriverError,
                              Node)
 from computed.placement.client import PlacementError
@@ -245,8 +246,8 @@ def _finish_delete(owner: Owner, row: InstanceRow) -> InstanceRow:
 
 # -- power ----------------------------------------------------------------------------------
 
-def _power_action(owner: Owner, instance_uuid: str, allowed: frozenset[str],
-                  transitional: str, target: str) -> InstanceRow:
+def _power_action(owner: Owner, instance_uuid: str, allowed: frozenset[InstanceState],
+                  transitional: InstanceState, target: str) -> InstanceRow:
     row = _get(owner, instance_uuid)
     _check_owner(owner, row)
     row = _set(owner, instance_uuid, transitional, expect=allowed)
@@ -300,7 +301,7 @@ def _check_owner(owner: Owner, row: InstanceRow) -> None:
                                f'host {row.host}, member epoch {row.member_epoch}')
 
 
-def _mine(owner: Owner, instance_uuid: str, states: set[str]) -> InstanceRow:
+def _mine(owner: Owner, instance_uuid: str, states: set[InstanceState]) -> InstanceRow:
     """The instance, if it is (host, member epoch)'s and in one of ``states``."""
     row = _get(owner, instance_uuid)
     _check_owner(owner, row)
@@ -310,14 +311,14 @@ def _mine(owner: Owner, instance_uuid: str, states: set[str]) -> InstanceRow:
     return row
 
 
-def _set(owner: Owner, instance_uuid: str, state: str, *, expect: Any,
+def _set(owner: Owner, instance_uuid: str, state: InstanceState, *, expect: ExpectedStates,
          fault: str | None = None) -> InstanceRow:
     return db_api.set_instance_state(owner.engine, instance_uuid, state, fault,
                                      expect_state=expect, expect_host=owner.host,
                                      expect_member_epoch=owner.member_epoch)
 
 
-def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: Any,
+def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: ExpectedStates,
                release_node: bool = False) -> InstanceRow:
     """ERROR with ``fault``; ``release_node`` also empties ``node_uuid`` (same fenced
     statement), freeing the node for the next instance."""

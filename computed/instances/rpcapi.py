@@ -116,7 +116,7 @@ class ServerAPI:
             raise InstanceNotFound(instance_uuid)
         return row
 
-    def wait(self, instance_uuid: str, states: Iterable[str] = BUILD_DONE,
+    def wait(self, instance_uuid: str, states: Iterable[models.InstanceState] = BUILD_DONE,
              timeout: float = 600.0, interval: float = 0.2) -> InstanceRow:
         """Poll the database until the instance is in one of ``states``; the row (raises
         TimeoutError naming the instance and its last state)."""

@@ -26,6 +26,7 @@ Owns every HTTP request computed makes to Placement, through a keystoneauth1
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import threading
 import zlib
@@ -76,6 +77,16 @@ class PlacementError(Exception):
 
 class PlacementUnavailable(PlacementError):
     """Placement could not be reached or failed (5xx): worth retrying."""
+
+
+class DeleteOutcome(enum.Enum):
+    """What :meth:`PlacementClient.delete` did."""
+
+    DELETED = 'deleted'
+    #: There was no such provider.
+    ABSENT = 'absent'
+    #: It has allocations, so it was not deleted (logged with the consumers).
+    KEPT = 'kept'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,32 +176,28 @@ class PlacementClient:
                                  detail=f'still conflicting after '
                                  f'{self._max_attempts} attempts')
 
-    def delete(self, uuid: str) -> str:
-        """Delete the provider unless it has allocations.
-
-        :returns: ``"deleted"``, ``"absent"`` (there was no such provider)
-            or ``"kept"`` (it has allocations; logged with the consumers).
-        """
+    def delete(self, uuid: str) -> DeleteOutcome:
+        """Delete the provider unless it has allocations."""
         with self._lock_for(uuid):
             consumers = self._allocations(uuid)
             if consumers is None:
                 self._forget(uuid)
-                return 'absent'
+                return DeleteOutcome.ABSENT
             if consumers:
                 LOG.warning('provider %s kept: it has allocations of '
                             'consumer(s) %s', uuid, ', '.join(sorted(consumers)))
-                return 'kept'
+                return DeleteOutcome.KEPT
             resp = self._request('DELETE', f'/resource_providers/{uuid}', uuid)
             self._forget(uuid)
             if resp.status_code == 204:
-                return 'deleted'
+                return DeleteOutcome.DELETED
             if resp.status_code == 404:
-                return 'absent'
+                return DeleteOutcome.ABSENT
             if resp.status_code == 409 and _code(resp) == PROVIDER_IN_USE:
                 # An allocation arrived between our check and the delete.
                 LOG.warning('provider %s kept: allocations appeared while '
                             'deleting it', uuid)
-                return 'kept'
+                return DeleteOutcome.KEPT
             raise _error(uuid, 'delete provider', resp)
 
     def has_allocations(self, uuid: str) -> bool:

@@ -27,7 +27,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from computed.placement.client import PlacementClient, PlacementError, PlacementUnavailable
+from computed.placement.client import (DeleteOutcome, PlacementClient, PlacementError,
+                                       PlacementUnavailable)
 from computed.providers.state import InvalidProvider, ProviderState
 from computed.providers.report import API_VERSION, MalformedReport, Outcome, Report
 
@@ -107,8 +108,7 @@ class ReportApplier:
 
         def write(row: Any) -> str | None:
             if state is None:
-                outcome = self._placement.delete(report.uuid)
-                if outcome == "kept":
+                if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
                     result.append(Outcome.KEPT)
                     raise _Kept()
                 return None

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from computed.placement.client import PlacementUnavailable
+from computed.placement.client import DeleteOutcome, PlacementUnavailable
 from computed.providers.report import Report
 from computed.reporter.applier import ReportApplier
 
@@ -31,8 +31,10 @@ class FakePlacement:
 
     def delete(self, uuid):
         if uuid in self.allocations:
-            return "kept"
-        return "deleted" if self.providers.pop(uuid, None) else "absent"
+            return DeleteOutcome.KEPT
+        if self.providers.pop(uuid, None):
+            return DeleteOutcome.DELETED
+        return DeleteOutcome.ABSENT
 
 
 class FakeOrdering:
