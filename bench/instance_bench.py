@@ -64,6 +64,7 @@ from computed.instances.rpcapi import ComputeAPI, ServerAPI  # noqa: E402
 from computed.db import api as db_api  # noqa: E402
 from computed.fleet.membership import fleet_root  # noqa: E402
 from computed.providers.state import normalise_resource_class  # noqa: E402
+from computed.placement import allocations  # noqa: E402
 from tests.functional.daemons import (Daemon, Reporter, dump_logs, fleet_database,  # noqa: E402
                                       ironic, ownership_now, wait_converged, zk_client)
 from hashring.ownership import compute_ownership  # noqa: E402
@@ -182,7 +183,7 @@ class World:
                 sa.select(self.table).where(self.table.c.uuid.in_(list(uuids))))}
 
     def allocations(self, instance_uuid: str) -> dict:
-        return scheduler.allocations(self.placement, instance_uuid)
+        return allocations.read(self.placement, instance_uuid)
 
     def close(self) -> None:
         for p in self.processes:

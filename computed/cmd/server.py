@@ -59,7 +59,7 @@ def _guard(body: Callable[[], T]) -> T:
     from computed.instances.rpcapi import NoHost
     from computed.db.api import DatabaseError
     from computed.baremetal.driver import DriverError
-    from computed.placement.client import PlacementError
+    from computed.placement.http import PlacementError
     try:
         return body()
     except (scheduler.BadRequest, scheduler.NoValidHost, DatabaseError, PlacementError, NoHost,
@@ -158,7 +158,7 @@ def server_show(conf: cfg.ConfigOpts) -> int:
     engine = _engine(conf)
 
     def show() -> Any:
-        uuid = scheduler._check_uuid(conf.category.instance)
+        uuid = scheduler.check_uuid(conf.category.instance)
         row = db_api.get_instance(engine, uuid)
         if row is None:
             raise db_api.InstanceNotFound(uuid)

@@ -413,20 +413,24 @@ def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
                        fault: str | None = None, *,
                        expect_state: ExpectedStates | None = None,
                        expect_host: str | None = None,
-                       expect_member_epoch: int | None = None) -> InstanceRow:
+                       expect_member_epoch: int | None = None,
+                       release_node: bool = False) -> InstanceRow:
     """Set the instance's state and fault (``fault`` replaces the stored one; None clears it).
 
     With ``expect_*`` it is a compare-and-set: raises :class:`InstanceConflict`
     when the instance is not in one of ``expect_state`` or not held by
     (``expect_host``, ``expect_member_epoch``) — how a daemon that lost an
     instance to a re-homing finds out. DELETED frees the node for another
-    instance.
+    instance; so does ``release_node``, which empties ``node_uuid`` in the same
+    statement (a failed build gives its node back and keeps its row, in ERROR).
     """
     state = _state(state)
     now = models.utcnow()
     values: dict[str, Any] = dict(state=state, fault=fault, updated_at=now)
     if state == models.DELETED:
         values["deleted_at"] = now
+    if release_node:
+        values["node_uuid"] = None
     return _update_expecting(engine, uuid, values, expect_state, expect_host,
                              expect_member_epoch)
 

@@ -55,14 +55,14 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.instances import scheduler
 from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
 from computed.db.models import InstanceState
 from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DriverError,
                              Node)
-from computed.placement.client import PlacementError
+from computed.placement import allocations
+from computed.placement.http import PlacementError
 
 LOG = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ def _fail_build(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
             fault = f'{fault}; node not cleared: {exc.reason}'
             released = False
     try:
-        scheduler.remove_allocation(owner.placement, row.uuid)
+        allocations.remove(owner.placement, row.uuid)
     except PlacementError as exc:
         LOG.error('instance %s: allocation not removed after a failed build: %s', row.uuid, exc)
         fault = f'{fault}; allocation not removed: {exc}'
@@ -240,7 +240,7 @@ def _finish_delete(owner: Owner, row: InstanceRow) -> InstanceRow:
                       exc)
             return _set_error(owner, row.uuid, f'delete failed: {exc.reason}',
                               expect=models.DELETING)
-    scheduler.remove_allocation(owner.placement, row.uuid)
+    allocations.remove(owner.placement, row.uuid)
     return _set(owner, row.uuid, models.DELETED, expect=models.DELETING)
 
 
@@ -312,19 +312,16 @@ def _mine(owner: Owner, instance_uuid: str, states: set[InstanceState]) -> Insta
 
 
 def _set(owner: Owner, instance_uuid: str, state: InstanceState, *, expect: ExpectedStates,
-         fault: str | None = None) -> InstanceRow:
+         fault: str | None = None, release_node: bool = False) -> InstanceRow:
     return db_api.set_instance_state(owner.engine, instance_uuid, state, fault,
                                      expect_state=expect, expect_host=owner.host,
-                                     expect_member_epoch=owner.member_epoch)
+                                     expect_member_epoch=owner.member_epoch,
+                                     release_node=release_node)
 
 
 def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: ExpectedStates,
                release_node: bool = False) -> InstanceRow:
     """ERROR with ``fault``; ``release_node`` also empties ``node_uuid`` (same fenced
     statement), freeing the node for the next instance."""
-    if not release_node:
-        return _set(owner, instance_uuid, models.ERROR, expect=expect, fault=fault)
-    # One statement, fenced like every other; computed.db.api has no public form of it yet.
-    values = dict(state=models.ERROR, fault=fault, node_uuid=None, updated_at=models.utcnow())
-    return db_api._update_expecting(owner.engine, instance_uuid, values, expect, owner.host,
-                                    owner.member_epoch)
+    return _set(owner, instance_uuid, models.ERROR, expect=expect, fault=fault,
+                release_node=release_node)

@@ -111,7 +111,7 @@ class ServerAPI:
         return row
 
     def get(self, instance_uuid: str) -> InstanceRow:
-        row = db_api.get_instance(self._engine, scheduler._check_uuid(instance_uuid))
+        row = db_api.get_instance(self._engine, scheduler.check_uuid(instance_uuid))
         if row is None:
             raise InstanceNotFound(instance_uuid)
         return row

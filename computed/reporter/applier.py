@@ -27,8 +27,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from computed.placement.client import (DeleteOutcome, PlacementClient, PlacementError,
-                                       PlacementUnavailable)
+from computed.placement.client import DeleteOutcome, PlacementClient
+from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import InvalidProvider, ProviderState
 from computed.providers.report import API_VERSION, MalformedReport, Outcome, Report
 

@@ -15,8 +15,8 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
 from computed.runtime import keystone
-from computed.placement.client import (DeleteOutcome, PlacementClient, PlacementError,
-                                       PlacementUnavailable)
+from computed.placement.client import DeleteOutcome, PlacementClient
+from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import ProviderState
 
 HEADERS = {'OpenStack-API-Version': 'placement 1.39'}

@@ -171,6 +171,25 @@ def check_one_live_instance_per_node(engine) -> None:
     api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
 
 
+def check_error_releasing_the_node(engine) -> None:
+    node, uuid = new_uuid(), new_uuid()
+    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=3)
+    with pytest.raises(api.InstanceConflict):  # fenced like every write: nothing changes
+        api.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
+                               expect_state=models.BUILDING, expect_host="h",
+                               expect_member_epoch=2, release_node=True)
+    assert api.get_instance(engine, uuid).node_uuid == node
+    failed = api.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
+                                    expect_state=models.BUILDING, expect_host="h",
+                                    expect_member_epoch=3, release_node=True)
+    assert (failed.state, failed.fault, failed.node_uuid, failed.live) == \
+        (models.ERROR, "deploy failed", None, True)
+    # The node is free for the next instance while the failed one stays, live, in ERROR.
+    api.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
+                        member_epoch=3)
+    assert uuid in {row.uuid for row in api.nodeless_instances(engine)}
+
+
 def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
     node = new_uuid()
     barrier = threading.Barrier(racers)
@@ -249,5 +268,6 @@ def check_instance_queries(engine) -> None:
 
 ALL = [check_report_order, check_report_delete_and_revive,
        check_report_apply_failure_stores_nothing, check_mark_deleted, check_instance_lifecycle,
-       check_one_live_instance_per_node, check_racing_creates_one_wins,
+       check_one_live_instance_per_node, check_error_releasing_the_node,
+       check_racing_creates_one_wins,
        check_rehome_compare_and_set, check_racing_rehomes_one_wins, check_instance_queries]

@@ -4,7 +4,8 @@ import threading
 
 import pytest
 
-from computed.placement.client import DeleteOutcome, PlacementUnavailable
+from computed.placement.client import DeleteOutcome
+from computed.placement.http import PlacementUnavailable
 from computed.providers.report import Report
 from computed.reporter.applier import ReportApplier
 
