@@ -62,7 +62,7 @@ HOST_LENGTH = 255
 STATE_LENGTH = 16
 
 
-class InstanceState(enum.StrEnum):
+class InstanceState(str, enum.Enum):
     """An instance's state; the value is what the database and the CLI show.
 
     Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are what a daemon sets
@@ -79,6 +79,10 @@ class InstanceState(enum.StrEnum):
     ERROR = "ERROR"
     DELETING = "DELETING"
     DELETED = "DELETED"
+
+    def __str__(self) -> str:
+        # The value in messages too, as enum.StrEnum (Python >= 3.11; computed runs on 3.10).
+        return self.value
 
 
 # The members by their short names, as the lifecycle reads them (``models.ACTIVE``): the same
