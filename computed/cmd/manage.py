@@ -2,9 +2,10 @@
 
 Commands: ``config check`` (load and validate the configuration and print
 ``configuration OK``); ``fleet status [--json]``, ``fleet drain HOST``,
-``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`). Later issues add
-categories (``db sync``, ``server ...``) by adding entries to ``CATEGORIES``;
-parsing, ``--help`` and dispatch need no other change.
+``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`); ``db sync``,
+``db version`` (:mod:`computed.cmd.db`); ``server create|list|show|delete|
+reboot|stop|start`` (:mod:`computed.cmd.server`). A category is one entry of
+``CATEGORIES``: parsing, ``--help`` and dispatch need no other change.
 
 Commands run after the configuration has been loaded and validated, so a bad
 configuration fails the same way as in every computed program (one line,

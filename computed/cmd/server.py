@@ -1,9 +1,10 @@
 """``computed-manage server ...``: create, list, show and operate instances.
 
-``create`` schedules through Placement (:mod:`computed.instances.scheduler`), records the instance and
-casts the build to the daemon owning the chosen node (:mod:`computed.instances.rpcapi`); ``--wait``
-polls the database until the instance is ACTIVE or ERROR (exit 1 on ERROR). ``delete``,
-``reboot``, ``stop`` and ``start`` cast to the instance's current host as the database says.
+``create`` schedules through Placement (:mod:`computed.instances.scheduler`), records the
+instance and casts the build to the daemon owning the chosen node
+(:mod:`computed.instances.rpcapi`); ``--wait`` polls the database until the instance is ACTIVE
+or ERROR (exit 1 on ERROR). ``delete``, ``reboot``, ``stop`` and ``start`` cast to the
+instance's current host as the database says.
 ``list`` and ``show`` read the database only (``--json``: stable documents, see
 :func:`document`).
 

@@ -1,7 +1,8 @@
 """The instance lifecycle, run by the daemon that owns the instance.
 
-Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded it: build,
-delete, reboot, stop, start, and :func:`resume` of an instance found in a transitional state.
+Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded
+it: build, delete, reboot, stop, start, and :func:`resume` of an instance found in a
+transitional state.
 Each is a small function over an :class:`Owner` (the injected collaborators: database engine,
 bare metal driver, Placement adapter, and the daemon's identity ``host`` / ``member_epoch``).
 The daemon's RPC endpoint calls them; they block (Ironic is polled), so it runs them in worker

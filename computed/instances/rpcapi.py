@@ -8,13 +8,14 @@ carry stale state). All are casts: the daemon records progress and the outcome i
 instance row, which callers poll.
 
 :class:`ServerAPI` is the whole build/operate path as a library (what ``computed-manage
-server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's *current*
-host as the database says, so an instance re-homed since it was built is routed to its new
-owner.
+server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's
+*current* host as the database says, so an instance re-homed since it was built is routed to
+its new owner.
 
 Guarantees: a cast is only sent after the instance row exists (a daemon receiving
 ``build_instance`` always finds its instance); a lost cast leaves a BUILDING (or unchanged)
-instance that the owner's :func:`computed.instances.lifecycle.resume_all` re-drives, so nothing is lost.
+instance that the owner's :func:`computed.instances.lifecycle.resume_all` re-drives, so nothing
+is lost.
 """
 
 from __future__ import annotations

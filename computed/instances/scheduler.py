@@ -8,10 +8,10 @@ an API service); nothing here talks to Ironic or casts RPC, and the Placement re
 :func:`schedule` asks Placement for the allocation candidates of the class (and required
 traits), tries them in random order (so concurrent builds spread instead of all fighting for
 the first), and for each: claims it with an allocation for the instance (refused when another
-build took it: next candidate), finds the node's current owner in ZooKeeper (``owner_of``), and records
-the instance (BUILDING, node, owner host, owner's member epoch). If the database refuses the node
-(:class:`~computed.db.api.NodeInUse`: a live instance holds it, e.g. one in ERROR that kept its
-node) the allocation is removed and the next candidate tried.
+build took it: next candidate), finds the node's current owner in ZooKeeper (``owner_of``), and
+records the instance (BUILDING, node, owner host, owner's member epoch). If the database refuses
+the node (:class:`~computed.db.api.NodeInUse`: a live instance holds it, e.g. one in ERROR that
+kept its node) the allocation is removed and the next candidate tried.
 
 Guarantees:
 

@@ -1,6 +1,6 @@
-"""Instances end to end in-process (no daemon): computed.instances.scheduler, computed.instances.lifecycle and the
-Ironic driver's operations against the real Ironic, Placement and ZooKeeper (and PostgreSQL for
-computed's database where the stack has one).
+"""Instances end to end in-process (no daemon): computed.instances.scheduler,
+computed.instances.lifecycle and the Ironic driver's operations against the real Ironic,
+Placement and ZooKeeper (and PostgreSQL for computed's database where the stack has one).
 
 Each test gets nodes of its own resource class, made available in Ironic, reported to
 Placement with PlacementClient.apply(provider_from_node(...)), and claimed in ZooKeeper by a

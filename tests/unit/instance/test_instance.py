@@ -1,4 +1,5 @@
-"""computed.instances.lifecycle: every transition, its fencing, and resume from each transitional state."""
+"""computed.instances.lifecycle: every transition, its fencing, and resume from each
+transitional state."""
 
 import uuid
 

@@ -1,4 +1,5 @@
-"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for one node."""
+"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for
+one node."""
 
 import random
 import threading
