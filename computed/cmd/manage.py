@@ -22,10 +22,7 @@ from typing import Any, NoReturn
 
 from oslo_config import cfg
 
-from computed.cmd import common
-from computed.cmd import db
-from computed.cmd import fleet
-from computed.cmd import server
+from computed.cmd import common, db, fleet, server
 from computed.conf import loader
 
 PROG = 'computed-manage'

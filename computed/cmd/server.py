@@ -56,10 +56,11 @@ def _engine(conf: cfg.ConfigOpts) -> Any:
 def _guard(body: Callable[[], T]) -> T:
     """Run ``body``; the expected failures become one line and exit 1."""
     from sqlalchemy import exc as sa_exc
+
+    from computed.baremetal.driver import DriverError
+    from computed.db.api import DatabaseError
     from computed.instances import scheduler
     from computed.instances.rpcapi import NoHost
-    from computed.db.api import DatabaseError
-    from computed.baremetal.driver import DriverError
     from computed.placement.http import PlacementError
     try:
         return body()
@@ -77,10 +78,10 @@ def _guard(body: Callable[[], T]) -> T:
 
 @contextlib.contextmanager
 def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
-    from computed.runtime import keystone, rpc
+    from computed.fleet.membership import fleet_root
     from computed.instances import scheduler
     from computed.instances.rpcapi import ComputeAPI, ServerAPI
-    from computed.fleet.membership import fleet_root
+    from computed.runtime import keystone, rpc
     transport = rpc.get_transport(conf)
     try:
         with common.zookeeper(conf) as client:
@@ -154,8 +155,8 @@ def server_list(conf: cfg.ConfigOpts) -> int:
 
 
 def server_show(conf: cfg.ConfigOpts) -> int:
-    from computed.instances import scheduler
     from computed.db import api as db_api
+    from computed.instances import scheduler
     engine = _engine(conf)
 
     def show() -> Any:

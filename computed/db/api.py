@@ -33,7 +33,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc as sa_exc
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models

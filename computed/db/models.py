@@ -44,8 +44,17 @@ from __future__ import annotations
 import datetime
 import enum
 
-from sqlalchemy import (BigInteger, Boolean, Computed, DateTime, Index, MetaData, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations can refer to them on every backend.

@@ -56,12 +56,18 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from computed.baremetal.driver import (
+    POWER_OFF,
+    POWER_ON,
+    REBOOT,
+    BaremetalDriver,
+    DriverError,
+    Node,
+)
 from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
 from computed.db.models import InstanceState
-from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DriverError,
-                             Node)
 from computed.placement import allocations
 from computed.placement.http import PlacementError
 

@@ -26,12 +26,11 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.runtime import rpc
-
-from computed.instances import scheduler
 from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceNotFound, InstanceRow
+from computed.instances import scheduler
+from computed.runtime import rpc
 
 TOPIC = 'computed'
 VERSION = '1.0'

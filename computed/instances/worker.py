@@ -29,12 +29,13 @@ import logging
 import threading
 import time
 import uuid as uuid_lib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
-from computed.instances import lifecycle
 from computed.db import api as db_api
 from computed.db import models
+from computed.instances import lifecycle
 
 LOG = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ import enum
 import logging
 import threading
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from computed.placement import http
 from computed.placement.http import PlacementError

@@ -28,8 +28,8 @@ import collections
 import json
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy.engine import Engine

@@ -172,7 +172,7 @@ def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
         barrier = threading.Barrier(2)
         results = []
 
-        def build():
+        def build(barrier=barrier, results=results):
             barrier.wait(timeout=10)
             try:
                 results.append(world.schedule(rc))

@@ -13,11 +13,10 @@ import pytest
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
-from computed.runtime import keystone, rpc
-
+from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
-from computed.fleet.membership import fleet_root
+from computed.runtime import keystone, rpc
 from tests.functional.daemons import BIN, ironic, make_available, seen, wait_for
 
 WORLD_NODES = 8
@@ -97,8 +96,8 @@ def test_build_operate_delete_through_the_daemons(stack, fleet, placement):
     for action, state in (("stop", "STOPPED"), ("start", "ACTIVE"), ("reboot", "ACTIVE")):
         result = manage(world, action, target.uuid)
         assert result.returncode == 0, result.stderr
-        wait_for(lambda: world.api.get(target.uuid).state == state, 60, f"{action} done",
-                 world.processes)
+        wait_for(lambda state=state: world.api.get(target.uuid).state == state, 60,
+                 f"{action} done", world.processes)
     assert ironic(stack, "GET", f"/nodes/{target.node_uuid}")["power_state"] == "power on"
 
     result = manage(world, "delete", target.uuid)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import threading
 import time
 import uuid as uuidlib
@@ -14,10 +13,10 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-from computed.runtime import keystone
 from computed.placement.client import DeleteOutcome, PlacementClient
 from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import ProviderState
+from computed.runtime import keystone
 
 HEADERS = {'OpenStack-API-Version': 'placement 1.39'}
 

@@ -8,8 +8,15 @@ import threading
 from typing import Any
 from urllib import parse
 
-from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DeployFailed,
-                             DriverError, Node)
+from computed.baremetal.driver import (
+    POWER_OFF,
+    POWER_ON,
+    REBOOT,
+    BaremetalDriver,
+    DeployFailed,
+    DriverError,
+    Node,
+)
 
 
 class FakeDriver(BaremetalDriver):

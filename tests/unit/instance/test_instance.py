@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 
-from computed.instances import lifecycle, scheduler
+from computed.baremetal.driver import POWER_OFF, POWER_ON, DeployFailed
 from computed.db import api, models
 from computed.db.api import InstanceConflict, InstanceNotFound
-from computed.baremetal.driver import POWER_OFF, POWER_ON
+from computed.instances import lifecycle, scheduler
 from tests.unit.instance.fakes import FakeDriver, FakePlacement
 
 RC = 'CUSTOM_GOLD'
@@ -187,7 +187,7 @@ def test_resume_building_whose_node_is_free_deploys_again(world):
 def test_resume_building_whose_deploy_failed_unwinds(world):
     row = scheduled(world)
     world.driver.fail_deploy[NODE] = 'deploy step failed'
-    with pytest.raises(Exception):
+    with pytest.raises(DeployFailed):
         world.driver.deploy(NODE, row.uuid, None, timeout=1)
     row = lifecycle.resume(world, row.uuid)
     assert (row.state, row.fault) == (models.ERROR, 'deploy step failed')

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
+from computed.db import api, models
 from computed.instances import scheduler
 from computed.instances.rpcapi import ServerAPI
-from computed.db import api, models
 from tests.unit.instance.fakes import FakePlacement
 
 RC = 'CUSTOM_GOLD'
@@ -114,10 +114,10 @@ def test_racing_builds_for_the_last_node_never_share_it(engine):
         node = str(uuid.uuid4())
         placement.add(node, RC)
         barrier = threading.Barrier(2)
-        placement.before_put = lambda consumer, n: barrier.wait(timeout=5)
+        placement.before_put = lambda consumer, n, barrier=barrier: barrier.wait(timeout=5)
         results = []
 
-        def build():
+        def build(placement=placement, results=results):
             try:
                 results.append(scheduler.schedule(placement, engine, RC, owner_of=owners()))
             except scheduler.NoValidHost as exc:
