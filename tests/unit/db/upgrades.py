@@ -8,7 +8,9 @@ migrated and read back through :mod:`computed.db.api`, the way the new code read
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -64,6 +66,18 @@ def _fill_0001(engine: sa.Engine) -> None:
                      deleted_at=T0 if state == models.DELETED else None))
 
 
+@contextlib.contextmanager
+def _database_at_0001(url: str) -> Iterator[sa.Engine]:
+    """An engine on the database at ``url``, migrated to 0001 and holding 0001's rows."""
+    migrate(url, "0001")
+    engine = api.engine_from_url(url)
+    try:
+        _fill_0001(engine)
+        yield engine
+    finally:
+        engine.dispose()
+
+
 def _epochs_0001(engine: sa.Engine) -> tuple[dict, dict]:
     """``({provider: (epoch, seq)}, {instance: epoch})`` read with 0001's column names."""
     with engine.connect() as conn:
@@ -82,10 +96,7 @@ def _no_drift(engine: sa.Engine) -> None:
 
 def check_upgrade_from_0001_keeps_rows(url: str) -> None:
     """0001 -> head: every epoch lands in its renamed column, and the rules still hold."""
-    migrate(url, "0001")
-    engine = api.engine_from_url(url)
-    try:
-        _fill_0001(engine)
+    with _database_at_0001(url) as engine:
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
 
@@ -120,16 +131,11 @@ def check_upgrade_from_0001_keeps_rows(url: str) -> None:
         assert api.rehome_instance(engine, "i-live", "c1", 5, "c3", 8)
         assert api.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c3",
                                       expect_member_epoch=8).state == models.STOPPED
-    finally:
-        engine.dispose()
 
 
 def check_downgrade_to_0001_keeps_rows(url: str) -> None:
     """head -> 0001 -> head: the epochs go back to 0001's names and return, unchanged."""
-    migrate(url, "0001")
-    engine = api.engine_from_url(url)
-    try:
-        _fill_0001(engine)
+    with _database_at_0001(url) as engine:
         before = _epochs_0001(engine)
         assert db.sync(url) == db.head_revision()
         migrate(url, "0001", down=True)
@@ -139,8 +145,6 @@ def check_downgrade_to_0001_keeps_rows(url: str) -> None:
         _no_drift(engine)
         assert api.get_provider(engine, "p-applied").claim_epoch == 70
         assert api.get_instance(engine, "i-live").member_epoch == 5
-    finally:
-        engine.dispose()
 
 
 ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows]
