@@ -70,6 +70,7 @@ from computed.db import api as db_api
 from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.placement import allocations
 from computed.providers.state import normalise_resource_class
 from computed.runtime import rpc
 from hashring.ownership import compute_ownership
@@ -181,7 +182,7 @@ class World:
                 sa.select(self.table).where(self.table.c.uuid.in_(list(uuids))))}
 
     def allocations(self, instance_uuid: str) -> dict:
-        return scheduler.allocations(self.placement, instance_uuid)
+        return allocations.read(self.placement, instance_uuid)
 
     def close(self) -> None:
         stop_all(self.processes, timeout=20)

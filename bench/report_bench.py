@@ -257,14 +257,14 @@ def applied(engine) -> tuple[int, float | None, float | None]:
     with engine.connect() as conn:
         n, first, last = conn.execute(sa.text(
             "SELECT count(*), min(updated_at), max(updated_at) FROM providers "
-            "WHERE deleted = false AND epoch <> :u"), {"u": _UNAPPLIED}).one()
+            "WHERE deleted = false AND claim_epoch <> :u"), {"u": _UNAPPLIED}).one()
     return n, first and utc_epoch(first), last and utc_epoch(last)
 
 
 def applied_states(engine) -> dict[str, dict]:
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT uuid, state FROM providers WHERE deleted = false "
-                                    "AND epoch <> :u"), {"u": _UNAPPLIED}).all()
+                                    "AND claim_epoch <> :u"), {"u": _UNAPPLIED}).all()
     return {u: json.loads(s) for u, s in rows}
 
 

@@ -2,9 +2,10 @@
 
 Commands: ``config check`` (load and validate the configuration and print
 ``configuration OK``); ``fleet status [--json]``, ``fleet drain HOST``,
-``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`). Later issues add
-categories (``db sync``, ``server ...``) by adding entries to ``CATEGORIES``;
-parsing, ``--help`` and dispatch need no other change.
+``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`); ``db sync``,
+``db version`` (:mod:`computed.cmd.db`); ``server create|list|show|delete|
+reboot|stop|start`` (:mod:`computed.cmd.server`). A category is one entry of
+``CATEGORIES``: parsing, ``--help`` and dispatch need no other change.
 
 Commands run after the configuration has been loaded and validated, so a bad
 configuration fails the same way as in every computed program (one line,
@@ -21,10 +22,7 @@ from typing import Any, NoReturn
 
 from oslo_config import cfg
 
-from computed.cmd import common
-from computed.cmd import db
-from computed.cmd import fleet
-from computed.cmd import server
+from computed.cmd import common, db, fleet, server
 from computed.conf import loader
 
 PROG = 'computed-manage'
@@ -68,7 +66,7 @@ CATEGORIES: dict[str, Category] = {
         commands={
             'status': Command(
                 run=fleet.fleet_status,
-                help='Members (host, weight, draining, epoch, node count) and '
+                help='Members (host, weight, draining, member epoch, node count) and '
                      'the owner of every node.',
                 arguments=((('--json',), {'action': 'store_true',
                                           'help': 'print the stable JSON document'}),)),

@@ -6,6 +6,10 @@ Loads and validates the configuration, connects to Placement (``[placement]``), 
 then serves the RPC topic ``[reporter] topic`` until SIGTERM or SIGINT. Run as many replicas as
 needed; they share the topic. See :mod:`computed.reporter.applier` for the rules.
 
+The reporter is assembled here: a :class:`~computed.reporter.applier.ReportApplier` over the
+Placement client, a :class:`~computed.reporter.applier.ClaimReader` on the ZooKeeper client and
+the database engine, served by a :class:`~computed.reporter.endpoint.ReporterEndpoint`.
+
 Exit status: 0 after a clean stop, 1 when a backend cannot be used, 2 for bad configuration.
 """
 
@@ -20,8 +24,6 @@ from typing import NoReturn
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from computed.runtime import keystone, metrics, rpc, systemd
-from computed.fleet.claims import claim_epochs
 from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
@@ -29,7 +31,9 @@ from computed.conf.errors import ConfigError
 from computed.db import api as db_api
 from computed.fleet.membership import fleet_root
 from computed.placement.client import PlacementClient
-from computed.reporter.applier import ReportApplier, ReporterEndpoint
+from computed.reporter.applier import ClaimReader, ReportApplier
+from computed.reporter.endpoint import ReporterEndpoint
+from computed.runtime import keystone, metrics, rpc, systemd
 
 PROG = 'computed-reporter'
 EXIT_BACKEND = 1
@@ -56,16 +60,13 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     host = normalise_host(conf.host)
     placement = PlacementClient(keystone.load_adapter(conf, 'placement'))
     engine = db_api.engine_from_url(conf.database.connection)
-    root = fleet_root(conf.coordination.group)
     with common.zookeeper(conf, member=f'reporter-{host}') as client:
-        applier = ReportApplier(
-            placement, lambda uuids: claim_epochs(client, root, uuids),
-            lambda *args: db_api.apply_report_if_newer(engine, *args),
-            workers=conf.reporter.workers)
+        claims = ClaimReader(client, fleet_root(conf.coordination.group))
+        applier = ReportApplier(placement, claims, engine, workers=conf.reporter.workers)
         transport = rpc.get_transport(conf)
         server = rpc.get_server(transport, conf.reporter.topic, host,
                                 [ReporterEndpoint(applier)])
-        endpoint = metrics.serve_reporter(conf, applier, client)
+        metrics_endpoint = metrics.serve_reporter(conf, applier, client)
         server.start()
         LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
         systemd.ready(f'serving topic {conf.reporter.topic}')
@@ -80,7 +81,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         finally:
             systemd.stopping()
             status.stop()
-            endpoint.stop()
+            metrics_endpoint.stop()
             server.stop()
             server.wait()
             applier.close()

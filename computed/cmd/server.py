@@ -1,9 +1,10 @@
 """``computed-manage server ...``: create, list, show and operate instances.
 
-``create`` schedules through Placement (:mod:`computed.instances.scheduler`), records the instance and
-casts the build to the daemon owning the chosen node (:mod:`computed.instances.rpcapi`); ``--wait``
-polls the database until the instance is ACTIVE or ERROR (exit 1 on ERROR). ``delete``,
-``reboot``, ``stop`` and ``start`` cast to the instance's current host as the database says.
+``create`` schedules through Placement (:mod:`computed.instances.scheduler`), records the
+instance and casts the build to the daemon owning the chosen node
+(:mod:`computed.instances.rpcapi`); ``--wait`` polls the database until the instance is ACTIVE
+or ERROR (exit 1 on ERROR). ``delete``, ``reboot``, ``stop`` and ``start`` cast to the
+instance's current host as the database says.
 ``list`` and ``show`` read the database only (``--json``: stable documents, see
 :func:`document`).
 
@@ -28,8 +29,8 @@ EXIT_FAILED = 1
 
 T = TypeVar('T')
 
-FIELDS = ('uuid', 'state', 'node_uuid', 'host', 'epoch', 'resource_class', 'traits', 'image',
-          'fault', 'created_at', 'updated_at', 'deleted_at')
+FIELDS = ('uuid', 'state', 'node_uuid', 'host', 'member_epoch', 'resource_class', 'traits',
+          'image', 'fault', 'created_at', 'updated_at', 'deleted_at')
 
 
 def document(row: Any) -> dict[str, Any]:
@@ -55,11 +56,12 @@ def _engine(conf: cfg.ConfigOpts) -> Any:
 def _guard(body: Callable[[], T]) -> T:
     """Run ``body``; the expected failures become one line and exit 1."""
     from sqlalchemy import exc as sa_exc
+
+    from computed.baremetal.driver import DriverError
+    from computed.db.api import DatabaseError
     from computed.instances import scheduler
     from computed.instances.rpcapi import NoHost
-    from computed.db.api import DatabaseError
-    from computed.baremetal.driver import DriverError
-    from computed.placement.client import PlacementError
+    from computed.placement.http import PlacementError
     try:
         return body()
     except (scheduler.BadRequest, scheduler.NoValidHost, DatabaseError, PlacementError, NoHost,
@@ -76,10 +78,10 @@ def _guard(body: Callable[[], T]) -> T:
 
 @contextlib.contextmanager
 def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
-    from computed.runtime import keystone, rpc
+    from computed.fleet.membership import fleet_root
     from computed.instances import scheduler
     from computed.instances.rpcapi import ComputeAPI, ServerAPI
-    from computed.fleet.membership import fleet_root
+    from computed.runtime import keystone, rpc
     transport = rpc.get_transport(conf)
     try:
         with common.zookeeper(conf) as client:
@@ -91,6 +93,7 @@ def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
 
 
 def server_create(conf: cfg.ConfigOpts) -> int:
+    from computed.db import models
     args = conf.category
     engine = _engine(conf)
 
@@ -109,11 +112,12 @@ def server_create(conf: cfg.ConfigOpts) -> int:
         row = _guard(create)
     finally:
         engine.dispose()
-    return EXIT_FAILED if row.state == 'ERROR' else 0
+    return EXIT_FAILED if row.state == models.ERROR else 0
 
 
 def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
     def run(conf: cfg.ConfigOpts) -> int:
+        from computed.db import models
         engine = _engine(conf)
 
         def act() -> Any:
@@ -123,7 +127,7 @@ def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
             row = _guard(act)
         finally:
             engine.dispose()
-        if name == 'delete' and row.state == 'DELETED':
+        if name == 'delete' and row.state == models.DELETED:
             print(f'instance {row.uuid}: already deleted')
         else:
             print(f'instance {row.uuid}: {name} sent to {row.host}')
@@ -151,12 +155,12 @@ def server_list(conf: cfg.ConfigOpts) -> int:
 
 
 def server_show(conf: cfg.ConfigOpts) -> int:
-    from computed.instances import scheduler
     from computed.db import api as db_api
+    from computed.instances import scheduler
     engine = _engine(conf)
 
     def show() -> Any:
-        uuid = scheduler._check_uuid(conf.category.instance)
+        uuid = scheduler.check_uuid(conf.category.instance)
         row = db_api.get_instance(engine, uuid)
         if row is None:
             raise db_api.InstanceNotFound(uuid)

@@ -10,16 +10,17 @@ are green already.
 Guarantees:
 
 * :func:`apply_report_if_newer` applies the reports of one provider in
-  strictly increasing (epoch, seq) order, across threads and processes: the
-  provider's row is locked for the whole read-compare-apply-store
+  strictly increasing (claim_epoch, seq) order, across threads and processes:
+  the provider's row is locked for the whole read-compare-apply-store
   (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
   write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
   both apply, and an older report is never applied after a newer one.
 * At most one live (not DELETED) instance per node: the database refuses a
   second (see :mod:`computed.db.models`); the refusal surfaces as
   :class:`NodeInUse` carrying the node uuid.
-* :func:`rehome_instance` is a compare-and-set on (host, epoch): of two
-  adopters racing for one instance, exactly one wins.
+* Every instance write that names an expected (host, member epoch) is a
+  compare-and-set on it; :func:`rehome_instance` too: of two adopters racing
+  for one instance, exactly one wins.
 """
 
 from __future__ import annotations
@@ -32,18 +33,19 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc as sa_exc
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models
-from computed.db.models import Instance, Provider
+from computed.db.models import Instance, InstanceState, Provider
 
 # Connection execution option read by the sqlite "begin" hook: which BEGIN to emit.
 _SQLITE_BEGIN = "computed_sqlite_begin"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # psycopg2's default is to wait for the OS (minutes) on an unreachable host.
 POSTGRES_CONNECT_TIMEOUT_S = 10
-# (epoch, seq) of a provider row inserted only to be locked; real reports have epoch, seq >= 0.
+# (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0.
 _UNAPPLIED = -1
 DEADLOCK_RETRIES = 5
 
@@ -94,7 +96,7 @@ class InstanceConflict(DatabaseError):
 @dataclasses.dataclass(frozen=True)
 class ProviderRow:
     uuid: str
-    epoch: int
+    claim_epoch: int
     seq: int
     host: str
     state: str | None
@@ -107,7 +109,9 @@ class InstanceRow:
     uuid: str
     node_uuid: str | None
     host: str | None
-    epoch: int | None
+    member_epoch: int | None
+    # A plain string as stored, not an InstanceState: a state written by newer code must still
+    # read (states need no migration, see computed.db.models).
     state: str
     resource_class: str
     traits: tuple[str, ...]
@@ -123,13 +127,14 @@ class InstanceRow:
 
 
 def _provider_row(row: Any) -> ProviderRow:
-    return ProviderRow(uuid=row.uuid, epoch=row.epoch, seq=row.seq, host=row.host,
+    return ProviderRow(uuid=row.uuid, claim_epoch=row.claim_epoch, seq=row.seq, host=row.host,
                        state=row.state, deleted=bool(row.deleted), updated_at=row.updated_at)
 
 
 def _instance_row(row: Any) -> InstanceRow:
-    return InstanceRow(uuid=row.uuid, node_uuid=row.node_uuid, host=row.host, epoch=row.epoch,
-                       state=row.state, resource_class=row.resource_class,
+    return InstanceRow(uuid=row.uuid, node_uuid=row.node_uuid, host=row.host,
+                       member_epoch=row.member_epoch, state=row.state,
+                       resource_class=row.resource_class,
                        traits=tuple(json.loads(row.traits)), image=row.image, fault=row.fault,
                        created_at=row.created_at, updated_at=row.updated_at,
                        deleted_at=row.deleted_at)
@@ -202,7 +207,7 @@ def _is_deadlock(error: sa_exc.DBAPIError) -> bool:
 
 def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
     """Make sure the provider has a row to lock, without failing if a racer made it first."""
-    values = dict(uuid=uuid, epoch=_UNAPPLIED, seq=_UNAPPLIED, host=host, state=None,
+    values = dict(uuid=uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=host, state=None,
                   deleted=True, updated_at=models.utcnow())
     dialect = conn.dialect.name
     if dialect == "postgresql":
@@ -231,37 +236,38 @@ def _lock_provider(conn: Connection, uuid: str, host: str) -> ProviderRow | None
     _insert_unapplied(conn, uuid, host)
     row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
                        .with_for_update()).one()
-    return None if row.epoch == _UNAPPLIED else _provider_row(row)
+    return None if row.claim_epoch == _UNAPPLIED else _provider_row(row)
 
 
-def apply_report_if_newer(engine: Engine, uuid: str, epoch: int, seq: int, host: str,
+def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int, host: str,
                           apply: Callable[[ProviderRow | None], str | None]) -> bool:
     """Apply one provider report if it is newer than the last applied; True if applied.
 
-    In one transaction, with the provider's row locked: compare (epoch, seq)
-    with the stored pair; if not strictly greater, return False without
+    In one transaction, with the provider's row locked: compare (claim_epoch,
+    seq) with the stored pair; if not strictly greater, return False without
     calling ``apply``. Otherwise call ``apply(row)`` (``row`` is the last
     applied state, None for a provider never applied) — it writes Placement and
     returns the new state's JSON, or None when it deleted the provider — and
-    store (epoch, seq, host, state). If ``apply`` raises, nothing is stored
-    and the exception propagates. If the commit itself fails after ``apply``
+    store (claim_epoch, seq, host, state). If ``apply`` raises, nothing is
+    stored and the exception propagates. If the commit itself fails after ``apply``
     the report is not recorded and a later report re-applies: Placement writes
     must be idempotent.
     """
-    if epoch < 0 or seq < 0:
-        raise ValueError(f"provider {uuid}: epoch and seq must be >= 0, got ({epoch}, {seq})")
+    if claim_epoch < 0 or seq < 0:
+        raise ValueError(f"provider {uuid}: claim_epoch and seq must be >= 0, "
+                         f"got ({claim_epoch}, {seq})")
     for attempt in range(DEADLOCK_RETRIES):
         applied = False
         try:
             with _transaction(engine, write=True) as conn:
                 row = _lock_provider(conn, uuid, host)
-                if row is not None and (row.epoch, row.seq) >= (epoch, seq):
+                if row is not None and (row.claim_epoch, row.seq) >= (claim_epoch, seq):
                     return False
                 applied = True
                 state = apply(row)
                 conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
-                    epoch=epoch, seq=seq, host=host, state=state, deleted=state is None,
-                    updated_at=models.utcnow()))
+                    claim_epoch=claim_epoch, seq=seq, host=host, state=state,
+                    deleted=state is None, updated_at=models.utcnow()))
             return True
         except sa_exc.DBAPIError as error:
             # A deadlock can only come from taking the lock, before apply ran; retrying
@@ -275,20 +281,20 @@ def get_provider(engine: Engine, uuid: str) -> ProviderRow | None:
     """The provider's last applied report, deleted or not; None if never applied."""
     with _transaction(engine) as conn:
         row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)).first()
-    return None if row is None or row.epoch == _UNAPPLIED else _provider_row(row)
+    return None if row is None or row.claim_epoch == _UNAPPLIED else _provider_row(row)
 
 
 def provider_uuids(engine: Engine) -> set[str]:
     """Uuids of the providers applied and not deleted."""
     with _transaction(engine) as conn:
         rows = conn.execute(sa.select(_providers.c.uuid).where(
-            _providers.c.deleted == sa.false(), _providers.c.epoch != _UNAPPLIED))
+            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED))
         return {row.uuid for row in rows}
 
 
 def mark_deleted(engine: Engine, uuid: str) -> bool:
-    """Record that the provider is gone (state cleared), keeping its (epoch, seq) so that an
-    older report is still refused. True if it was not already deleted."""
+    """Record that the provider is gone (state cleared), keeping its (claim_epoch, seq) so that
+    an older report is still refused. True if it was not already deleted."""
     with _transaction(engine, write=True) as conn:
         result = conn.execute(sa.update(_providers).where(
             _providers.c.uuid == uuid, _providers.c.deleted == sa.false()).values(
@@ -298,9 +304,24 @@ def mark_deleted(engine: Engine, uuid: str) -> bool:
 
 # -- instances -------------------------------------------------------------------------------
 
-def _check_state(state: str) -> None:
-    if state not in models.STATES:
-        raise ValueError(f"unknown instance state {state!r}; known: {sorted(models.STATES)}")
+#: What a compare-and-set may expect the instance's state to be: one state (an InstanceState,
+#: or a row's state as read), or any of several.
+ExpectedStates = InstanceState | str | Collection[InstanceState]
+
+
+def _state(state: InstanceState | str) -> str:
+    """The state as stored (a plain string); ValueError naming it when unknown."""
+    try:
+        return InstanceState(state).value
+    except ValueError:
+        raise ValueError(f"unknown instance state {state!r}; known: "
+                         f"{_describe(models.STATES)}") from None
+
+
+def _describe(states: ExpectedStates) -> str:
+    if isinstance(states, str):
+        return str(states)
+    return "/".join(sorted(str(state) for state in states))
 
 
 def _raise_integrity(error: sa_exc.IntegrityError, instance_uuid: str,
@@ -318,15 +339,18 @@ def _select_instance(conn: Connection, uuid: str) -> Any:
 
 def create_instance(engine: Engine, uuid: str, resource_class: str, *,
                     node_uuid: str | None = None, host: str | None = None,
-                    epoch: int | None = None, traits: Iterable[str] = (),
-                    image: str | None = None, state: str = models.BUILDING) -> InstanceRow:
-    """Record a new instance. Raises :class:`NodeInUse` if ``node_uuid`` already hosts a live
-    instance, :class:`InstanceExists` if ``uuid`` is taken."""
-    _check_state(state)
+                    member_epoch: int | None = None, traits: Iterable[str] = (),
+                    image: str | None = None,
+                    state: InstanceState = models.BUILDING) -> InstanceRow:
+    """Record a new instance, managed by (``host``, ``member_epoch``). Raises
+    :class:`NodeInUse` if ``node_uuid`` already hosts a live instance, :class:`InstanceExists`
+    if ``uuid`` is taken."""
+    state = _state(state)
     now = models.utcnow()
-    values = dict(uuid=uuid, node_uuid=node_uuid, host=host, epoch=epoch, state=state,
-                  resource_class=resource_class, traits=json.dumps(sorted(set(traits))),
-                  image=image, fault=None, created_at=now, updated_at=now,
+    values = dict(uuid=uuid, node_uuid=node_uuid, host=host, member_epoch=member_epoch,
+                  state=state, resource_class=resource_class,
+                  traits=json.dumps(sorted(set(traits))), image=image, fault=None,
+                  created_at=now, updated_at=now,
                   deleted_at=now if state == models.DELETED else None)
     try:
         with _transaction(engine, write=True) as conn:
@@ -345,79 +369,93 @@ def get_instance(engine: Engine, uuid: str) -> InstanceRow | None:
     return None if row is None else _instance_row(row)
 
 
-def _conditions(uuid: str, expect_state: str | Collection[str] | None,
-                expect_host: str | None, expect_epoch: int | None) -> list[Any]:
+def _conditions(uuid: str, expect_state: ExpectedStates | None, expect_host: str | None,
+                expect_member_epoch: int | None) -> list[Any]:
     conditions = [_instances.c.uuid == uuid]
     if expect_state is not None:
         states = {expect_state} if isinstance(expect_state, str) else set(expect_state)
-        conditions.append(_instances.c.state.in_(sorted(states)))
+        # str() of an InstanceState is its value: the drivers are given plain strings.
+        conditions.append(_instances.c.state.in_(sorted(str(state) for state in states)))
     if expect_host is not None:
         conditions.append(_instances.c.host == expect_host)
-    if expect_epoch is not None:
-        conditions.append(_instances.c.epoch == expect_epoch)
+    if expect_member_epoch is not None:
+        conditions.append(_instances.c.member_epoch == expect_member_epoch)
     return conditions
 
 
 def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
-                      expect_state: str | Collection[str] | None, expect_host: str | None,
-                      expect_epoch: int | None, node_uuid: str | None = None) -> InstanceRow:
+                      expect_state: ExpectedStates | None, expect_host: str | None,
+                      expect_member_epoch: int | None,
+                      node_uuid: str | None = None) -> InstanceRow:
     """Update the instance if it matches the expectations; the row after, or an error saying
     which expectation failed."""
     try:
         with _transaction(engine, write=True) as conn:
             result = conn.execute(sa.update(_instances).where(
-                *_conditions(uuid, expect_state, expect_host, expect_epoch)).values(**values))
+                *_conditions(uuid, expect_state, expect_host, expect_member_epoch))
+                .values(**values))
             row = _select_instance(conn, uuid)
             if row is None:
                 raise InstanceNotFound(uuid)
             if result.rowcount != 1:
-                expected = {"state": expect_state, "host": expect_host, "epoch": expect_epoch}
+                expected = {"state": None if expect_state is None else _describe(expect_state),
+                            "host": expect_host,
+                            "member epoch": expect_member_epoch}
                 raise InstanceConflict(
                     uuid, ", ".join(f"{k} {v}" for k, v in expected.items() if v is not None),
-                    f"state {row.state}, host {row.host}, epoch {row.epoch}")
+                    f"state {row.state}, host {row.host}, member epoch {row.member_epoch}")
             return _instance_row(row)
     except sa_exc.IntegrityError as error:
         _raise_integrity(error, uuid, node_uuid)
         raise
 
 
-def set_instance_state(engine: Engine, uuid: str, state: str, fault: str | None = None, *,
-                       expect_state: str | Collection[str] | None = None,
+def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
+                       fault: str | None = None, *,
+                       expect_state: ExpectedStates | None = None,
                        expect_host: str | None = None,
-                       expect_epoch: int | None = None) -> InstanceRow:
+                       expect_member_epoch: int | None = None,
+                       release_node: bool = False) -> InstanceRow:
     """Set the instance's state and fault (``fault`` replaces the stored one; None clears it).
 
     With ``expect_*`` it is a compare-and-set: raises :class:`InstanceConflict`
     when the instance is not in one of ``expect_state`` or not held by
-    (``expect_host``, ``expect_epoch``) — how a daemon that lost an instance
-    to a re-homing finds out. DELETED frees the node for another instance.
+    (``expect_host``, ``expect_member_epoch``) — how a daemon that lost an
+    instance to a re-homing finds out. DELETED frees the node for another
+    instance; so does ``release_node``, which empties ``node_uuid`` in the same
+    statement (a failed build gives its node back and keeps its row, in ERROR).
     """
-    _check_state(state)
+    state = _state(state)
     now = models.utcnow()
     values: dict[str, Any] = dict(state=state, fault=fault, updated_at=now)
     if state == models.DELETED:
         values["deleted_at"] = now
-    return _update_expecting(engine, uuid, values, expect_state, expect_host, expect_epoch)
+    if release_node:
+        values["node_uuid"] = None
+    return _update_expecting(engine, uuid, values, expect_state, expect_host,
+                             expect_member_epoch)
 
 
-def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, epoch: int, *,
-                expect_state: str | Collection[str] | None = models.BUILDING) -> InstanceRow:
-    """Schedule the instance on ``node_uuid``, managed by (``host``, ``epoch``). Raises
+def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, member_epoch: int, *,
+                expect_state: ExpectedStates | None = models.BUILDING) -> InstanceRow:
+    """Schedule the instance on ``node_uuid``, managed by (``host``, ``member_epoch``). Raises
     :class:`NodeInUse` if the node already hosts another live instance."""
-    values = dict(node_uuid=node_uuid, host=host, epoch=epoch, updated_at=models.utcnow())
+    values = dict(node_uuid=node_uuid, host=host, member_epoch=member_epoch,
+                  updated_at=models.utcnow())
     return _update_expecting(engine, uuid, values, expect_state, None, None, node_uuid)
 
 
-def rehome_instance(engine: Engine, uuid: str, from_host: str, from_epoch: int,
-                    to_host: str, to_epoch: int) -> bool:
-    """Move a live instance from (``from_host``, ``from_epoch``) to (``to_host``,
-    ``to_epoch``) if it is still held by the former: a compare-and-set, so of two
+def rehome_instance(engine: Engine, uuid: str, from_host: str, from_member_epoch: int,
+                    to_host: str, to_member_epoch: int) -> bool:
+    """Move a live instance from (``from_host``, ``from_member_epoch``) to (``to_host``,
+    ``to_member_epoch``) if it is still held by the former: a compare-and-set, so of two
     racing adopters exactly one gets True."""
     with _transaction(engine, write=True) as conn:
         result = conn.execute(sa.update(_instances).where(
             _instances.c.uuid == uuid, _instances.c.host == from_host,
-            _instances.c.epoch == from_epoch, _instances.c.state != models.DELETED).values(
-            host=to_host, epoch=to_epoch, updated_at=models.utcnow()))
+            _instances.c.member_epoch == from_member_epoch,
+            _instances.c.state != models.DELETED).values(
+            host=to_host, member_epoch=to_member_epoch, updated_at=models.utcnow()))
         return result.rowcount == 1
 
 

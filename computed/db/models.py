@@ -1,16 +1,22 @@
-"""computed's own tables: ``providers`` (issue 5) and ``instances`` (issue 6).
+"""computed's own tables: ``providers`` (the reporter's ordering) and ``instances``.
 
 Owns the schema as SQLAlchemy declarative models; the Alembic migrations in
 ``computed/db/migrations`` must produce exactly this schema (a unit test runs
 autogenerate's compare and expects no difference).
 
 ``providers``: one row per resource provider (= Ironic node) that a reporter
-has applied to Placement, with the (fencing epoch, sequence) of the last
-applied report. A report is applied only when its (epoch, seq) is strictly
-greater, lexicographically, than the stored pair (see
+has applied to Placement, with the (claim epoch, sequence) of the last
+applied report. A report is applied only when its (claim_epoch, seq) is
+strictly greater, lexicographically, than the stored pair (see
 :func:`computed.db.api.apply_report_if_newer`).
 
-``instances``: one row per instance, live or deleted.
+``instances``: one row per instance, live or deleted, with the daemon managing
+it as (host, member epoch).
+
+Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
+znode (new for every claim; the fencing token of reports); a *member epoch* is
+the zxid of a daemon's membership znode (new on every join; instances are
+fenced by it).
 
 At most one live instance per node, enforced by the database. The design must
 work on PostgreSQL, sqlite and MySQL/MariaDB, and MySQL has no partial index,
@@ -28,16 +34,27 @@ MariaDB >= 10.2). Compared with a separate ``node_leases`` table this keeps
 the rule in one row and one statement: there is no lease to forget to
 release, and no second table to keep in step with ``state``.
 
-States are plain strings (validated by :mod:`computed.db.api`, not by a CHECK
-constraint, so adding a state later needs no migration).
+States are the values of :class:`InstanceState`, stored as plain strings
+(validated by :mod:`computed.db.api`, not by a CHECK constraint, so adding a
+state later needs no migration).
 """
 
 from __future__ import annotations
 
 import datetime
+import enum
 
-from sqlalchemy import (BigInteger, Boolean, Computed, DateTime, Index, MetaData, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations can refer to them on every backend.
@@ -53,21 +70,43 @@ UUID_LENGTH = 36
 HOST_LENGTH = 255
 STATE_LENGTH = 16
 
-# Instance states. Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are
-# what a daemon sets before acting on Ironic; whoever owns the instance next finds it there and
-# must resolve it, so none stays transitional after its daemon dies.
-BUILDING = "BUILDING"
-ACTIVE = "ACTIVE"
-STOPPING = "STOPPING"
-STOPPED = "STOPPED"
-STARTING = "STARTING"
-REBOOTING = "REBOOTING"
-ERROR = "ERROR"
-DELETING = "DELETING"
-DELETED = "DELETED"
 
-STATES = frozenset({BUILDING, ACTIVE, STOPPING, STOPPED, STARTING, REBOOTING, ERROR, DELETING,
-                    DELETED})
+class InstanceState(str, enum.Enum):
+    """An instance's state; the value is what the database and the CLI show.
+
+    Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are what a daemon sets
+    before acting on Ironic; whoever owns the instance next finds it there and must resolve it,
+    so none stays transitional after its daemon dies.
+    """
+
+    BUILDING = "BUILDING"
+    ACTIVE = "ACTIVE"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    STARTING = "STARTING"
+    REBOOTING = "REBOOTING"
+    ERROR = "ERROR"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+
+    def __str__(self) -> str:
+        # The value in messages too, as enum.StrEnum (Python >= 3.11; computed runs on 3.10).
+        return self.value
+
+
+# The members by their short names, as the lifecycle reads them (``models.ACTIVE``): the same
+# objects, not a second set of constants.
+BUILDING = InstanceState.BUILDING
+ACTIVE = InstanceState.ACTIVE
+STOPPING = InstanceState.STOPPING
+STOPPED = InstanceState.STOPPED
+STARTING = InstanceState.STARTING
+REBOOTING = InstanceState.REBOOTING
+ERROR = InstanceState.ERROR
+DELETING = InstanceState.DELETING
+DELETED = InstanceState.DELETED
+
+STATES = frozenset(InstanceState)
 TRANSITIONAL_STATES = frozenset({BUILDING, STOPPING, STARTING, REBOOTING, DELETING})
 LIVE_STATES = STATES - {DELETED}
 
@@ -89,9 +128,9 @@ class Provider(Base):
     __tablename__ = "providers"
 
     uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
-    # (epoch, seq) of the last applied report: the claim's fencing epoch, and the report's
-    # sequence number within that epoch.
-    epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # (claim_epoch, seq) of the last applied report: the epoch of the sender's claim on the
+    # node (the fencing token), and the report's sequence number within that claim.
+    claim_epoch: Mapped[int] = mapped_column(BigInteger, nullable=False)
     seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
     host: Mapped[str] = mapped_column(String(HOST_LENGTH), nullable=False)
     # JSON of the provider state last applied; NULL once deleted.
@@ -114,10 +153,11 @@ class Instance(Base):
     # Written by the database only (see the module docstring).
     live_node_uuid: Mapped[str | None] = mapped_column(
         String(UUID_LENGTH), Computed(LIVE_NODE_EXPRESSION, persisted=True), nullable=True)
-    # The daemon that manages the instance, and the fencing epoch of its claim/membership
-    # when it took the instance: re-homing is a compare-and-set on the pair.
+    # The daemon that manages the instance, and its member epoch when it took the instance
+    # (what the claim znode of the node recorded at scheduling, or the adopter's at re-homing):
+    # every write is fenced by the pair, and re-homing is a compare-and-set on it.
     host: Mapped[str | None] = mapped_column(String(HOST_LENGTH), nullable=True)
-    epoch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    member_epoch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     state: Mapped[str] = mapped_column(String(STATE_LENGTH), nullable=False)
     resource_class: Mapped[str] = mapped_column(String(255), nullable=False)
     traits: Mapped[str] = mapped_column(Text, nullable=False)  # JSON list of trait names

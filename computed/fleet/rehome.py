@@ -85,7 +85,7 @@ class Rehomer:
                 continue
             # From the host we saw gone, not the row's host now: the row may have been
             # adopted by someone else since (the compare-and-set then fails, as it should).
-            if db_api.rehome_instance(self._engine, row.uuid, due[node], row.epoch,
+            if db_api.rehome_instance(self._engine, row.uuid, due[node], row.member_epoch,
                                       self._host, member_epoch):
                 LOG.warning("re-homed instance %s on node %s from %s (gone for %.0fs or more) "
                             "to %s", row.uuid, node, row.host, self._grace, self._host)
@@ -113,9 +113,9 @@ def readopt_own(engine: Any, host: str, member_epoch: int) -> list[str]:
     """Move this host's instances from its previous member epochs to the current one."""
     moved = []
     for row in db_api.instances_by_host(engine, host):
-        if row.epoch == member_epoch:
+        if row.member_epoch == member_epoch:
             continue
-        if db_api.rehome_instance(engine, row.uuid, host, row.epoch, host, member_epoch):
+        if db_api.rehome_instance(engine, row.uuid, host, row.member_epoch, host, member_epoch):
             moved.append(row.uuid)
         else:
             LOG.info("instance %s changed hands while %s was away; leaving it", row.uuid, host)

@@ -1,9 +1,10 @@
 """The instance lifecycle, run by the daemon that owns the instance.
 
-Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded it: build,
-delete, reboot, stop, start, and :func:`resume` of an instance found in a transitional state.
+Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded
+it: build, delete, reboot, stop, start, and :func:`resume` of an instance found in a
+transitional state.
 Each is a small function over an :class:`Owner` (the injected collaborators: database engine,
-bare metal driver, Placement adapter, and the daemon's identity ``host`` / member ``epoch``).
+bare metal driver, Placement adapter, and the daemon's identity ``host`` / ``member_epoch``).
 The daemon's RPC endpoint calls them; they block (Ironic is polled), so it runs them in worker
 threads. Nothing here imports eventlet.
 
@@ -24,11 +25,11 @@ so ``delete`` can be repeated.
 
 What the transitions guarantee:
 
-* **Fenced.** Every write is a compare-and-set carrying ``expect_host``/``expect_epoch`` (and
-  the expected state): a daemon that lost the instance (re-homed to another daemon after it
+* **Fenced.** Every write is a compare-and-set carrying ``expect_host``/``expect_member_epoch``
+  (and the expected state): a daemon that lost the instance (re-homed to another daemon after it
   was presumed dead) gets :class:`~computed.db.api.InstanceConflict` on its first write and
   stops; it never overwrites the new owner's state. An operation refuses to start on an
-  instance that is not (host, epoch)'s.
+  instance that is not (host, member epoch)'s.
 * **Never stuck.** The transitional state is written before Ironic is touched and left only
   after Ironic answered, so a daemon dying mid-operation leaves the instance in a transitional
   state, and whoever owns it next calls :func:`resume`, which looks at the node's real state in
@@ -55,13 +56,20 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.instances import scheduler
+from computed.baremetal.driver import (
+    POWER_OFF,
+    POWER_ON,
+    REBOOT,
+    BaremetalDriver,
+    DriverError,
+    Node,
+)
 from computed.db import api as db_api
 from computed.db import models
-from computed.db.api import InstanceConflict, InstanceNotFound, InstanceRow
-from computed.baremetal.driver import (POWER_OFF, POWER_ON, REBOOT, BaremetalDriver, DriverError,
-                             Node)
-from computed.placement.client import PlacementError
+from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
+from computed.db.models import InstanceState
+from computed.placement import allocations
+from computed.placement.http import PlacementError
 
 LOG = logging.getLogger(__name__)
 
@@ -79,15 +87,16 @@ DELETE_FROM = models.LIVE_STATES - {models.DELETING}
 class Owner:
     """The daemon acting on its instances, and what it acts through.
 
-    ``placement`` is a keystoneauth ``Adapter`` for Placement; ``epoch`` the daemon's member
-    epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's claim).
+    ``placement`` is a keystoneauth ``Adapter`` for Placement; ``member_epoch`` the daemon's
+    member epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's
+    claim).
     """
 
     engine: Engine
     driver: BaremetalDriver
     placement: Any
     host: str
-    epoch: int
+    member_epoch: int
     deploy_timeout: float = DEFAULT_DEPLOY_TIMEOUT
     power_timeout: float = DEFAULT_POWER_TIMEOUT
 
@@ -98,7 +107,7 @@ def build(owner: Owner, instance_uuid: str) -> InstanceRow:
     """Deploy a BUILDING instance on its node; the row after (ACTIVE, or ERROR with the fault).
 
     :raises InstanceNotFound: no such instance.
-    :raises InstanceConflict: the instance is not BUILDING, or not (host, epoch)'s: another
+    :raises InstanceConflict: the instance is not BUILDING, or not (host, member epoch)'s: another
         daemon owns it now, or it was deleted meanwhile.
     """
     row = _mine(owner, instance_uuid, {models.BUILDING})
@@ -173,11 +182,11 @@ def resume(owner: Owner, instance_uuid: str) -> InstanceRow:
 
 
 def resume_all(owner: Owner) -> list[InstanceRow]:
-    """:func:`resume` every transitional instance of (host, epoch); the rows after. One
+    """:func:`resume` every transitional instance of (host, member epoch); the rows after. One
     instance failing (a conflict: re-homed meanwhile) does not stop the others."""
     done = []
     for row in db_api.instances_by_host(owner.engine, owner.host):
-        if row.state not in models.TRANSITIONAL_STATES or row.epoch != owner.epoch:
+        if row.state not in models.TRANSITIONAL_STATES or row.member_epoch != owner.member_epoch:
             continue
         try:
             done.append(resume(owner, row.uuid))
@@ -220,7 +229,7 @@ def _fail_build(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
             fault = f'{fault}; node not cleared: {exc.reason}'
             released = False
     try:
-        scheduler.remove_allocation(owner.placement, row.uuid)
+        allocations.remove(owner.placement, row.uuid)
     except PlacementError as exc:
         LOG.error('instance %s: allocation not removed after a failed build: %s', row.uuid, exc)
         fault = f'{fault}; allocation not removed: {exc}'
@@ -238,14 +247,14 @@ def _finish_delete(owner: Owner, row: InstanceRow) -> InstanceRow:
                       exc)
             return _set_error(owner, row.uuid, f'delete failed: {exc.reason}',
                               expect=models.DELETING)
-    scheduler.remove_allocation(owner.placement, row.uuid)
+    allocations.remove(owner.placement, row.uuid)
     return _set(owner, row.uuid, models.DELETED, expect=models.DELETING)
 
 
 # -- power ----------------------------------------------------------------------------------
 
-def _power_action(owner: Owner, instance_uuid: str, allowed: frozenset[str],
-                  transitional: str, target: str) -> InstanceRow:
+def _power_action(owner: Owner, instance_uuid: str, allowed: frozenset[InstanceState],
+                  transitional: InstanceState, target: str) -> InstanceRow:
     row = _get(owner, instance_uuid)
     _check_owner(owner, row)
     row = _set(owner, instance_uuid, transitional, expect=allowed)
@@ -294,13 +303,13 @@ def _get(owner: Owner, instance_uuid: str) -> InstanceRow:
 
 
 def _check_owner(owner: Owner, row: InstanceRow) -> None:
-    if (row.host, row.epoch) != (owner.host, owner.epoch):
-        raise InstanceConflict(row.uuid, f'host {owner.host}, epoch {owner.epoch}',
-                               f'host {row.host}, epoch {row.epoch}')
+    if (row.host, row.member_epoch) != (owner.host, owner.member_epoch):
+        raise InstanceConflict(row.uuid, f'host {owner.host}, member epoch {owner.member_epoch}',
+                               f'host {row.host}, member epoch {row.member_epoch}')
 
 
-def _mine(owner: Owner, instance_uuid: str, states: set[str]) -> InstanceRow:
-    """The instance, if it is (host, epoch)'s and in one of ``states``."""
+def _mine(owner: Owner, instance_uuid: str, states: set[InstanceState]) -> InstanceRow:
+    """The instance, if it is (host, member epoch)'s and in one of ``states``."""
     row = _get(owner, instance_uuid)
     _check_owner(owner, row)
     if row.state not in states:
@@ -309,20 +318,17 @@ def _mine(owner: Owner, instance_uuid: str, states: set[str]) -> InstanceRow:
     return row
 
 
-def _set(owner: Owner, instance_uuid: str, state: str, *, expect: Any,
-         fault: str | None = None) -> InstanceRow:
+def _set(owner: Owner, instance_uuid: str, state: InstanceState, *, expect: ExpectedStates,
+         fault: str | None = None, release_node: bool = False) -> InstanceRow:
     return db_api.set_instance_state(owner.engine, instance_uuid, state, fault,
                                      expect_state=expect, expect_host=owner.host,
-                                     expect_epoch=owner.epoch)
+                                     expect_member_epoch=owner.member_epoch,
+                                     release_node=release_node)
 
 
-def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: Any,
+def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: ExpectedStates,
                release_node: bool = False) -> InstanceRow:
     """ERROR with ``fault``; ``release_node`` also empties ``node_uuid`` (same fenced
     statement), freeing the node for the next instance."""
-    if not release_node:
-        return _set(owner, instance_uuid, models.ERROR, expect=expect, fault=fault)
-    # One statement, fenced like every other; computed.db.api has no public form of it yet.
-    values = dict(state=models.ERROR, fault=fault, node_uuid=None, updated_at=models.utcnow())
-    return db_api._update_expecting(owner.engine, instance_uuid, values, expect, owner.host,
-                                    owner.epoch)
+    return _set(owner, instance_uuid, models.ERROR, expect=expect, fault=fault,
+                release_node=release_node)

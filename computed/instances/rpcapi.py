@@ -8,13 +8,14 @@ carry stale state). All are casts: the daemon records progress and the outcome i
 instance row, which callers poll.
 
 :class:`ServerAPI` is the whole build/operate path as a library (what ``computed-manage
-server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's *current*
-host as the database says, so an instance re-homed since it was built is routed to its new
-owner.
+server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's
+*current* host as the database says, so an instance re-homed since it was built is routed to
+its new owner.
 
 Guarantees: a cast is only sent after the instance row exists (a daemon receiving
 ``build_instance`` always finds its instance); a lost cast leaves a BUILDING (or unchanged)
-instance that the owner's :func:`computed.instances.lifecycle.resume_all` re-drives, so nothing is lost.
+instance that the owner's :func:`computed.instances.lifecycle.resume_all` re-drives, so nothing
+is lost.
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.runtime import rpc
-
-from computed.instances import scheduler
 from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceNotFound, InstanceRow
+from computed.instances import scheduler
+from computed.runtime import rpc
 
 TOPIC = 'computed'
 VERSION = '1.0'
@@ -111,12 +111,12 @@ class ServerAPI:
         return row
 
     def get(self, instance_uuid: str) -> InstanceRow:
-        row = db_api.get_instance(self._engine, scheduler._check_uuid(instance_uuid))
+        row = db_api.get_instance(self._engine, scheduler.check_uuid(instance_uuid))
         if row is None:
             raise InstanceNotFound(instance_uuid)
         return row
 
-    def wait(self, instance_uuid: str, states: Iterable[str] = BUILD_DONE,
+    def wait(self, instance_uuid: str, states: Iterable[models.InstanceState] = BUILD_DONE,
              timeout: float = 600.0, interval: float = 0.2) -> InstanceRow:
         """Poll the database until the instance is in one of ``states``; the row (raises
         TimeoutError naming the instance and its last state)."""

@@ -1,16 +1,17 @@
 """Scheduling a new instance: a node from Placement, its allocation, the instance row.
 
-Owns the build API's placement part and the instance allocations in Placement (claim one node's
-resource class for a consumer = instance uuid, remove it). It runs in any process (the CLI, an
-API service); nothing here talks to Ironic or casts RPC.
+Owns the scheduling decisions of the build API: which resource class and traits a request
+means, which candidate node to try next, and when to give up. It runs in any process (the CLI,
+an API service); nothing here talks to Ironic or casts RPC, and the Placement requests are
+:mod:`computed.placement.allocations`'.
 
-:func:`schedule` asks ``GET /allocation_candidates`` for the class (and required traits), tries
-the candidates in random order (so concurrent builds spread instead of all fighting for the
-first), and for each: claims it with ``PUT /allocations/{instance}`` (a 409 means another build
-took it: next candidate), finds the node's current owner in ZooKeeper (``owner_of``), and records
-the instance (BUILDING, node, owner host, owner's member epoch). If the database refuses the node
-(:class:`~computed.db.api.NodeInUse`: a live instance holds it, e.g. one in ERROR that kept its
-node) the allocation is removed and the next candidate tried.
+:func:`schedule` asks Placement for the allocation candidates of the class (and required
+traits), tries them in random order (so concurrent builds spread instead of all fighting for
+the first), and for each: claims it with an allocation for the instance (refused when another
+build took it: next candidate), finds the node's current owner in ZooKeeper (``owner_of``), and
+records the instance (BUILDING, node, owner host, owner's member epoch). If the database refuses
+the node (:class:`~computed.db.api.NodeInUse`: a live instance holds it, e.g. one in ERROR that
+kept its node) the allocation is removed and the next candidate tried.
 
 Guarantees:
 
@@ -34,20 +35,19 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from keystoneauth1 import exceptions as ks_exc
 from sqlalchemy.engine import Engine
 
-from computed.fleet.claims import claims_path
 from computed.db import api as db_api
-from computed.placement.client import PlacementError, PlacementUnavailable, _code, _detail
+from computed.fleet.claims import claims_path
+from computed.placement import allocations
+from computed.placement.http import PlacementError
 from computed.providers.state import is_custom_name, is_trait_name, normalise_resource_class
 
 LOG = logging.getLogger(__name__)
 
-MICROVERSION = '1.39'
+#: The project and user of the allocations computed writes.
 DEFAULT_PROJECT = 'computed'
 DEFAULT_USER = 'computed'
-CONSUMER_TYPE = 'INSTANCE'
 DEFAULT_CANDIDATES = 50
 #: How many times to ask Placement again when every candidate was taken meanwhile.
 CANDIDATE_ROUNDS = 5
@@ -86,7 +86,8 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
              owner_of: OwnerOf, project_id: str = DEFAULT_PROJECT,
              user_id: str = DEFAULT_USER, limit: int = DEFAULT_CANDIDATES,
              rand: random.Random | None = None) -> db_api.InstanceRow:
-    """Place a new instance on a free node; the BUILDING instance row (node, host, epoch set).
+    """Place a new instance on a free node; the BUILDING instance row (node, host and
+    member_epoch set).
 
     ``placement`` is a keystoneauth ``Adapter`` for Placement. ``instance_uuid`` defaults to a
     new uuid. The caller casts the build to ``row.host`` afterwards.
@@ -98,7 +99,7 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
     """
     rc = placement_class(resource_class)
     traits = tuple(sorted(set(traits)))
-    instance_uuid = _check_uuid(instance_uuid or str(uuidlib.uuid4()))
+    instance_uuid = check_uuid(instance_uuid or str(uuidlib.uuid4()))
     for trait in traits:
         if not is_trait_name(trait):
             raise BadRequest(f'not a trait name: {trait!r}')
@@ -109,7 +110,8 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
         # Concurrent builds get the same first candidates from Placement: when all of ours
         # were taken meanwhile, ask again (Placement no longer lists the allocated ones)
         # rather than refuse while free nodes remain.
-        nodes = [node for node in candidates(placement, rc, traits, limit) if node not in tried]
+        nodes = [node for node in _candidates(placement, rc, traits, limit)
+                 if node not in tried]
         if not nodes:
             break
         (rand or random).shuffle(nodes)
@@ -128,7 +130,8 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
               image: str | None, instance_uuid: str, owner_of: OwnerOf, project_id: str,
               user_id: str) -> db_api.InstanceRow | None:
     """The instance on ``node``, or None (and no allocation left) if the node cannot take it."""
-    if not put_allocation(placement, instance_uuid, node, rc, project_id, user_id):
+    if not allocations.put(placement, instance_uuid, node, rc, project_id=project_id,
+                           user_id=user_id):
         LOG.info('instance %s: node %s taken meanwhile, next candidate', instance_uuid, node)
         return None
     try:
@@ -136,72 +139,31 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
         if owner is None:
             LOG.info('instance %s: node %s has no owner daemon now, next candidate',
                      instance_uuid, node)
-            remove_allocation(placement, instance_uuid)
+            allocations.remove(placement, instance_uuid)
             return None
-        host, epoch = owner
+        host, member_epoch = owner
         return db_api.create_instance(engine, instance_uuid, rc, node_uuid=node, host=host,
-                                      epoch=epoch, traits=traits, image=image)
+                                      member_epoch=member_epoch, traits=traits, image=image)
     except db_api.NodeInUse:
         LOG.info('instance %s: node %s hosts a live instance, next candidate', instance_uuid,
                  node)
-        remove_allocation(placement, instance_uuid)
+        allocations.remove(placement, instance_uuid)
         return None
     except BaseException:
-        remove_allocation(placement, instance_uuid)
+        allocations.remove(placement, instance_uuid)
         raise
 
 
-def candidates(placement: Any, rc: str, traits: Iterable[str] = (),
-               limit: int = DEFAULT_CANDIDATES) -> list[str]:
-    """Provider uuids able to take one unit of ``rc`` with ``traits`` (Placement's order)."""
-    params = {'resources': f'{rc}:1', 'limit': str(limit)}
-    traits = list(traits)
-    if traits:
-        params['required'] = ','.join(traits)
-    query = '&'.join(f'{key}={value}' for key, value in params.items())
-    resp = _request(placement, 'GET', f'/allocation_candidates?{query}', None)
-    if resp.status_code == 400:
+def _candidates(placement: Any, rc: str, traits: tuple[str, ...], limit: int) -> list[str]:
+    """The candidate nodes; a request Placement refuses (unknown class or trait) is ours."""
+    try:
+        return allocations.candidates(placement, rc, traits, limit=limit)
+    except PlacementError as exc:
+        if exc.status != 400:
+            raise
         raise BadRequest(f'Placement refused {rc}'
                          + (f" with {','.join(traits)}" if traits else '')
-                         + f': {_detail(resp)}')
-    body = _body(resp, None, 'allocation candidates')
-    nodes = []
-    for request in body.get('allocation_requests', []):
-        for provider in request.get('allocations', {}):
-            if provider not in nodes:
-                nodes.append(provider)
-    return nodes
-
-
-def put_allocation(placement: Any, instance_uuid: str, node: str, rc: str,
-                   project_id: str = DEFAULT_PROJECT, user_id: str = DEFAULT_USER) -> bool:
-    """Allocate one ``rc`` on ``node`` to the instance; False when Placement says the node
-    has no capacity left (or the consumer changed meanwhile)."""
-    body = {'allocations': {node: {'resources': {rc: 1}}}, 'consumer_generation': None,
-            'project_id': project_id, 'user_id': user_id, 'consumer_type': CONSUMER_TYPE}
-    resp = _request(placement, 'PUT', f'/allocations/{instance_uuid}', body)
-    if resp.status_code == 204:
-        return True
-    if resp.status_code == 409:
-        return False
-    raise _error(instance_uuid, f'allocate {rc} on {node}', resp)
-
-
-def remove_allocation(placement: Any, instance_uuid: str) -> bool:
-    """Remove every allocation of the instance; True if there was one (idempotent)."""
-    resp = _request(placement, 'DELETE', f'/allocations/{instance_uuid}', None)
-    if resp.status_code == 204:
-        return True
-    if resp.status_code == 404:
-        return False
-    raise _error(instance_uuid, 'remove allocations', resp)
-
-
-def allocations(placement: Any, instance_uuid: str) -> dict[str, Any]:
-    """``{provider uuid: {resources}}`` the instance holds (empty if none)."""
-    resp = _request(placement, 'GET', f'/allocations/{instance_uuid}', None)
-    body = _body(resp, instance_uuid, 'read allocations')
-    return {rp: alloc.get('resources', {}) for rp, alloc in body.get('allocations', {}).items()}
+                         + f': {exc.detail}') from None
 
 
 def zookeeper_owner(client: Any, root: str) -> OwnerOf:
@@ -223,44 +185,9 @@ def zookeeper_owner(client: Any, root: str) -> OwnerOf:
     return owner_of
 
 
-# -- plumbing -------------------------------------------------------------------------------
-
-def _check_uuid(value: str) -> str:
+def check_uuid(value: str) -> str:
+    """``value`` as a canonical uuid string; :class:`BadRequest` when it is not one."""
     try:
         return str(uuidlib.UUID(value))
     except (ValueError, AttributeError, TypeError):
         raise BadRequest(f'not a uuid: {value!r}') from None
-
-
-def _request(placement: Any, method: str, url: str, body: Any) -> Any:
-    kwargs: dict[str, Any] = {
-        'headers': {'OpenStack-API-Version': f'placement {MICROVERSION}',
-                    'Accept': 'application/json'},
-        'raise_exc': False}
-    if body is not None:
-        kwargs['json'] = body
-    try:
-        resp = placement.request(url, method, **kwargs)
-    except (ks_exc.ConnectionError, ks_exc.RequestTimeout, ks_exc.DiscoveryFailure) as exc:
-        raise PlacementUnavailable(None, f'{method} {url}', detail=str(exc)) from None
-    if resp.status_code >= 500:
-        raise _error(None, f'{method} {url}', resp)
-    return resp
-
-
-def _error(consumer: str | None, what: str, resp: Any) -> PlacementError:
-    cls = PlacementUnavailable if resp.status_code >= 500 else PlacementError
-    return cls(None, f'{what} (consumer {consumer})' if consumer else what,
-               status=resp.status_code, code=_code(resp), detail=_detail(resp))
-
-
-def _body(resp: Any, consumer: str | None, what: str) -> dict[str, Any]:
-    if resp.status_code != 200:
-        raise _error(consumer, what, resp)
-    try:
-        body = resp.json()
-    except ValueError:
-        raise PlacementError(None, what, status=200, detail='answer is not JSON') from None
-    if not isinstance(body, dict):
-        raise PlacementError(None, what, status=200, detail='answer is not an object')
-    return body

@@ -1,21 +1,22 @@
 """The daemon's instance worker: the RPC endpoint that runs instance operations on owned nodes.
 
-Owns the server side of :mod:`computed.instances.rpcapi` (topic ``computed``, one queue per host):
-``build_instance``, ``delete_instance``, ``reboot_instance``, ``stop_instance`` and
+Owns the server side of :mod:`computed.instances.rpcapi` (topic ``computed``, one queue per
+host): ``build_instance``, ``delete_instance``, ``reboot_instance``, ``stop_instance`` and
 ``start_instance``, each with an ``instance_uuid``. The calls are casts: the endpoint validates
 the uuid, queues the operation and returns; a pool of worker threads runs the operations of
 :mod:`computed.instances.lifecycle`, which block while Ironic works.
 
 Guarantees:
 
-* An operation runs only through :meth:`computed.fleet.reconciler.Fleet.act`, i.e. while this daemon holds
-  the claim on the instance's node and its fence allows acting. A node can be sticky to this
-  daemon before its claim is taken (a build cast right after scheduling, an instance just
-  re-homed): the worker waits for the claim up to ``claim_wait`` seconds, then leaves the
-  instance to :meth:`resume_all`, which the daemon runs after every (re)join and adoption.
+* An operation runs only through :meth:`computed.fleet.reconciler.Fleet.act`, i.e. while this
+  daemon holds the claim on the instance's node and its fence allows acting. A node can be
+  sticky to this daemon before its claim is taken (a build cast right after scheduling, an
+  instance just re-homed): the worker waits for the claim up to ``claim_wait`` seconds, then
+  leaves the instance to :meth:`resume_all`, which the daemon runs after every (re)join and
+  adoption.
 * Every database write of an operation is a compare-and-set on (host, member epoch)
-  (:mod:`computed.instances.lifecycle`), so an operation started by a daemon that lost the instance stops at
-  its first write.
+  (:mod:`computed.instances.lifecycle`), so an operation started by a daemon that lost the
+  instance stops at its first write.
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
 * A malformed request (not a uuid) is logged and dropped; an operation that fails is logged with
@@ -28,12 +29,13 @@ import logging
 import threading
 import time
 import uuid as uuid_lib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
-from computed.instances import lifecycle
 from computed.db import api as db_api
 from computed.db import models
+from computed.instances import lifecycle
 
 LOG = logging.getLogger(__name__)
 
@@ -133,7 +135,7 @@ class InstanceWorker:
     def _resume_all(self) -> None:
         owner = self._owner()
         for row in db_api.instances_by_host(owner.engine, owner.host):
-            if row.epoch != owner.epoch or row.node_uuid is None:
+            if row.member_epoch != owner.member_epoch or row.node_uuid is None:
                 continue
             if row.state not in models.TRANSITIONAL_STATES:
                 continue

@@ -1,1 +1,2 @@
-"""OpenStack Placement: the HTTP client computed writes providers through."""
+"""OpenStack Placement: the resource providers computed reports (:mod:`.client`), the
+instances' allocations (:mod:`.allocations`), both through one HTTP layer (:mod:`.http`)."""

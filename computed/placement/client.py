@@ -1,8 +1,9 @@
 """Writing provider states to OpenStack Placement, with few requests.
 
-Owns every HTTP request computed makes to Placement, through a keystoneauth1
-``Adapter`` the caller configures (``computed.runtime.keystone.load_adapter(conf,
-"placement")``). Guarantees:
+Owns the resource providers computed reports: their inventory, custom resource
+classes and traits. Requests go through the HTTP layer every Placement request
+shares (:mod:`computed.placement.http`: microversion, errors); instance
+allocations are :mod:`computed.placement.allocations`'. Guarantees:
 
 * :meth:`PlacementClient.apply` makes Placement hold a
   :class:`computed.providers.state.ProviderState` (provider, custom resource class,
@@ -16,9 +17,10 @@ Owns every HTTP request computed makes to Placement, through a keystoneauth1
   against Placement's will: it is kept beside the new class, logged, and
   removed by a later apply that finds it free (a cache miss or ``verify``).
 * :meth:`PlacementClient.delete` never deletes a provider with allocations.
-* Errors are :class:`PlacementError` (a refusal: 4xx, bad answer) or
-  :class:`PlacementUnavailable` (connection failure, timeout, 5xx: retry
-  later), each naming the provider; no 4xx is swallowed.
+* Errors are :class:`~computed.placement.http.PlacementError` (a refusal:
+  4xx, bad answer) or :class:`~computed.placement.http.PlacementUnavailable`
+  (connection failure, timeout, 5xx: retry later), each naming the provider;
+  no 4xx is swallowed.
 * Thread-safe: calls for one provider are serialised, calls for different
   providers run in parallel. No eventlet here.
 """
@@ -26,15 +28,16 @@ Owns every HTTP request computed makes to Placement, through a keystoneauth1
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import threading
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from keystoneauth1 import exceptions as ks_exc
-
-from computed.providers.state import (InvalidProvider, ProviderState, inventory,
-                               is_custom_name)
+from computed.placement import http
+from computed.placement.http import PlacementError
+from computed.providers.state import InvalidProvider, ProviderState, inventory, is_custom_name
 
 LOG = logging.getLogger(__name__)
 
@@ -46,36 +49,16 @@ PROVIDER_IN_USE = 'placement.resource_provider.inuse'
 _INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit',
                      'step_size', 'allocation_ratio')
 _LOCK_STRIPES = 64
-_DETAIL_CHARS = 300
 
 
-class PlacementError(Exception):
-    """Placement refused a request or answered something unusable.
+class DeleteOutcome(enum.Enum):
+    """What :meth:`PlacementClient.delete` did."""
 
-    ``uuid`` is the provider the request was about (None for requests about
-    no single provider); ``status`` the HTTP status (None without a
-    response); ``code`` Placement's error code (``placement.*``) when given.
-    """
-
-    def __init__(self, uuid: str | None, what: str, status: int | None = None,
-                 code: str | None = None, detail: str = ''):
-        summary = what
-        if status is not None:
-            summary += f': HTTP {status}'
-        if code:
-            summary += f' {code}'
-        if detail:
-            summary += f': {detail}'
-        super().__init__(f'provider {uuid or "-"}: {summary}')
-        self.uuid = uuid
-        self.what = what
-        self.status = status
-        self.code = code
-        self.detail = detail
-
-
-class PlacementUnavailable(PlacementError):
-    """Placement could not be reached or failed (5xx): worth retrying."""
+    DELETED = 'deleted'
+    #: There was no such provider.
+    ABSENT = 'absent'
+    #: It has allocations, so it was not deleted (logged with the consumers).
+    KEPT = 'kept'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,25 +92,21 @@ class PlacementClient:
     conflicts (or a provider deleted under our feet).
     """
 
-    def __init__(self, adapter: Any, microversion: str = '1.39',
+    def __init__(self, adapter: Any, microversion: str = http.MICROVERSION,
                  max_attempts: int = 5):
-        self._adapter = adapter
-        self._headers = {'OpenStack-API-Version': f'placement {microversion}',
-                         'Accept': 'application/json'}
+        self._http = http.PlacementHTTP(adapter, microversion)
         self._max_attempts = max_attempts
         self._cache: dict[str, _Entry] = {}
         self._cache_lock = threading.Lock()
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._known_names: set[str] = set()
-        self._count_lock = threading.Lock()
-        self._requests = 0
 
     # -- public API ---------------------------------------------------------
 
     @property
     def request_count(self) -> int:
         """HTTP requests sent so far (for measurements and tests)."""
-        return self._requests
+        return self._http.request_count
 
     def apply(self, state: ProviderState, verify: bool = False,
               assume_new: bool = False) -> bool:
@@ -165,33 +144,29 @@ class PlacementClient:
                                  detail=f'still conflicting after '
                                  f'{self._max_attempts} attempts')
 
-    def delete(self, uuid: str) -> str:
-        """Delete the provider unless it has allocations.
-
-        :returns: ``"deleted"``, ``"absent"`` (there was no such provider)
-            or ``"kept"`` (it has allocations; logged with the consumers).
-        """
+    def delete(self, uuid: str) -> DeleteOutcome:
+        """Delete the provider unless it has allocations."""
         with self._lock_for(uuid):
             consumers = self._allocations(uuid)
             if consumers is None:
                 self._forget(uuid)
-                return 'absent'
+                return DeleteOutcome.ABSENT
             if consumers:
                 LOG.warning('provider %s kept: it has allocations of '
                             'consumer(s) %s', uuid, ', '.join(sorted(consumers)))
-                return 'kept'
-            resp = self._request('DELETE', f'/resource_providers/{uuid}', uuid)
+                return DeleteOutcome.KEPT
+            resp = self._http.request('DELETE', f'/resource_providers/{uuid}', uuid)
             self._forget(uuid)
             if resp.status_code == 204:
-                return 'deleted'
+                return DeleteOutcome.DELETED
             if resp.status_code == 404:
-                return 'absent'
-            if resp.status_code == 409 and _code(resp) == PROVIDER_IN_USE:
+                return DeleteOutcome.ABSENT
+            if resp.status_code == 409 and http.error_code(resp) == PROVIDER_IN_USE:
                 # An allocation arrived between our check and the delete.
                 LOG.warning('provider %s kept: allocations appeared while '
                             'deleting it', uuid)
-                return 'kept'
-            raise _error(uuid, 'delete provider', resp)
+                return DeleteOutcome.KEPT
+            raise http.error(uuid, 'delete provider', resp)
 
     def has_allocations(self, uuid: str) -> bool:
         """Whether any consumer holds allocations on the provider."""
@@ -200,10 +175,10 @@ class PlacementClient:
     def read(self, uuid: str) -> ProviderView | None:
         """What Placement holds for ``uuid`` (three GETs), None if absent."""
         for _ in range(self._max_attempts):
-            resp = self._request('GET', f'/resource_providers/{uuid}', uuid)
+            resp = self._http.request('GET', f'/resource_providers/{uuid}', uuid)
             if resp.status_code == 404:
                 return None
-            body = _json(uuid, 'read provider', resp)
+            body = http.json_body(uuid, 'read provider', resp)
             view = self._read_view(uuid)
             if view is None:
                 return None
@@ -277,10 +252,10 @@ class PlacementClient:
 
     def _create(self, state: ProviderState) -> ProviderView:
         uuid = state.uuid
-        resp = self._request('POST', '/resource_providers', uuid,
+        resp = self._http.request('POST', '/resource_providers', uuid,
                              {'uuid': uuid, 'name': state.name})
         if resp.status_code == 200:
-            body = _json(uuid, 'create provider', resp)
+            body = http.json_body(uuid, 'create provider', resp)
             return ProviderView(uuid, body['generation'], {}, (),
                                 body.get('name'))
         if resp.status_code == 409:
@@ -289,14 +264,14 @@ class PlacementClient:
             view = self._read_view(uuid)
             if view is not None:
                 return view
-        raise _error(uuid, 'create provider', resp)
+        raise http.error(uuid, 'create provider', resp)
 
     def _rename(self, view: ProviderView, name: str) -> ProviderView:
         uuid = view.uuid
-        resp = self._request('PUT', f'/resource_providers/{uuid}', uuid,
+        resp = self._http.request('PUT', f'/resource_providers/{uuid}', uuid,
                              {'name': name})
         self._check_write(uuid, 'rename provider', resp)
-        body = _json(uuid, 'rename provider', resp)
+        body = http.json_body(uuid, 'rename provider', resp)
         return dataclasses.replace(view, name=name,
                                    generation=body['generation'])
 
@@ -306,7 +281,7 @@ class PlacementClient:
         uuid = state.uuid
         self._ensure_name('resource_classes', state.resource_class, uuid)
         resp = self._write_inventory(view, wanted)
-        if resp.status_code == 409 and _code(resp) == INVENTORY_IN_USE:
+        if resp.status_code == 409 and http.error_code(resp) == INVENTORY_IN_USE:
             # Placement refuses to drop a class with allocations (the
             # resource class of the node changed under an instance): keep
             # those classes as they are, and retry their removal later.
@@ -325,13 +300,13 @@ class PlacementClient:
             self._known_names.discard(f'resource_classes/'
                                       f'{state.resource_class}')
         self._check_write(uuid, 'set inventory', resp)
-        body = _json(uuid, 'set inventory', resp)
+        body = http.json_body(uuid, 'set inventory', resp)
         return (dataclasses.replace(
             view, generation=body['resource_provider_generation'],
             inventories=body['inventories']), leftovers)
 
     def _write_inventory(self, view: ProviderView, wanted: dict[str, Any]):
-        return self._request(
+        return self._http.request(
             'PUT', f'/resource_providers/{view.uuid}/inventories', view.uuid,
             {'resource_provider_generation': view.generation,
              'inventories': wanted})
@@ -342,12 +317,12 @@ class PlacementClient:
         for trait in state.traits:
             if is_custom_name(trait):
                 self._ensure_name('traits', trait, uuid)
-        resp = self._request(
+        resp = self._http.request(
             'PUT', f'/resource_providers/{uuid}/traits', uuid,
             {'resource_provider_generation': view.generation,
              'traits': list(state.traits)})
         self._check_write(uuid, 'set traits', resp)
-        body = _json(uuid, 'set traits', resp)
+        body = http.json_body(uuid, 'set traits', resp)
         return dataclasses.replace(
             view, generation=body['resource_provider_generation'],
             traits=tuple(sorted(body['traits'])))
@@ -359,35 +334,35 @@ class PlacementClient:
         key = f'{kind}/{name}'
         if key in self._known_names:
             return
-        resp = self._request('PUT', f'/{key}', uuid)
+        resp = self._http.request('PUT', f'/{key}', uuid)
         if resp.status_code not in (201, 204):
-            raise _error(uuid, f'create {kind} {name}', resp)
+            raise http.error(uuid, f'create {kind} {name}', resp)
         self._known_names.add(key)
 
     def _check_write(self, uuid: str, what: str, resp: Any) -> None:
         if resp.status_code == 200:
             return
-        if resp.status_code == 409 and _code(resp) == CONCURRENT_UPDATE:
+        if resp.status_code == 409 and http.error_code(resp) == CONCURRENT_UPDATE:
             raise _Retry('generation conflict')
         if resp.status_code == 404:
             raise _Retry('provider deleted meanwhile')
-        raise _error(uuid, what, resp)
+        raise http.error(uuid, what, resp)
 
     # -- reads --------------------------------------------------------------
 
     def _read_view(self, uuid: str) -> ProviderView | None:
         """Inventories and traits, with one generation; None if absent."""
         for _ in range(self._max_attempts):
-            inv = self._request(
+            inv = self._http.request(
                 'GET', f'/resource_providers/{uuid}/inventories', uuid)
             if inv.status_code == 404:
                 return None
-            inv_body = _json(uuid, 'read inventory', inv)
-            trt = self._request('GET', f'/resource_providers/{uuid}/traits',
+            inv_body = http.json_body(uuid, 'read inventory', inv)
+            trt = self._http.request('GET', f'/resource_providers/{uuid}/traits',
                                 uuid)
             if trt.status_code == 404:
                 return None
-            trt_body = _json(uuid, 'read traits', trt)
+            trt_body = http.json_body(uuid, 'read traits', trt)
             generation = inv_body['resource_provider_generation']
             # A write between the two GETs: read again for one snapshot.
             if trt_body['resource_provider_generation'] == generation:
@@ -399,44 +374,19 @@ class PlacementClient:
 
     def _allocations(self, uuid: str) -> dict[str, Any] | None:
         """Consumer uuid -> allocation on the provider; None if absent."""
-        resp = self._request(
+        resp = self._http.request(
             'GET', f'/resource_providers/{uuid}/allocations', uuid)
         if resp.status_code == 404:
             return None
-        return _json(uuid, 'read allocations', resp)['allocations']
+        return http.json_body(uuid, 'read allocations', resp)['allocations']
 
     def _classes_in_use(self, uuid: str) -> set[str]:
-        resp = self._request('GET', f'/resource_providers/{uuid}/usages',
+        resp = self._http.request('GET', f'/resource_providers/{uuid}/usages',
                              uuid)
-        usages = _json(uuid, 'read usages', resp)['usages']
+        usages = http.json_body(uuid, 'read usages', resp)['usages']
         return {rc for rc, used in usages.items() if used}
 
     # -- plumbing -----------------------------------------------------------
-
-    def _request(self, method: str, url: str, uuid: str | None,
-                 body: Any = None) -> Any:
-        with self._count_lock:
-            self._requests += 1
-        kwargs: dict[str, Any] = {'headers': self._headers,
-                                  'raise_exc': False}
-        if body is not None:
-            kwargs['json'] = body
-        try:
-            resp = self._adapter.request(url, method, **kwargs)
-        except (ks_exc.ConnectionError, ks_exc.RequestTimeout,
-                ks_exc.DiscoveryFailure) as exc:
-            raise PlacementUnavailable(uuid, f'{method} {url}',
-                                       detail=_short(str(exc)))
-        except ks_exc.ClientException as exc:
-            # Raised by authentication (Keystone), not by Placement.
-            status = getattr(exc, 'http_status', None)
-            cls = (PlacementUnavailable if status and status >= 500
-                   else PlacementError)
-            raise cls(uuid, f'{method} {url}', status=status,
-                      detail=_short(str(exc)))
-        if resp.status_code >= 500:
-            raise _error(uuid, f'{method} {url}', resp)
-        return resp
 
     def _lock_for(self, uuid: str) -> threading.Lock:
         return self._locks[zlib.crc32(uuid.encode()) % _LOCK_STRIPES]
@@ -478,42 +428,3 @@ def _same_inventories(have: Mapping[str, Mapping[str, Any]],
         return False
     return all(have[rc].get(f) == want[rc].get(f)
                for rc in want for f in _INVENTORY_FIELDS)
-
-
-def _code(resp: Any) -> str | None:
-    try:
-        return resp.json()['errors'][0].get('code')
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return None
-
-
-def _detail(resp: Any) -> str:
-    try:
-        return _short(resp.json()['errors'][0].get('detail') or '')
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return _short(getattr(resp, 'text', '') or '')
-
-
-def _short(text: str) -> str:
-    text = ' '.join(text.split())
-    return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + '…'
-
-
-def _error(uuid: str | None, what: str, resp: Any) -> PlacementError:
-    cls = PlacementUnavailable if resp.status_code >= 500 else PlacementError
-    return cls(uuid, what, status=resp.status_code, code=_code(resp),
-               detail=_detail(resp))
-
-
-def _json(uuid: str, what: str, resp: Any) -> dict[str, Any]:
-    if resp.status_code != 200:
-        raise _error(uuid, what, resp)
-    try:
-        body = resp.json()
-    except ValueError:
-        raise PlacementError(uuid, what, status=resp.status_code,
-                             detail='answer is not JSON')
-    if not isinstance(body, dict):
-        raise PlacementError(uuid, what, status=resp.status_code,
-                             detail='answer is not a JSON object')
-    return body

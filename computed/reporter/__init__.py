@@ -1,1 +1,2 @@
-"""The reporter: applies the daemons' provider reports to Placement, ordered and fenced."""
+"""The reporter: applies the daemons' provider reports to Placement, ordered and fenced
+(:mod:`.applier`), behind an RPC endpoint (:mod:`.endpoint`)."""

@@ -1,21 +1,25 @@
 """The reporter: applies provider reports from the daemons to Placement, in order, fenced.
 
 Owns the write path to Placement. Any number of ``computed-reporter`` replicas consume one RPC
-topic; each call carries a batch of :class:`computed.providers.report.Report` from one daemon and returns an
-outcome per report. For each report, in this order:
+topic (:mod:`computed.reporter.endpoint`); each call carries a batch of
+:class:`computed.providers.report.Report` from one daemon, which :meth:`ReportApplier.apply`
+answers with an outcome per report. For each report, in this order:
 
 1. **Validate** it (:meth:`Report.from_dict`, :meth:`ProviderState.from_dict`): a malformed report
    is logged and answered ``invalid``, never retried, never fatal to the worker.
-2. **Fence** it: the sender must still hold the claim on the node *with that epoch* (the claim
-   znode's creation zxid, read from ZooKeeper). A report from a daemon that lost its claim (a
-   partition, a long pause, a handover) is answered ``fenced`` and not applied.
+2. **Fence** it: the sender must still hold the claim on the node *with that claim epoch* (the
+   claim znode's creation zxid, read from ZooKeeper by :class:`ClaimReader`). A report from a
+   daemon that lost its claim (a partition, a long pause, a handover) is answered ``fenced`` and
+   not applied.
 3. **Order** it: in one database transaction that locks the provider's row, a report is applied
-   only if its ``(epoch, seq)`` is newer than the last one applied (duplicates and reordered
-   reports answer ``stale``); the Placement write happens inside that transaction, so two
-   replicas never apply two reports of one provider out of order.
-4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is deleted only for
-   a report that says its node is gone, and only when it has no allocations (``kept`` otherwise).
-   Placement unreachable answers ``failed``: the sender keeps the report and retries.
+   only if its ``(claim_epoch, seq)`` is newer than the last one applied
+   (:func:`computed.db.api.apply_report_if_newer`; duplicates and reordered reports answer
+   ``stale``); the Placement write happens inside that transaction, so two replicas never apply
+   two reports of one provider out of order.
+4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is
+   deleted only for a report that says its node is gone, and only when it has no allocations
+   (``kept`` otherwise). Placement unreachable answers ``failed``: the sender keeps the report
+   and retries.
 """
 
 from __future__ import annotations
@@ -24,27 +28,52 @@ import collections
 import json
 import logging
 import threading
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from computed.placement.client import PlacementClient, PlacementError, PlacementUnavailable
+from sqlalchemy.engine import Engine
+
+from computed.db import api as db_api
+from computed.fleet import claims
+from computed.placement.client import DeleteOutcome, PlacementClient
+from computed.placement.http import PlacementError, PlacementUnavailable
+from computed.providers.report import MalformedReport, Outcome, Report
 from computed.providers.state import InvalidProvider, ProviderState
-from computed.providers.report import API_VERSION, MalformedReport, Outcome, Report
 
 LOG = logging.getLogger(__name__)
 
-ClaimEpochs = Callable[[Iterable[str]], dict[str, int]]
-ApplyIfNewer = Callable[..., bool]
+
+class ClaimReader:
+    """The claim epochs of the live claims, read from ZooKeeper.
+
+    Read-only: a reporter never claims. ``client`` is a started KazooClient, ``root`` the
+    fleet's root path (:func:`computed.fleet.membership.fleet_root`).
+    """
+
+    def __init__(self, client: Any, root: str):
+        self._client = client
+        self._root = root
+
+    def claim_epochs(self, nodes: Iterable[str]) -> dict[str, int]:
+        """``{node: claim epoch}`` for each of ``nodes`` claimed now; unclaimed ones are left
+        out. Raises what kazoo raises when ZooKeeper cannot be read."""
+        return claims.claim_epochs(self._client, self._root, nodes)
 
 
 class ReportApplier:
-    """Applies batches of reports; thread-safe; counts outcomes for logs and metrics."""
+    """Applies batches of reports; thread-safe; counts outcomes for logs and metrics.
 
-    def __init__(self, placement: PlacementClient, claim_epochs: ClaimEpochs,
-                 apply_if_newer: ApplyIfNewer, workers: int = 4):
+    ``placement`` writes the providers, ``claims`` says which claims are live (the fence),
+    ``engine`` is computed's database, where the last applied report of each provider orders
+    the next.
+    """
+
+    def __init__(self, placement: PlacementClient, claims: ClaimReader, engine: Engine,
+                 workers: int = 4):
         self._placement = placement
-        self._claim_epochs = claim_epochs
-        self._apply_if_newer = apply_if_newer
+        self._claims = claims
+        self._engine = engine
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="apply")
         self._lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(64)]
@@ -59,17 +88,18 @@ class ReportApplier:
             return []
         reports, answers = self._parse(raw_reports)
         try:
-            epochs = self._claim_epochs([r.uuid for r, _ in reports]) if reports else {}
+            claim_epochs = (self._claims.claim_epochs([r.uuid for r, _ in reports])
+                            if reports else {})
         except Exception as exc:  # ZooKeeper unreachable: cannot fence, so apply nothing
             LOG.warning("cannot read claims to fence %d report(s): %s", len(reports), exc)
             return answers + [[r.uuid, r.seq, self._count(Outcome.FAILED)] for r, _ in reports]
-        fenced = [(r, s) for r, s in reports if epochs.get(r.uuid) != r.claim_epoch]
+        fenced = [(r, s) for r, s in reports if claim_epochs.get(r.uuid) != r.claim_epoch]
         for report, _ in fenced:
-            LOG.info("fenced: report %s seq %s from %s has epoch %s, claim epoch is %s",
-                     report.uuid, report.seq, report.host, report.claim_epoch,
-                     epochs.get(report.uuid))
+            LOG.info("fenced: report %s seq %s from %s has claim epoch %s, the live claim's "
+                     "is %s", report.uuid, report.seq, report.host, report.claim_epoch,
+                     claim_epochs.get(report.uuid))
             answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
-        current = [(r, s) for r, s in reports if epochs.get(r.uuid) == r.claim_epoch]
+        current = [(r, s) for r, s in reports if claim_epochs.get(r.uuid) == r.claim_epoch]
         for (report, _), outcome in zip(current, self._pool.map(self._apply_one, current)):
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers
@@ -103,13 +133,11 @@ class ReportApplier:
 
     def _apply_locked(self, item: tuple[Report, ProviderState | None]) -> Outcome:
         report, state = item
-        result: list[Outcome] = []
 
-        def write(row: Any) -> str | None:
+        def write(row: db_api.ProviderRow | None) -> str | None:
+            # Runs inside the ordering transaction, with the provider's row locked.
             if state is None:
-                outcome = self._placement.delete(report.uuid)
-                if outcome == "kept":
-                    result.append(Outcome.KEPT)
+                if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
                     raise _Kept()
                 return None
             # A provider never applied before is most likely not in Placement yet.
@@ -117,8 +145,8 @@ class ReportApplier:
             return json.dumps(state.to_dict(), sort_keys=True)
 
         try:
-            newer = self._apply_if_newer(report.uuid, report.claim_epoch, report.seq, report.host,
-                                         write)
+            newer = db_api.apply_report_if_newer(self._engine, report.uuid, report.claim_epoch,
+                                                 report.seq, report.host, write)
         except _Kept:
             LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "
                         "kept", report.uuid)
@@ -146,15 +174,3 @@ class ReportApplier:
 
 class _Kept(Exception):
     """Raised inside the ordering transaction to roll it back when a delete is refused."""
-
-
-class ReporterEndpoint:
-    """The RPC endpoint: ``apply_reports(reports=[...])``."""
-
-    def __init__(self, applier: ReportApplier):
-        import oslo_messaging  # the endpoint's target is oslo.messaging's; the rest is plain
-        self.target = oslo_messaging.Target(version=API_VERSION)
-        self._applier = applier
-
-    def apply_reports(self, ctxt: Any, reports: Any = None) -> list[list[Any]]:
-        return self._applier.apply(reports)

@@ -3,6 +3,8 @@ answers on 127.0.0.1:3306 as root without password) and sqlite.
 
 Each backend gets a fresh database for this module, synced once; the backend-neutral checks of
 tests/unit/db/checks.py run on it, then the multi-process report test (tests/unit/db/hammer.py).
+The migrations' checks on a database holding rows (tests/unit/db/upgrades.py) get a fresh
+database each.
 Without PostgreSQL in the stack the "postgresql" cases run on sqlite instead, so they never
 silently pass as skipped. ``computed-manage db sync`` runs as a subprocess against a fresh
 PostgreSQL database.
@@ -23,7 +25,7 @@ from alembic.runtime.migration import MigrationContext
 
 from computed import db
 from computed.db import api, models
-from tests.unit.db import checks, hammer
+from tests.unit.db import checks, hammer, upgrades
 
 MYSQL_PORT = 3306
 MYSQL_URL = f"mysql+pymysql://root@127.0.0.1:{MYSQL_PORT}"
@@ -125,6 +127,16 @@ def test_processes_apply_reports_in_order(url, engine, tmp_path):
     hammer.verify(outcome)
     # Several processes won races, so the lock was contended, not merely taken in turn.
     assert len({entry["process"] for entry in outcome["log"]}) > 1
+
+
+@pytest.mark.parametrize("check", upgrades.ALL, ids=lambda check: check.__name__[len("check_"):])
+@pytest.mark.parametrize("backend", ["postgresql", "mysql", "sqlite"])
+def test_migrations_keep_rows(backend, check, request, tmp_path_factory):
+    url, drop = _scratch(backend, request, tmp_path_factory)
+    try:
+        check(url)
+    finally:
+        drop()
 
 
 def test_manage_db_sync(stack, tmp_path_factory, request, tmp_path):

@@ -1,6 +1,6 @@
 """Instances end to end in-process (no daemon): computed.instances.scheduler,
-computed.instances.lifecycle and the Ironic driver's operations against the real Ironic, Placement
-and ZooKeeper (and PostgreSQL for computed's database where the stack has one).
+computed.instances.lifecycle and the Ironic driver's operations against the real Ironic,
+Placement and ZooKeeper (and PostgreSQL for computed's database where the stack has one).
 
 Each test gets nodes of its own resource class, made available in Ironic, reported to
 Placement with PlacementClient.apply(provider_from_node(...)), and claimed in ZooKeeper by a
@@ -30,6 +30,7 @@ from computed.db import api, models
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
 from computed.instances import lifecycle, scheduler
+from computed.placement import allocations
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class, provider_from_node
 from computed.runtime import keystone
@@ -96,7 +97,7 @@ def world(stack, computed_config, tmp_path):
     world = World()
     yield world
     for row in api.live_instances(engine):
-        scheduler.remove_allocation(adapter, row.uuid)
+        allocations.remove(adapter, row.uuid)
     for node in world.nodes:
         try:
             driver.clear_instance(node, timeout=60)
@@ -119,8 +120,8 @@ def test_build_reboot_stop_start_delete(stack, world):
     rc, nodes = world.make_nodes(2)
     row = world.schedule(rc, image="http://images.example.org/ubuntu.qcow2")
     assert row.state == models.BUILDING and row.node_uuid in nodes
-    assert (row.host, row.epoch) == (HOST, EPOCH)
-    assert scheduler.allocations(world.placement, row.uuid) == {row.node_uuid: {rc: 1}}
+    assert (row.host, row.member_epoch) == (HOST, EPOCH)
+    assert allocations.read(world.placement, row.uuid) == {row.node_uuid: {rc: 1}}
 
     started = time.monotonic()
     row = lifecycle.build(world.owner, row.uuid)
@@ -142,7 +143,7 @@ def test_build_reboot_stop_start_delete(stack, world):
     node = node_of(stack, row.node_uuid)
     assert (node["provision_state"], node["instance_uuid"], node["instance_info"]) == (
         "available", None, {})
-    assert scheduler.allocations(world.placement, row.uuid) == {}
+    assert allocations.read(world.placement, row.uuid) == {}
     assert lifecycle.delete(world.owner, row.uuid).state == models.DELETED  # idempotent
 
 
@@ -157,7 +158,7 @@ def test_failed_deploy_unwinds_and_frees_the_node(stack, world):
     state = node_of(stack, node)
     assert (state["provision_state"], state["instance_uuid"], state["instance_info"]) == (
         "available", None, {})
-    assert scheduler.allocations(world.placement, row.uuid) == {}
+    assert allocations.read(world.placement, row.uuid) == {}
     # the node is free again: the next build gets it and succeeds
     again = lifecycle.build(world.owner, world.schedule(rc).uuid)
     assert (again.state, again.node_uuid) == (models.ACTIVE, node)
@@ -171,7 +172,7 @@ def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
         barrier = threading.Barrier(2)
         results = []
 
-        def build(barrier, results):
+        def build(barrier=barrier, results=results):
             barrier.wait(timeout=10)
             try:
                 results.append(world.schedule(rc))
@@ -205,10 +206,10 @@ def test_resume_after_the_daemon_died_mid_build_and_mid_delete(stack, world):
     assert node_of(stack, second.node_uuid)["instance_uuid"] == second.uuid
     # died after DELETING was written
     api.set_instance_state(world.engine, first.uuid, models.DELETING,
-                           expect_host=HOST, expect_epoch=EPOCH)
+                           expect_host=HOST, expect_member_epoch=EPOCH)
     assert lifecycle.resume(world.owner, first.uuid).state == models.DELETED
     assert node_of(stack, first.node_uuid)["provision_state"] == "available"
-    assert scheduler.allocations(world.placement, first.uuid) == {}
+    assert allocations.read(world.placement, first.uuid) == {}
 
 
 def manage(stack, world, tmp_path, *args):

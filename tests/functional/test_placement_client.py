@@ -13,7 +13,8 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-from computed.placement.client import PlacementClient, PlacementError, PlacementUnavailable
+from computed.placement.client import DeleteOutcome, PlacementClient
+from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import ProviderState
 from computed.runtime import keystone
 
@@ -230,7 +231,7 @@ def test_verify_repairs_a_change_made_by_someone_else(client, other):
 def test_provider_deleted_behind_the_cache_is_recreated(client, other):
     s = state()
     client.apply(s)
-    assert other.delete(s.uuid) == 'deleted'
+    assert other.delete(s.uuid) is DeleteOutcome.DELETED
     assert client.apply(state(s.uuid, reserved=1)) is True
     assert other.get(s.uuid) == state(s.uuid, reserved=1)
 
@@ -239,9 +240,9 @@ def test_delete_without_allocations(client, recorder):
     s = state()
     client.apply(s)
     assert client.has_allocations(s.uuid) is False
-    assert client.delete(s.uuid) == 'deleted'
+    assert client.delete(s.uuid) is DeleteOutcome.DELETED
     assert client.get(s.uuid) is None
-    assert client.delete(s.uuid) == 'absent'
+    assert client.delete(s.uuid) is DeleteOutcome.ABSENT
     assert client.apply(s) is True               # the cache forgot it: recreated
 
 
@@ -250,11 +251,11 @@ def test_delete_with_an_allocation_keeps_the_provider(client, adapter, caplog):
     client.apply(s)
     consumer = allocate(adapter, s.uuid, s.resource_class)
     assert client.has_allocations(s.uuid) is True
-    assert client.delete(s.uuid) == 'kept'
+    assert client.delete(s.uuid) is DeleteOutcome.KEPT
     assert consumer in caplog.text and s.uuid in caplog.text
     assert client.get(s.uuid) == s
     unallocate(adapter, consumer)
-    assert client.delete(s.uuid) == 'deleted'
+    assert client.delete(s.uuid) is DeleteOutcome.DELETED
 
 
 def test_unknown_provider(client):
@@ -262,7 +263,7 @@ def test_unknown_provider(client):
     assert client.get(uid) is None
     assert client.read(uid) is None
     assert client.has_allocations(uid) is False
-    assert client.delete(uid) == 'absent'
+    assert client.delete(uid) is DeleteOutcome.ABSENT
 
 
 def test_unknown_standard_trait_is_a_refusal_naming_the_provider(client):

@@ -11,16 +11,23 @@ import json
 import time
 import uuid
 
+import pytest
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
 from computed import db
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
-from computed.runtime import rpc
+from computed.runtime import keystone, rpc
 from tests.functional.daemons import ironic, make_available, seen, wait_for
 
 NODES = 24
+
+
+@pytest.fixture
+def placement_adapter(computed_config):
+    """A keystoneauth Adapter for Placement, for the allocations the tests make themselves."""
+    return keystone.load_adapter(computed_config, "placement")
 
 
 def providers(placement, nodes):
@@ -64,14 +71,15 @@ def _inventory_fields(inventory):
         "allocation_ratio": 1.0}.items())
 
 
-def test_deleted_node_disappears_but_one_with_an_allocation_is_kept(stack, world, placement):
+def test_deleted_node_disappears_but_one_with_an_allocation_is_kept(stack, world, placement,
+                                                                    placement_adapter):
     gone, allocated = world.nodes[:2]
     make_available(stack, [allocated])  # a reserved node has no capacity to allocate
     world.reporter("r1")
     world.daemon("c1"), world.daemon("c2")
     wait_for(lambda: seen(placement, gone) and seen(placement, allocated) and
              seen(placement, allocated).reserved == 0, 90, "reported", world.processes)
-    _allocate(placement, allocated, world.rc)
+    _allocate(placement_adapter, allocated, world.rc)
     for node in (gone, allocated):
         ironic(stack, "DELETE", f"/nodes/{node}")
         world.nodes.remove(node)
@@ -82,9 +90,9 @@ def test_deleted_node_disappears_but_one_with_an_allocation_is_kept(stack, world
     assert placement.has_allocations(allocated)
 
 
-def _allocate(placement, node, rc):
+def _allocate(adapter, node, rc):
     consumer = str(uuid.uuid4())
-    response = placement._adapter.put(
+    response = adapter.put(
         f"/allocations/{consumer}", json={
             "allocations": {node: {"resources": {rc: 1}}}, "consumer_generation": None,
             "project_id": str(uuid.uuid4()), "user_id": str(uuid.uuid4()),
@@ -94,14 +102,15 @@ def _allocate(placement, node, rc):
     return consumer
 
 
-def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, placement):
+def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, placement,
+                                                             placement_adapter):
     node = world.nodes[0]
     make_available(stack, [node])
     world.reporter("r1")
     daemons = [world.daemon("c1"), world.daemon("c2"), world.daemon("c3")]
     wait_for(lambda: all(seen(placement, n) for n in world.nodes) and
              seen(placement, node).reserved == 0, 90, "reported", world.processes)
-    consumer = _allocate(placement, node, world.rc)
+    consumer = _allocate(placement_adapter, node, world.rc)
     before = placement.read(node)
     zk = KazooClient(hosts=stack["zookeeper"].hosts)
     zk.start(timeout=15)
@@ -119,7 +128,7 @@ def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, place
         zk.close()
     after = placement.read(node)
     assert after.uuid == before.uuid
-    allocations = placement._adapter.get(
+    allocations = placement_adapter.get(
         f"/allocations/{consumer}", headers={"OpenStack-API-Version": "placement 1.39"}).json()
     assert node in allocations["allocations"]
 
@@ -222,4 +231,4 @@ def test_steady_state_sends_nothing_and_writes_nothing(stack, world, placement):
 
 def db_row(world, node):
     row = db.api.get_provider(world.engine, node)
-    return None if row is None else (row.epoch, row.seq, row.state)
+    return None if row is None else (row.claim_epoch, row.seq, row.state)

@@ -39,23 +39,25 @@ def check_report_order(engine) -> None:
     assert api.apply_report_if_newer(engine, uuid, 5, 3, "h1", first)
     assert first.calls == [None]
     stored = api.get_provider(engine, uuid)
-    assert (stored.epoch, stored.seq, stored.host, stored.state, stored.deleted) == \
+    assert (stored.claim_epoch, stored.seq, stored.host, stored.state, stored.deleted) == \
         (5, 3, "h1", '{"v": 1}', False)
 
-    for epoch, seq in [(5, 3), (5, 2), (4, 99), (0, 0)]:  # same or older: refused, apply not called
+    # Same or older: refused, apply not called.
+    for claim_epoch, seq in [(5, 3), (5, 2), (4, 99), (0, 0)]:
         refused = Recorder()
-        assert not api.apply_report_if_newer(engine, uuid, epoch, seq, "h2", refused)
+        assert not api.apply_report_if_newer(engine, uuid, claim_epoch, seq, "h2", refused)
         assert refused.calls == []
     assert api.get_provider(engine, uuid) == stored
 
     newer = Recorder('{"v": 2}')
     assert api.apply_report_if_newer(engine, uuid, 5, 4, "h1", newer)
     assert newer.calls == [stored]
-    # A new epoch (a new owner's claim) wins whatever its sequence.
+    # A new claim epoch (a new owner's claim) wins whatever its sequence.
     owner = Recorder('{"v": 3}')
     assert api.apply_report_if_newer(engine, uuid, 6, 0, "h2", owner)
     assert owner.calls[0].seq == 4
-    assert (api.get_provider(engine, uuid).epoch, api.get_provider(engine, uuid).host) == (6, "h2")
+    assert (api.get_provider(engine, uuid).claim_epoch,
+            api.get_provider(engine, uuid).host) == (6, "h2")
     assert uuid in api.provider_uuids(engine)
 
 
@@ -64,7 +66,8 @@ def check_report_delete_and_revive(engine) -> None:
     assert api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
     assert api.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder(None))
     deleted = api.get_provider(engine, uuid)
-    assert deleted.deleted and deleted.state is None and (deleted.epoch, deleted.seq) == (1, 1)
+    assert deleted.deleted and deleted.state is None
+    assert (deleted.claim_epoch, deleted.seq) == (1, 1)
     assert uuid not in api.provider_uuids(engine)
     assert not api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
     revive = Recorder('{"v": 9}')
@@ -98,7 +101,7 @@ def check_mark_deleted(engine) -> None:
     assert api.mark_deleted(engine, uuid)
     assert not api.mark_deleted(engine, uuid)
     row = api.get_provider(engine, uuid)
-    assert row.deleted and row.state is None and (row.epoch, row.seq) == (2, 7)
+    assert row.deleted and row.state is None and (row.claim_epoch, row.seq) == (2, 7)
     assert not api.apply_report_if_newer(engine, uuid, 2, 6, "h", Recorder())
     with pytest.raises(ValueError, match=uuid):
         api.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
@@ -108,9 +111,11 @@ def check_mark_deleted(engine) -> None:
 
 def check_instance_lifecycle(engine) -> None:
     uuid, node = new_uuid(), new_uuid()
-    row = api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h1", epoch=7,
-                              traits=["CUSTOM_B", "CUSTOM_A", "CUSTOM_B"], image="http://img")
-    assert (row.state, row.node_uuid, row.host, row.epoch, row.traits, row.image, row.live) == \
+    row = api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h1",
+                              member_epoch=7, traits=["CUSTOM_B", "CUSTOM_A", "CUSTOM_B"],
+                              image="http://img")
+    assert (row.state, row.node_uuid, row.host, row.member_epoch, row.traits, row.image,
+            row.live) == \
         (models.BUILDING, node, "h1", 7, ("CUSTOM_A", "CUSTOM_B"), "http://img", True)
     assert api.get_instance(engine, uuid) == row
     assert api.get_instance(engine, new_uuid()) is None
@@ -123,11 +128,12 @@ def check_instance_lifecycle(engine) -> None:
     with pytest.raises(api.InstanceConflict) as conflict:
         api.set_instance_state(engine, uuid, models.ACTIVE, expect_state=models.BUILDING)
     assert conflict.value.instance_uuid == uuid and "ACTIVE" in str(conflict.value)
-    with pytest.raises(api.InstanceConflict):  # fenced: held by another (host, epoch)
-        api.set_instance_state(engine, uuid, models.REBOOTING, expect_host="h1", expect_epoch=6)
+    with pytest.raises(api.InstanceConflict):  # fenced: held by another (host, member epoch)
+        api.set_instance_state(engine, uuid, models.REBOOTING, expect_host="h1",
+                               expect_member_epoch=6)
     failed = api.set_instance_state(engine, uuid, models.ERROR, fault="deploy failed",
                                     expect_state=[models.ACTIVE, models.REBOOTING],
-                                    expect_host="h1", expect_epoch=7)
+                                    expect_host="h1", expect_member_epoch=7)
     assert (failed.state, failed.fault) == (models.ERROR, "deploy failed")
     with pytest.raises(api.InstanceNotFound) as missing:
         api.set_instance_state(engine, new_uuid(), models.ACTIVE)
@@ -141,10 +147,10 @@ def check_instance_lifecycle(engine) -> None:
 def check_one_live_instance_per_node(engine) -> None:
     node = new_uuid()
     first = new_uuid()
-    api.create_instance(engine, first, "CUSTOM_GOLD", node_uuid=node, host="h", epoch=1)
+    api.create_instance(engine, first, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
     second = new_uuid()
     with pytest.raises(api.NodeInUse) as in_use:
-        api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", epoch=1)
+        api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
     assert in_use.value.node_uuid == node and node in str(in_use.value)
     assert api.get_instance(engine, second) is None
 
@@ -159,10 +165,29 @@ def check_one_live_instance_per_node(engine) -> None:
 
     api.set_instance_state(engine, first, models.DELETED)
     placed = api.assign_node(engine, pending.uuid, node, "h2", 3)
-    assert (placed.node_uuid, placed.host, placed.epoch) == (node, "h2", 3)
+    assert (placed.node_uuid, placed.host, placed.member_epoch) == (node, "h2", 3)
     api.set_instance_state(engine, pending.uuid, models.DELETED)
     # Deleted instances on a node do not count either.
-    api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", epoch=1)
+    api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
+
+
+def check_error_releasing_the_node(engine) -> None:
+    node, uuid = new_uuid(), new_uuid()
+    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=3)
+    with pytest.raises(api.InstanceConflict):  # fenced like every write: nothing changes
+        api.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
+                               expect_state=models.BUILDING, expect_host="h",
+                               expect_member_epoch=2, release_node=True)
+    assert api.get_instance(engine, uuid).node_uuid == node
+    failed = api.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
+                                    expect_state=models.BUILDING, expect_host="h",
+                                    expect_member_epoch=3, release_node=True)
+    assert (failed.state, failed.fault, failed.node_uuid, failed.live) == \
+        (models.ERROR, "deploy failed", None, True)
+    # The node is free for the next instance while the failed one stays, live, in ERROR.
+    api.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
+                        member_epoch=3)
+    assert uuid in {row.uuid for row in api.nodeless_instances(engine)}
 
 
 def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
@@ -174,7 +199,7 @@ def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
         barrier.wait()
         try:
             api.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
-                                epoch=1)
+                                member_epoch=1)
             outcomes.append("created")
         except api.NodeInUse:
             outcomes.append("in use")
@@ -189,21 +214,23 @@ def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
 
 def check_rehome_compare_and_set(engine) -> None:
     uuid = new_uuid()
-    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead", epoch=4)
-    assert not api.rehome_instance(engine, uuid, "dead", 3, "live", 9)  # wrong epoch
+    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead",
+                        member_epoch=4)
+    assert not api.rehome_instance(engine, uuid, "dead", 3, "live", 9)  # wrong member epoch
     assert not api.rehome_instance(engine, uuid, "other", 4, "live", 9)  # wrong host
     assert not api.rehome_instance(engine, new_uuid(), "dead", 4, "live", 9)
     assert api.rehome_instance(engine, uuid, "dead", 4, "live", 9)
     assert not api.rehome_instance(engine, uuid, "dead", 4, "late", 10)  # the returning daemon
     row = api.get_instance(engine, uuid)
-    assert (row.host, row.epoch) == ("live", 9)
+    assert (row.host, row.member_epoch) == ("live", 9)
     api.set_instance_state(engine, uuid, models.DELETED)
     assert not api.rehome_instance(engine, uuid, "live", 9, "again", 11)
 
 
 def check_racing_rehomes_one_wins(engine, racers: int = 8) -> None:
     uuid = new_uuid()
-    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead", epoch=1)
+    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead",
+                        member_epoch=1)
     barrier = threading.Barrier(racers)
     winners: list[str] = []
 
@@ -224,10 +251,10 @@ def check_racing_rehomes_one_wins(engine, racers: int = 8) -> None:
 def check_instance_queries(engine) -> None:
     host, other = f"host-{new_uuid()}", f"host-{new_uuid()}"
     nodes = [new_uuid() for _ in range(3)]
-    a = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[0], host=host, epoch=1)
-    b = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[1], host=other, epoch=1)
-    c = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[2], host=host, epoch=1)
-    unscheduled = api.create_instance(engine, new_uuid(), "C", host=host, epoch=1)
+    a = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[0], host=host, member_epoch=1)
+    b = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[1], host=other, member_epoch=1)
+    c = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[2], host=host, member_epoch=1)
+    unscheduled = api.create_instance(engine, new_uuid(), "C", host=host, member_epoch=1)
     api.set_instance_state(engine, c.uuid, models.DELETED)
 
     assert {row.uuid for row in api.instances_by_host(engine, host)} == {a.uuid, unscheduled.uuid}
@@ -241,5 +268,6 @@ def check_instance_queries(engine) -> None:
 
 ALL = [check_report_order, check_report_delete_and_revive,
        check_report_apply_failure_stores_nothing, check_mark_deleted, check_instance_lifecycle,
-       check_one_live_instance_per_node, check_racing_creates_one_wins,
+       check_one_live_instance_per_node, check_error_releasing_the_node,
+       check_racing_creates_one_wins,
        check_rehome_compare_and_set, check_racing_rehomes_one_wins, check_instance_queries]

@@ -51,8 +51,9 @@ def worker(url: str, uuid: str, index: int, hand: list[tuple[int, int]], counter
             counter.value += 1
             ticket = counter.value
         time.sleep(rng.random() / 1000)  # widen the window a racer would slip into
-        log.append({"ticket": ticket, "previous": None if row is None else [row.epoch, row.seq],
-                    "applied": [epoch, seq], "process": index})
+        previous = None if row is None else [row.claim_epoch, row.seq]
+        log.append({"ticket": ticket, "previous": previous, "applied": [epoch, seq],
+                    "process": index})
         return json.dumps({"epoch": epoch, "seq": seq})
 
     start.wait()
@@ -89,7 +90,7 @@ def run(url: str, uuid: str, workdir: Path, processes: int = 4, epochs: int = 3,
         while not stop.is_set():
             row = api.get_provider(engine, uuid)
             if row is not None:
-                observed.append((row.epoch, row.seq))
+                observed.append((row.claim_epoch, row.seq))
             time.sleep(0.002)
 
     poller = threading.Thread(target=poll)
@@ -124,7 +125,7 @@ def verify(outcome: dict) -> None:
         previous = applied
     assert outcome["returned"] == len(log)
     final = outcome["final"]
-    assert (final.epoch, final.seq) == previous == max(outcome["sent"])
-    assert final.state == json.dumps({"epoch": final.epoch, "seq": final.seq})
+    assert (final.claim_epoch, final.seq) == previous == max(outcome["sent"])
+    assert final.state == json.dumps({"epoch": final.claim_epoch, "seq": final.seq})
     observed = outcome["observed"]
     assert observed == sorted(observed), "stored (epoch, seq) went backwards"

@@ -1,12 +1,15 @@
-"""Migrations: a fresh sync, a repeated sync, down and up again, and no drift from the models."""
+"""Migrations: a fresh sync, a repeated sync, down and up again, no drift from the models, and
+upgrades and downgrades of a database holding rows (upgrades.py, also run on PostgreSQL and
+MySQL/MariaDB by tests/functional/test_db.py)."""
 
+import pytest
 import sqlalchemy as sa
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from computed import db
 from computed.db import api, models
+from tests.unit.db import upgrades
 
 
 def test_fresh_sync_creates_the_schema(url):
@@ -33,12 +36,8 @@ def test_models_match_migrations(engine):
 
 def test_downgrade_and_upgrade_again(url):
     db.sync(url)
+    upgrades.migrate(url, "base", down=True)
     engine = api.engine_from_url(url)
-    with engine.connect() as conn:
-        config = db.alembic_config(url)
-        config.attributes["connection"] = conn
-        command.downgrade(config, "base")
-        conn.commit()
     assert set(sa.inspect(engine).get_table_names()) == {"alembic_version"}
     engine.dispose()
     assert db.sync(url) == db.head_revision()
@@ -47,3 +46,8 @@ def test_downgrade_and_upgrade_again(url):
 def test_migrations_ship_a_single_head():
     from alembic.script import ScriptDirectory
     assert len(ScriptDirectory.from_config(db.alembic_config()).get_heads()) == 1
+
+
+@pytest.mark.parametrize("check", upgrades.ALL, ids=lambda check: check.__name__[len("check_"):])
+def test_migrations_keep_rows(url, check):
+    check(url)

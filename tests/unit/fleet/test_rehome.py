@@ -15,7 +15,8 @@ class Clock:
 
 
 def instance(engine, uuid, node, host, epoch):
-    db_api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host=host, epoch=epoch)
+    db_api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host=host,
+                           member_epoch=epoch)
 
 
 def plan(members, orphans, host):
@@ -47,7 +48,7 @@ def test_orphans_are_adopted_only_after_the_grace_and_only_by_their_adopter(engi
     hosts = db_api.instance_hosts(engine)
     assert hosts == expected  # every instance went to its node's adopter, none twice
     assert len(adopted["a"]) + len(adopted["b"]) == len(NODES)
-    assert {db_api.get_instance(engine, u).epoch for u in adopted["a"]} == {70}
+    assert {db_api.get_instance(engine, u).member_epoch for u in adopted["a"]} == {70}
 
 
 def test_a_node_that_stops_being_orphaned_restarts_its_grace(engine):
@@ -68,7 +69,7 @@ def test_a_returning_daemon_keeps_its_own_but_not_what_was_rehomed(engine):
     instance(engine, INSTANCES[1], NODES[1], "a", 5)
     assert db_api.rehome_instance(engine, INSTANCES[1], "a", 5, "b", 9)  # adopted while away
     assert readopt_own(engine, "a", 12) == [INSTANCES[0]]
-    assert db_api.get_instance(engine, INSTANCES[0]).epoch == 12
+    assert db_api.get_instance(engine, INSTANCES[0]).member_epoch == 12
     assert db_api.get_instance(engine, INSTANCES[1]).host == "b"
     assert readopt_own(engine, "a", 12) == []  # already current
 
@@ -76,7 +77,7 @@ def test_a_returning_daemon_keeps_its_own_but_not_what_was_rehomed(engine):
 def test_a_nodeless_instance_of_a_gone_host_is_adopted_too(engine):
     # A build that failed and released its node leaves an ERROR instance with no node; if its
     # host then dies, nobody could delete it unless someone adopts it.
-    db_api.create_instance(engine, INSTANCES[0], "CUSTOM_GOLD", host="dead", epoch=5)
+    db_api.create_instance(engine, INSTANCES[0], "CUSTOM_GOLD", host="dead", member_epoch=5)
     db_api.set_instance_state(engine, INSTANCES[0], "ERROR", fault="deploy failed")
     clock = Clock()
     rehomers = {name: Rehomer(engine, name, grace=5, clock=clock) for name in ("a", "b")}
@@ -89,7 +90,7 @@ def test_a_nodeless_instance_of_a_gone_host_is_adopted_too(engine):
     winner = next(name for name, got in adopted.items() if got)
     assert winner == adopters(MEMBERS, {INSTANCES[0]: "dead"})[INSTANCES[0]]
     row = db_api.get_instance(engine, INSTANCES[0])
-    assert (row.host, row.epoch, row.state) == (winner, 70, "ERROR")
+    assert (row.host, row.member_epoch, row.state) == (winner, 70, "ERROR")
 
 
 def test_a_stale_view_never_takes_an_instance_from_its_new_host(engine):

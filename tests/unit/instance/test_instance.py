@@ -1,5 +1,5 @@
-"""computed.instances.lifecycle: every transition, its fencing, and resume from each transitional
-state."""
+"""computed.instances.lifecycle: every transition, its fencing, and resume from each
+transitional state."""
 
 import uuid
 
@@ -19,13 +19,13 @@ NODE = '11111111-1111-1111-1111-111111111111'
 def world(engine):
     driver, placement = FakeDriver(NODE), FakePlacement()
     placement.add(NODE, RC)
-    owner = lifecycle.Owner(engine, driver, placement, host='c1', epoch=7)
+    owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=7)
     return owner
 
 
 def scheduled(owner, image='http://img'):
     return scheduler.schedule(owner.placement, owner.engine, RC, image=image,
-                              owner_of=lambda node: (owner.host, owner.epoch))
+                              owner_of=lambda node: (owner.host, owner.member_epoch))
 
 
 def active(owner):
@@ -34,7 +34,7 @@ def active(owner):
 
 def test_build_deploys_and_marks_active(world):
     row = scheduled(world)
-    assert (row.state, row.node_uuid, row.host, row.epoch) == ('BUILDING', NODE, 'c1', 7)
+    assert (row.state, row.node_uuid, row.host, row.member_epoch) == ('BUILDING', NODE, 'c1', 7)
     row = lifecycle.build(world, row.uuid)
     assert row.state == models.ACTIVE and row.fault is None
     node = world.driver.nodes[NODE]

@@ -1,5 +1,5 @@
-"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for one
-node."""
+"""computed.instances.scheduler: candidates, retries on conflicts, no leftovers, the race for
+one node."""
 
 import random
 import threading
@@ -16,8 +16,8 @@ RC = 'CUSTOM_GOLD'
 A, B, C = (f'{i}' * 8 + '-0000-0000-0000-000000000000' for i in 'abc')
 
 
-def owners(host='c1', epoch=3, missing=()):
-    return lambda node: None if node in missing else (host, epoch)
+def owners(host='c1', member_epoch=3, missing=()):
+    return lambda node: None if node in missing else (host, member_epoch)
 
 
 def test_placement_class_accepts_ironic_and_custom_names():
@@ -33,7 +33,7 @@ def test_schedules_with_traits_and_records_owner(engine):
     placement.add(B, RC, ['CUSTOM_FAST'])
     row = scheduler.schedule(placement, engine, 'gold', ['CUSTOM_FAST'], 'http://i',
                              owner_of=owners('c2', 11))
-    assert (row.node_uuid, row.host, row.epoch, row.state) == (B, 'c2', 11, models.BUILDING)
+    assert (row.node_uuid, row.host, row.member_epoch, row.state) == (B, 'c2', 11, models.BUILDING)
     assert (row.resource_class, row.traits, row.image) == (RC, ('CUSTOM_FAST',), 'http://i')
     assert placement.allocations == {row.uuid: B}
     assert ('GET', f'/allocation_candidates?resources={RC}:1&limit=50&required=CUSTOM_FAST') \
@@ -60,7 +60,7 @@ def test_node_in_use_in_the_database_removes_the_allocation_and_moves_on(engine)
     placement = FakePlacement()
     placement.add(A, RC)
     placement.add(B, RC)
-    api.create_instance(engine, str(uuid.uuid4()), RC, node_uuid=A, host='c1', epoch=1,
+    api.create_instance(engine, str(uuid.uuid4()), RC, node_uuid=A, host='c1', member_epoch=1,
                         state=models.ERROR)  # holds A without an allocation
     row = scheduler.schedule(placement, engine, RC, owner_of=owners(),
                              rand=random.Random(0))
@@ -117,7 +117,7 @@ def test_racing_builds_for_the_last_node_never_share_it(engine):
         placement.before_put = lambda consumer, n, barrier=barrier: barrier.wait(timeout=5)
         results = []
 
-        def build(placement, results):
+        def build(placement=placement, results=results):
             try:
                 results.append(scheduler.schedule(placement, engine, RC, owner_of=owners()))
             except scheduler.NoValidHost as exc:

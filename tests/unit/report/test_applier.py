@@ -1,10 +1,11 @@
-"""The reporter's rules, with Placement, ZooKeeper and the database replaced by fakes."""
-
-import threading
+"""The reporter's rules, with Placement and ZooKeeper replaced by fakes and the database a
+fresh sqlite file."""
 
 import pytest
 
-from computed.placement.client import PlacementUnavailable
+from computed.db import api as db_api
+from computed.placement.client import DeleteOutcome
+from computed.placement.http import PlacementUnavailable
 from computed.providers.report import Report
 from computed.reporter.applier import ReportApplier
 
@@ -31,33 +32,35 @@ class FakePlacement:
 
     def delete(self, uuid):
         if uuid in self.allocations:
-            return "kept"
-        return "deleted" if self.providers.pop(uuid, None) else "absent"
+            return DeleteOutcome.KEPT
+        if self.providers.pop(uuid, None):
+            return DeleteOutcome.DELETED
+        return DeleteOutcome.ABSENT
 
 
-class FakeOrdering:
-    """apply_report_if_newer over a dict, with the same contract as the database's."""
+class FakeClaims:
+    """The live claims' epochs, as ZooKeeper would answer; ``down`` when it cannot be read."""
 
-    def __init__(self):
-        self.rows = {}
-        self.lock = threading.Lock()
+    def __init__(self, epochs):
+        self.epochs = dict(epochs)
+        self.down = False
 
-    def __call__(self, uuid, epoch, seq, host, apply):
-        with self.lock:
-            if (epoch, seq) <= self.rows.get(uuid, (-1, -1)):
-                return False
-            apply(None)
-            self.rows[uuid] = (epoch, seq)
-            return True
+    def claim_epochs(self, nodes):
+        if self.down:
+            raise ConnectionError("zookeeper down")
+        return {node: self.epochs[node] for node in nodes if node in self.epochs}
+
+
+def last_applied(engine, uuid):
+    row = db_api.get_provider(engine, uuid)
+    return None if row is None else (row.claim_epoch, row.seq)
 
 
 @pytest.fixture
-def world():
-    placement, ordering = FakePlacement(), FakeOrdering()
-    claims = {U1: 7, U2: 9}
-    applier = ReportApplier(placement, lambda uuids: {u: claims[u] for u in uuids if u in claims},
-                            ordering, workers=2)
-    yield placement, ordering, claims, applier
+def world(engine):
+    placement, claims = FakePlacement(), FakeClaims({U1: 7, U2: 9})
+    applier = ReportApplier(placement, claims, engine, workers=2)
+    yield placement, engine, claims.epochs, applier
     applier.close()
 
 
@@ -82,11 +85,11 @@ def test_report_from_a_fenced_out_owner_is_refused(world):
 
 
 def test_delete_is_refused_while_the_provider_has_allocations(world):
-    placement, ordering, _, applier = world
+    placement, engine, _, applier = world
     applier.apply([report(seq=1)])
     placement.allocations.add(U1)
     assert applier.apply([report(seq=2, st=None)]) == [[U1, 2, "kept"]]
-    assert U1 in placement.providers and ordering.rows[U1] == (7, 1)
+    assert U1 in placement.providers and last_applied(engine, U1) == (7, 1)
     placement.allocations.clear()
     assert applier.apply([report(seq=3, st=None)]) == [[U1, 3, "applied"]]
     assert U1 not in placement.providers
@@ -101,17 +104,15 @@ def test_placement_down_answers_failed_and_the_report_can_be_resent(world):
 
 
 def test_zookeeper_unreachable_applies_nothing(world):
-    placement, _, _, _ = world
-
-    def no_zookeeper(_uuids):
-        raise ConnectionError("zookeeper down")
-
-    applier = ReportApplier(placement, no_zookeeper, FakeOrdering())
+    placement, engine, _, _ = world
+    claims = FakeClaims({U1: 7})
+    claims.down = True
+    applier = ReportApplier(placement, claims, engine)
     try:
         assert applier.apply([report(seq=1)]) == [[U1, 1, "failed"]]
     finally:
         applier.close()
-    assert placement.providers == {}
+    assert placement.providers == {} and last_applied(engine, U1) is None
 
 
 @pytest.mark.parametrize("bad", [

@@ -1,0 +1,86 @@
+"""Instance allocations in Placement: the candidates for a request, claiming one, removing it.
+
+Owns the Placement requests of scheduling and of the instance lifecycle: ``GET
+/allocation_candidates`` (:func:`candidates`), and ``PUT`` / ``DELETE`` / ``GET`` of
+``/allocations/{instance}`` (:func:`put`, :func:`remove`, :func:`read`). The consumer is the
+instance (its uuid); each allocation holds one unit of one resource class on one provider
+(node). Which candidate to try, and what to do when it is taken, is
+:mod:`computed.instances.scheduler`'s decision, not this module's.
+
+Each function takes the keystoneauth ``Adapter`` for Placement and sends its request through
+the shared HTTP layer (:mod:`computed.placement.http`): same microversion and same errors as
+the providers client, naming the consumer.
+
+Guarantees: :func:`put` claims only free capacity (Placement's check) and answers False rather
+than raising when the node is taken; :func:`remove` is idempotent. Any other refusal is a
+:class:`~computed.placement.http.PlacementError`, and a failure to reach Placement a
+:class:`~computed.placement.http.PlacementUnavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from computed.placement.http import PlacementHTTP, error, json_body
+
+#: The ``consumer_type`` of every allocation computed writes.
+CONSUMER_TYPE = 'INSTANCE'
+
+
+def candidates(placement: Any, resource_class: str, traits: Iterable[str] = (), *,
+               limit: int) -> list[str]:
+    """Provider uuids able to take one unit of ``resource_class`` with ``traits``, in
+    Placement's order, at most ``limit`` requests' worth.
+
+    :raises PlacementError: status 400 when Placement refuses the request (e.g. an unknown
+        resource class or trait; ``detail`` says which).
+    """
+    params = {'resources': f'{resource_class}:1', 'limit': str(limit)}
+    traits = list(traits)
+    if traits:
+        params['required'] = ','.join(traits)
+    query = '&'.join(f'{key}={value}' for key, value in params.items())
+    resp = PlacementHTTP(placement).request('GET', f'/allocation_candidates?{query}')
+    body = json_body(None, 'allocation candidates', resp)
+    nodes: list[str] = []
+    for request in body.get('allocation_requests', []):
+        for provider in request.get('allocations', {}):
+            if provider not in nodes:
+                nodes.append(provider)
+    return nodes
+
+
+def put(placement: Any, instance_uuid: str, node: str, resource_class: str, *,
+        project_id: str, user_id: str) -> bool:
+    """Allocate one ``resource_class`` on ``node`` to the instance; False when Placement says
+    the node has no capacity left (or the consumer changed meanwhile)."""
+    body = {'allocations': {node: {'resources': {resource_class: 1}}},
+            'consumer_generation': None, 'project_id': project_id, 'user_id': user_id,
+            'consumer_type': CONSUMER_TYPE}
+    resp = PlacementHTTP(placement).request('PUT', f'/allocations/{instance_uuid}', body=body,
+                                            consumer=instance_uuid)
+    if resp.status_code == 204:
+        return True
+    if resp.status_code == 409:
+        return False
+    raise error(None, f'allocate {resource_class} on {node}', resp, consumer=instance_uuid)
+
+
+def remove(placement: Any, instance_uuid: str) -> bool:
+    """Remove every allocation of the instance; True if there was one (idempotent)."""
+    resp = PlacementHTTP(placement).request('DELETE', f'/allocations/{instance_uuid}',
+                                            consumer=instance_uuid)
+    if resp.status_code == 204:
+        return True
+    if resp.status_code == 404:
+        return False
+    raise error(None, 'remove allocations', resp, consumer=instance_uuid)
+
+
+def read(placement: Any, instance_uuid: str) -> dict[str, Any]:
+    """``{provider uuid: {resources}}`` the instance holds (empty if none)."""
+    resp = PlacementHTTP(placement).request('GET', f'/allocations/{instance_uuid}',
+                                            consumer=instance_uuid)
+    body = json_body(None, 'read allocations', resp, consumer=instance_uuid)
+    return {rp: alloc.get('resources', {}) for rp, alloc in body.get('allocations', {}).items()}

@@ -1,0 +1,150 @@
+"""Backend-neutral checks of the migrations on a database that holds rows, run on sqlite by the
+unit tests and on PostgreSQL and MySQL/MariaDB by tests/functional/test_db.py.
+
+Each check takes the URL of an empty database of its own. Rows are written the way the code of
+their revision wrote them (raw SQL in that revision's column names), then the database is
+migrated and read back through :mod:`computed.db.api`, the way the new code reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from computed import db
+from computed.db import api, models
+
+NODE, OTHER_NODE = "n-1", "n-2"
+T0 = datetime.datetime(2026, 5, 1, 12, 0, 0)
+
+# Rows as revision 0001 held them: (uuid, epoch, seq, host, state, deleted); the last one is
+# the "never applied" row a reporter inserts only to lock it.
+PROVIDERS_0001 = [("p-applied", 70, 3, "c1", '{"reserved": 0}', False),
+                  ("p-deleted", 71, 9, "c2", None, True),
+                  ("p-locked", -1, -1, "c1", None, True)]
+# (uuid, node_uuid, host, epoch, state)
+INSTANCES_0001 = [("i-live", NODE, "c1", 5, models.ACTIVE),
+                  ("i-deleted", NODE, "c2", 4, models.DELETED),
+                  ("i-nodeless", None, "c1", 5, models.ERROR),
+                  ("i-unscheduled", None, None, None, models.BUILDING)]
+
+
+def migrate(url: str, revision: str, *, down: bool = False) -> None:
+    """Upgrade (or downgrade) the database at ``url`` to ``revision``, as db.sync runs it."""
+    engine = api.engine_from_url(url)
+    try:
+        with engine.connect() as conn:
+            config = db.alembic_config(url)
+            config.attributes["connection"] = conn
+            (command.downgrade if down else command.upgrade)(config, revision)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def _fill_0001(engine: sa.Engine) -> None:
+    with engine.begin() as conn:
+        for uuid, epoch, seq, host, state, deleted in PROVIDERS_0001:
+            conn.execute(sa.text(
+                "INSERT INTO providers (uuid, epoch, seq, host, state, deleted, updated_at) "
+                "VALUES (:uuid, :epoch, :seq, :host, :state, :deleted, :t)"),
+                dict(uuid=uuid, epoch=epoch, seq=seq, host=host, state=state, deleted=deleted,
+                     t=T0))
+        for uuid, node, host, epoch, state in INSTANCES_0001:
+            conn.execute(sa.text(
+                "INSERT INTO instances (uuid, node_uuid, host, epoch, state, resource_class, "
+                "traits, created_at, updated_at, deleted_at) VALUES (:uuid, :node, :host, "
+                ":epoch, :state, 'CUSTOM_GOLD', '[]', :t, :t, :deleted_at)"),
+                dict(uuid=uuid, node=node, host=host, epoch=epoch, state=str(state), t=T0,
+                     deleted_at=T0 if state == models.DELETED else None))
+
+
+@contextlib.contextmanager
+def _database_at_0001(url: str) -> Iterator[sa.Engine]:
+    """An engine on the database at ``url``, migrated to 0001 and holding 0001's rows."""
+    migrate(url, "0001")
+    engine = api.engine_from_url(url)
+    try:
+        _fill_0001(engine)
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _epochs_0001(engine: sa.Engine) -> tuple[dict, dict]:
+    """``({provider: (epoch, seq)}, {instance: epoch})`` read with 0001's column names."""
+    with engine.connect() as conn:
+        providers = {row.uuid: (row.epoch, row.seq) for row in conn.execute(
+            sa.text("SELECT uuid, epoch, seq FROM providers"))}
+        instances = {row.uuid: row.epoch for row in conn.execute(
+            sa.text("SELECT uuid, epoch FROM instances"))}
+    return providers, instances
+
+
+def _no_drift(engine: sa.Engine) -> None:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, models.Base.metadata) == []
+
+
+def check_upgrade_from_0001_keeps_rows(url: str) -> None:
+    """0001 -> head: every epoch lands in its renamed column, and the rules still hold."""
+    with _database_at_0001(url) as engine:
+        assert db.sync(url) == db.head_revision()
+        _no_drift(engine)
+
+        applied = api.get_provider(engine, "p-applied")
+        assert (applied.claim_epoch, applied.seq, applied.host, applied.deleted) == \
+            (70, 3, "c1", False)
+        deleted = api.get_provider(engine, "p-deleted")
+        assert (deleted.claim_epoch, deleted.seq, deleted.deleted) == (71, 9, True)
+        assert api.get_provider(engine, "p-locked") is None  # still "never applied"
+        assert api.provider_uuids(engine) == {"p-applied"}
+        # The ordering reads the renamed column: older refused, newer applied.
+        assert not api.apply_report_if_newer(engine, "p-applied", 70, 3, "c1", lambda row: "{}")
+        assert api.apply_report_if_newer(engine, "p-applied", 70, 4, "c1", lambda row: "{}")
+
+        expected = {uuid: (node, host, epoch, state)
+                    for uuid, node, host, epoch, state in INSTANCES_0001}
+        for uuid, (node, host, epoch, state) in expected.items():
+            row = api.get_instance(engine, uuid)
+            assert (row.node_uuid, row.host, row.member_epoch, row.state) == \
+                (node, host, epoch, state)
+        assert api.instance_hosts(engine) == {NODE: "c1"}
+        # The generated live_node_uuid column and its unique constraint survived the rename.
+        with pytest.raises(api.NodeInUse):
+            api.create_instance(engine, "i-second", "CUSTOM_GOLD", node_uuid=NODE, host="c1",
+                                member_epoch=5)
+        api.create_instance(engine, "i-other", "CUSTOM_GOLD", node_uuid=OTHER_NODE, host="c1",
+                            member_epoch=5)
+        # Fencing reads the renamed column: the old member epoch is refused, re-homing moves it.
+        with pytest.raises(api.InstanceConflict):
+            api.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c1",
+                                   expect_member_epoch=4)
+        assert api.rehome_instance(engine, "i-live", "c1", 5, "c3", 8)
+        assert api.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c3",
+                                      expect_member_epoch=8).state == models.STOPPED
+
+
+def check_downgrade_to_0001_keeps_rows(url: str) -> None:
+    """head -> 0001 -> head: the epochs go back to 0001's names and return, unchanged."""
+    with _database_at_0001(url) as engine:
+        before = _epochs_0001(engine)
+        assert db.sync(url) == db.head_revision()
+        migrate(url, "0001", down=True)
+        assert db.current_revision(url) == "0001"
+        assert _epochs_0001(engine) == before
+        assert db.sync(url) == db.head_revision()
+        _no_drift(engine)
+        assert api.get_provider(engine, "p-applied").claim_epoch == 70
+        assert api.get_instance(engine, "i-live").member_epoch == 5
+
+
+ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows]
