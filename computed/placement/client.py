@@ -10,7 +10,10 @@ allocations are :mod:`computed.placement.allocations`'. Guarantees:
   inventory, custom traits, provider traits) and is idempotent: a state the
   client already applied, and that its cache says Placement still holds,
   costs no request at all. A cache miss re-reads (two GETs) and writes only
-  what differs.
+  what differs. The cache is one process's memory: a caller that knows what
+  was last applied by anyone (the reporter's database row, shared by its
+  replicas) passes it as ``last_applied``, and a cache that disagrees with it
+  is not trusted.
 * Generation conflicts (``placement.concurrent_update``) are retried after
   re-reading the provider, a bounded number of times.
 * Inventory of another class that still has allocations is never removed
@@ -85,6 +88,12 @@ class _Entry:
     leftovers: frozenset[str] = frozenset()
 
 
+class Unknown(enum.Enum):
+    """``last_applied`` not given: the caller is the only writer, trust the cache."""
+
+    UNKNOWN = 'unknown'
+
+
 class PlacementClient:
     """Placement operations on the providers computed reports.
 
@@ -109,14 +118,18 @@ class PlacementClient:
         return self._http.request_count
 
     def apply(self, state: ProviderState, verify: bool = False,
-              assume_new: bool = False) -> bool:
+              assume_new: bool = False,
+              last_applied: ProviderState | None | Unknown = Unknown.UNKNOWN) -> bool:
         """Make Placement hold ``state``; True if Placement was changed.
 
         ``verify`` ignores the cache and re-reads the provider first (for a
         periodic resync that must also repair changes made by others).
         ``assume_new`` (the caller never applied this provider) creates it
         first and reads only if it turns out to exist: a cold start of
-        thousands of providers saves one request each.
+        thousands of providers saves one request each. ``last_applied`` is the
+        state last applied to this provider by any writer (None: deleted or
+        never applied); when this client's cache remembers another one, some
+        other writer came in between and the cache is dropped.
 
         :raises PlacementUnavailable: Placement unreachable or failing.
         :raises PlacementError: a refusal, or conflicts that outlasted the
@@ -124,6 +137,10 @@ class PlacementClient:
         """
         with self._lock_for(state.uuid):
             entry = None if verify else self._cached(state.uuid)
+            if (entry is not None and last_applied is not Unknown.UNKNOWN
+                    and entry.state != last_applied):
+                self._forget(state.uuid)  # another replica wrote since this one did
+                entry = None
             if entry is not None and entry.state == state:
                 return False
             changed = False

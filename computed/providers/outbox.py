@@ -12,9 +12,14 @@ Owns the rules that make reporting lossless and quiet:
 * A batch whose call fails (broker or reporter down, timeout, a reporter too old for this API
   version) stays queued and is sent again with backoff; a newer state for the same provider
   replaces an unsent older one (only the latest matters). A report answered ``failed``, or not
-  answered at all, stays queued too; the other outcomes settle it (see
-  :class:`computed.providers.report.Outcome`). Until it settles, the provider's confirmed state
-  is unknown (the report may have reached Placement), so any offer for it is sent.
+  answered at all, stays queued too. Until it settles, the provider's confirmed state is unknown
+  (the report may have reached Placement), so any offer for it is sent.
+* Only ``applied``, ``stale`` and ``invalid`` settle a report. ``fenced`` and ``kept`` are not
+  final: a report fenced because the reporter's view of ZooKeeper lagged behind the claim is sent
+  again after :data:`FENCED_RETRY` seconds (if the claim really went away, the gate drops it
+  then), and a delete kept because the provider has allocations is sent again every
+  :data:`KEPT_RETRY` seconds (doubling up to :data:`MAX_KEPT_RETRY`) until the allocations are
+  gone and it applies. A report waiting for its retry time does not hold up the others.
 
 :class:`RpcSender` is the only place outcomes are strings: it sends a batch with an
 ``apply_reports`` call at :data:`computed.providers.report.API_VERSION` and turns the answers into
@@ -32,8 +37,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from computed.providers.report import API_VERSION, Outcome, Report
@@ -46,9 +51,15 @@ MAX_BACKOFF = 30.0
 
 # Outcomes after which the outbox stops sending that report; of those, the ones after which
 # Placement holds the reported state (a stale report means a newer one of ours was applied).
-SETTLED = frozenset({Outcome.APPLIED, Outcome.STALE, Outcome.FENCED, Outcome.KEPT,
-                     Outcome.INVALID})
-CONFIRMED = frozenset({Outcome.APPLIED, Outcome.STALE, Outcome.KEPT})
+SETTLED = frozenset({Outcome.APPLIED, Outcome.STALE, Outcome.INVALID})
+CONFIRMED = frozenset({Outcome.APPLIED, Outcome.STALE})
+# Seconds before a report answered "fenced" is sent again: a reporter reads the claim's epoch
+# from its own ZooKeeper session, which may lag the claimant's by a moment.
+FENCED_RETRY = 2.0
+# Seconds before a delete answered "kept" (the provider has allocations) is sent again, doubling
+# with every "kept" up to MAX_KEPT_RETRY.
+KEPT_RETRY = 30.0
+MAX_KEPT_RETRY = 300.0
 
 Outcomes = Mapping[tuple[str, int], Outcome]  # (uuid, seq) -> outcome
 
@@ -96,14 +107,17 @@ class _Entry:
     claim_epoch: int
     state: ProviderState | None
     seq: int
+    not_before: float = 0.0  # monotonic time before which it is not sent again
+    kept: int = 0  # times it was answered "kept" in a row
 
 
 class Outbox:
     """What this daemon still has to report, and what the reporters confirmed."""
 
     def __init__(self, host: str, sender: Sender, gate: Gate, batch_size: int,
-                 max_backoff: float = MAX_BACKOFF):
+                 max_backoff: float = MAX_BACKOFF, clock: Callable[[], float] = time.monotonic):
         self.host = host
+        self._clock = clock
         self._sender = sender
         self._gate = gate
         self._batch_size = batch_size
@@ -152,8 +166,11 @@ class Outbox:
 
     def send_batch(self) -> int:
         """Send up to one batch; returns how many reports went out (raises if the call failed)."""
+        now = self._clock()
         with self._lock:
-            queued = list(itertools.islice(self._pending.items(), self._batch_size))
+            due = ((uuid, entry) for uuid, entry in self._pending.items()
+                   if entry.not_before <= now)
+            queued = list(itertools.islice(due, self._batch_size))
         queued = [(uuid, entry) for uuid, entry in queued if self._may_send(uuid, entry)]
         if not queued:
             return 0
@@ -189,6 +206,9 @@ class Outbox:
             self._inflight.difference_update(uuid for uuid, _ in sent)
             for uuid, entry in sent:
                 outcome = outcomes.get((uuid, entry.seq), Outcome.FAILED)
+                if outcome in (Outcome.FENCED, Outcome.KEPT):
+                    self._retry_later(uuid, entry, outcome)
+                    continue
                 if outcome not in SETTLED:
                     failed += 1
                     self._unconfirm(uuid)
@@ -200,6 +220,18 @@ class Outbox:
                 if self._pending.get(uuid) is entry:  # a newer offer stays queued
                     del self._pending[uuid]
         self.last_failed = failed
+
+    def _retry_later(self, uuid: str, entry: _Entry, outcome: Outcome) -> None:
+        # Not final (see the module docstring). Called with the lock held.
+        self._unconfirm(uuid)
+        if self._pending.get(uuid) is not entry:
+            return  # a newer offer replaced it: that one goes out instead
+        if outcome is Outcome.KEPT:
+            delay = min(MAX_KEPT_RETRY, KEPT_RETRY * 2 ** entry.kept)
+            self._pending[uuid] = replace(entry, not_before=self._clock() + delay,
+                                          kept=entry.kept + 1)
+        else:
+            self._pending[uuid] = replace(entry, not_before=self._clock() + FENCED_RETRY)
 
     def _unconfirm(self, uuid: str) -> None:
         # A report whose call failed, or that failed on the reporter's side, may still have

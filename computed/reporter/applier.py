@@ -140,8 +140,11 @@ class ReportApplier:
                 if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
                     raise _Kept()
                 return None
-            # A provider never applied before is most likely not in Placement yet.
-            self._placement.apply(state, assume_new=row is None)
+            # A provider never applied before is most likely not in Placement yet. What the row
+            # says was applied last (by any replica) decides whether this replica's cache of
+            # Placement may be trusted.
+            self._placement.apply(state, assume_new=row is None,
+                                  last_applied=_last_applied(row))
             return json.dumps(state.to_dict(), sort_keys=True)
 
         try:
@@ -170,6 +173,13 @@ class ReportApplier:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def _last_applied(row: db_api.ProviderRow | None) -> ProviderState | None:
+    """The state the row says was applied last; None when none was (or the last was a delete)."""
+    if row is None or row.state is None:
+        return None
+    return ProviderState.from_dict(json.loads(row.state))
 
 
 class _Kept(Exception):

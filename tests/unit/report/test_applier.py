@@ -24,7 +24,7 @@ class FakePlacement:
         self.allocations = set()
         self.down = False
 
-    def apply(self, provider, assume_new=False):
+    def apply(self, provider, assume_new=False, last_applied=None):
         if self.down:
             raise PlacementUnavailable(provider.uuid, "connection refused")
         self.providers[provider.uuid] = provider

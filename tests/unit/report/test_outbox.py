@@ -4,8 +4,16 @@ import threading
 
 import pytest
 
-from computed.providers.outbox import Outbox, RpcSender, Verdict
+from computed.providers.outbox import (
+    FENCED_RETRY,
+    KEPT_RETRY,
+    MAX_KEPT_RETRY,
+    Outbox,
+    RpcSender,
+    Verdict,
+)
 from computed.providers.report import API_VERSION, Outcome, Report
+from tests.unit.daemon.fakes import Clock
 from tests.unit.report.fakes import U1, U2, Gate, Reporter, state
 
 
@@ -75,11 +83,69 @@ def test_a_newer_state_replaces_an_unsent_one_with_a_larger_seq():
     assert reporter.batches[1][0].seq > report.seq
 
 
-def test_fenced_reports_are_dropped_not_confirmed():
-    outbox = make_outbox(Reporter(Outcome.FENCED))
+def test_a_fenced_report_is_not_final_it_is_sent_again_while_the_claim_is_ours():
+    """The reporter's view of ZooKeeper may lag the claim: fenced is not the last word."""
+    clock = Clock()
+    reporter = Reporter(Outcome.FENCED)
+    gate = Gate()
+    outbox = make_outbox(reporter, gate, clock=clock)
+    outbox.offer(U1, 7, state())
+    assert outbox.send_batch() == 1
+    assert outbox.pending() == 1 and outbox.confirmed(U1) is None
+    assert outbox.send_batch() == 0  # not before its retry time
+    clock.now += FENCED_RETRY
+    reporter.outcome = Outcome.APPLIED  # the reporter caught up with ZooKeeper
+    assert outbox.send_batch() == 1
+    assert outbox.pending() == 0 and outbox.confirmed(U1) == (7, state())
+    assert [r.seq for r in reporter.batches[0]] == [r.seq for r in reporter.batches[1]]
+
+
+def test_a_fenced_report_whose_claim_is_really_gone_is_dropped_at_its_retry():
+    clock = Clock()
+    reporter = Reporter(Outcome.FENCED)
+    gate = Gate()
+    outbox = make_outbox(reporter, gate, clock=clock)
     outbox.offer(U1, 7, state())
     outbox.send_batch()
-    assert outbox.pending() == 0 and outbox.confirmed(U1) is None
+    gate.value = Verdict.DROP  # the claim went to a peer
+    clock.now += FENCED_RETRY
+    assert outbox.send_batch() == 0
+    assert outbox.pending() == 0 and len(reporter.batches) == 1
+
+
+def test_a_kept_delete_is_sent_again_less_and_less_often_until_it_applies():
+    clock = Clock()
+    reporter = Reporter(Outcome.KEPT)
+    outbox = make_outbox(reporter, clock=clock)
+    outbox.offer(U1, 7, None)
+    assert outbox.send_batch() == 1
+    waits = []
+    for _ in range(6):  # each attempt answered "kept" again
+        assert outbox.pending() == 1 and outbox.confirmed(U1) is None
+        wait = 0.0
+        while outbox.send_batch() == 0:
+            clock.now += 1
+            wait += 1
+        waits.append(wait)
+    assert len(reporter.batches) == 7
+    assert waits == [KEPT_RETRY, 2 * KEPT_RETRY, 4 * KEPT_RETRY, 8 * KEPT_RETRY,
+                     MAX_KEPT_RETRY, MAX_KEPT_RETRY]
+    reporter.outcome = Outcome.APPLIED  # the allocations are gone
+    clock.now += MAX_KEPT_RETRY
+    outbox.send_batch()
+    assert outbox.pending() == 0 and outbox.confirmed(U1) == (7, None)
+
+
+def test_a_report_waiting_for_its_retry_does_not_hold_up_the_others():
+    clock = Clock()
+    reporter = Reporter(Outcome.KEPT)
+    outbox = make_outbox(reporter, batch_size=1, clock=clock)
+    outbox.offer(U1, 7, None)
+    outbox.send_batch()
+    reporter.outcome = Outcome.APPLIED
+    outbox.offer(U2, 8, state(U2))
+    assert outbox.send_batch() == 1
+    assert [r.uuid for r in reporter.batches[-1]] == [U2]
 
 
 def test_a_missing_answer_counts_as_failed():
@@ -181,7 +247,7 @@ def test_run_backs_off_when_the_reporter_can_apply_nothing():
     assert 2 <= len(reporter.batches) <= 10 and outbox.pending() == 1
 
 
-@pytest.mark.parametrize("outcome", [Outcome.APPLIED, Outcome.STALE, Outcome.KEPT])
+@pytest.mark.parametrize("outcome", [Outcome.APPLIED, Outcome.STALE])
 def test_outcomes_that_leave_placement_as_reported_confirm_the_state(outcome):
     outbox = make_outbox(Reporter(outcome))
     outbox.offer(U1, 7, None)
