@@ -15,6 +15,9 @@ Guarantees:
   (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
   write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
   both apply, and an older report is never applied after a newer one.
+* :func:`record_placement_generation` (the resync's repair) runs under the same row lock and
+  changes nothing unless the row still holds the (claim_epoch, seq) the caller read: a repair
+  never overtakes, nor undoes, a report.
 * At most one live (not DELETED) instance per node: the database refuses a
   second (see :mod:`computed.db.models`); the refusal surfaces as
   :class:`NodeInUse` carrying the node uuid.
@@ -102,6 +105,18 @@ class ProviderRow:
     state: str | None
     deleted: bool
     updated_at: datetime.datetime
+    # Placement's generation of the provider after computed's last write to it (None: not known,
+    # e.g. written before revision 0003, or deleted).
+    placement_generation: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What an ``apply`` callback of :func:`apply_report_if_newer` may return: the new state's
+    JSON (None: the provider was deleted) and Placement's generation after the write."""
+
+    state: str | None
+    placement_generation: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +143,8 @@ class InstanceRow:
 
 def _provider_row(row: Any) -> ProviderRow:
     return ProviderRow(uuid=row.uuid, claim_epoch=row.claim_epoch, seq=row.seq, host=row.host,
-                       state=row.state, deleted=bool(row.deleted), updated_at=row.updated_at)
+                       state=row.state, deleted=bool(row.deleted), updated_at=row.updated_at,
+                       placement_generation=row.placement_generation)
 
 
 def _instance_row(row: Any) -> InstanceRow:
@@ -240,15 +256,16 @@ def _lock_provider(conn: Connection, uuid: str, host: str) -> ProviderRow | None
 
 
 def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int, host: str,
-                          apply: Callable[[ProviderRow | None], str | None]) -> bool:
+                          apply: Callable[[ProviderRow | None], str | Applied | None]) -> bool:
     """Apply one provider report if it is newer than the last applied; True if applied.
 
     In one transaction, with the provider's row locked: compare (claim_epoch,
     seq) with the stored pair; if not strictly greater, return False without
     calling ``apply``. Otherwise call ``apply(row)`` (``row`` is the last
     applied state, None for a provider never applied) — it writes Placement and
-    returns the new state's JSON, or None when it deleted the provider — and
-    store (claim_epoch, seq, host, state). If ``apply`` raises, nothing is
+    returns the new state's JSON, or None when it deleted the provider, or an
+    :class:`Applied` that also carries Placement's generation after the write — and
+    store (claim_epoch, seq, host, state, placement generation). If ``apply`` raises, nothing is
     stored and the exception propagates. If the commit itself fails after ``apply``
     the report is not recorded and a later report re-applies: Placement writes
     must be idempotent.
@@ -264,10 +281,14 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
                 if row is not None and (row.claim_epoch, row.seq) >= (claim_epoch, seq):
                     return False
                 applied = True
-                state = apply(row)
+                result = apply(row)
+                if not isinstance(result, Applied):
+                    result = Applied(result)
                 conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
-                    claim_epoch=claim_epoch, seq=seq, host=host, state=state,
-                    deleted=state is None, updated_at=models.utcnow()))
+                    claim_epoch=claim_epoch, seq=seq, host=host, state=result.state,
+                    deleted=result.state is None,
+                    placement_generation=result.placement_generation,
+                    updated_at=models.utcnow()))
             return True
         except sa_exc.DBAPIError as error:
             # A deadlock can only come from taking the lock, before apply ran; retrying
@@ -275,6 +296,46 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
             if applied or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def record_placement_generation(engine: Engine, uuid: str, claim_epoch: int, seq: int,
+                                repair: Callable[[ProviderRow], int | None]) -> bool:
+    """Repair one provider if its row still holds (claim_epoch, seq); True if ``repair`` ran.
+
+    In one transaction, with the provider's row locked as :func:`apply_report_if_newer` locks
+    it: when the row is gone, deleted, or holds another (claim_epoch, seq) (a report was applied
+    since the caller read it), return False without calling ``repair``. Otherwise call
+    ``repair(row)`` — it makes Placement hold the row's state again and returns Placement's
+    generation after that — and store the generation; the report columns are left as they are.
+    If ``repair`` raises, nothing is stored and the exception propagates.
+    """
+    for attempt in range(DEADLOCK_RETRIES):
+        repaired = False
+        try:
+            with _transaction(engine, write=True) as conn:
+                raw = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
+                                   .with_for_update()).first()
+                if raw is None or raw.deleted or raw.state is None or \
+                        (raw.claim_epoch, raw.seq) != (claim_epoch, seq):
+                    return False
+                repaired = True
+                generation = repair(_provider_row(raw))
+                conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
+                    placement_generation=generation))
+            return True
+        except sa_exc.DBAPIError as error:
+            if repaired or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def applied_providers(engine: Engine) -> list[ProviderRow]:
+    """Every provider a report was applied to (deleted ones too), in uuid order: what the
+    resync compares with Placement."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_providers).where(
+            _providers.c.claim_epoch != _UNAPPLIED).order_by(_providers.c.uuid))
+        return [_provider_row(row) for row in rows]
 
 
 def get_provider(engine: Engine, uuid: str) -> ProviderRow | None:
@@ -298,7 +359,7 @@ def mark_deleted(engine: Engine, uuid: str) -> bool:
     with _transaction(engine, write=True) as conn:
         result = conn.execute(sa.update(_providers).where(
             _providers.c.uuid == uuid, _providers.c.deleted == sa.false()).values(
-            deleted=True, state=None, updated_at=models.utcnow()))
+            deleted=True, state=None, placement_generation=None, updated_at=models.utcnow()))
         return result.rowcount == 1
 
 

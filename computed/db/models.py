@@ -8,7 +8,9 @@ autogenerate's compare and expects no difference).
 has applied to Placement, with the (claim epoch, sequence) of the last
 applied report. A report is applied only when its (claim_epoch, seq) is
 strictly greater, lexicographically, than the stored pair (see
-:func:`computed.db.api.apply_report_if_newer`).
+:func:`computed.db.api.apply_report_if_newer`), and Placement's generation of
+the provider after computed's last write to it (what the resync compares with
+Placement's listing, :mod:`computed.reporter.resync`).
 
 ``instances``: one row per instance, live or deleted, with the daemon managing
 it as (host, member epoch).
@@ -138,6 +140,9 @@ class Provider(Base):
     deleted: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     updated_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
                                                           default=utcnow)
+    # Placement's generation of the provider after computed's last write to it; NULL when not
+    # known (deleted, or last written before revision 0003). Another writer bumps it.
+    placement_generation: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class Instance(Base):

@@ -107,6 +107,47 @@ def check_mark_deleted(engine) -> None:
         api.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
 
 
+def check_placement_generation(engine) -> None:
+    uuid = new_uuid()
+    assert api.apply_report_if_newer(engine, uuid, 3, 1, "h",
+                                     lambda row: api.Applied('{"v": 1}', 7))
+    assert api.get_provider(engine, uuid).placement_generation == 7
+    # A plain state (no generation known) clears it: a stale generation is never kept.
+    assert api.apply_report_if_newer(engine, uuid, 3, 2, "h", Recorder('{"v": 2}'))
+    assert api.get_provider(engine, uuid).placement_generation is None
+
+    seen = []
+
+    def repair(row):
+        seen.append(row)
+        return 9
+
+    # A repair of a row that moved on (another (claim_epoch, seq)) changes nothing.
+    assert not api.record_placement_generation(engine, uuid, 3, 1, repair)
+    assert not api.record_placement_generation(engine, new_uuid(), 0, 0, repair)
+    assert seen == []
+    before = api.get_provider(engine, uuid)
+    assert api.record_placement_generation(engine, uuid, 3, 2, repair)
+    assert seen == [before]
+    after = api.get_provider(engine, uuid)
+    assert after.placement_generation == 9
+    assert (after.claim_epoch, after.seq, after.state, after.host) == \
+        (before.claim_epoch, before.seq, before.state, before.host)
+    assert uuid in {row.uuid for row in api.applied_providers(engine)}
+
+    def boom(row):
+        raise RuntimeError("placement down")
+
+    with pytest.raises(RuntimeError):
+        api.record_placement_generation(engine, uuid, 3, 2, boom)
+    assert api.get_provider(engine, uuid).placement_generation == 9
+    # A deleted provider is never repaired.
+    assert api.apply_report_if_newer(engine, uuid, 3, 3, "h", Recorder(None))
+    assert api.get_provider(engine, uuid).placement_generation is None
+    assert not api.record_placement_generation(engine, uuid, 3, 3, repair)
+    assert len(seen) == 1
+
+
 # -- instances -------------------------------------------------------------------------------
 
 def check_instance_lifecycle(engine) -> None:
@@ -267,7 +308,8 @@ def check_instance_queries(engine) -> None:
 
 
 ALL = [check_report_order, check_report_delete_and_revive,
-       check_report_apply_failure_stores_nothing, check_mark_deleted, check_instance_lifecycle,
+       check_report_apply_failure_stores_nothing, check_mark_deleted, check_placement_generation,
+       check_instance_lifecycle,
        check_one_live_instance_per_node, check_error_releasing_the_node,
        check_racing_creates_one_wins,
        check_rehome_compare_and_set, check_racing_rehomes_one_wins, check_instance_queries]

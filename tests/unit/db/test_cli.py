@@ -36,13 +36,13 @@ def test_sync_then_version(tmp_path):
     url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
     before = manage(tmp_path, url, "version")
     assert before.returncode == 0, before
-    assert "current: none, head: 0002" in before.stdout and "db sync" in before.stdout
+    assert "current: none, head: 0003" in before.stdout and "db sync" in before.stdout
     for _ in range(2):  # the second sync finds nothing to do
         synced = manage(tmp_path, url, "sync")
         assert synced.returncode == 0, synced
-        assert "at revision 0002" in synced.stdout
+        assert "at revision 0003" in synced.stdout
     after = manage(tmp_path, url, "version")
-    assert after.stdout.strip() == "current: 0002, head: 0002"
+    assert after.stdout.strip() == "current: 0003, head: 0003"
 
 
 @pytest.mark.parametrize("action", ["sync", "version"])

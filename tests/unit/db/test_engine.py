@@ -27,7 +27,8 @@ def test_sqlite_write_waits_for_another_process_lock(engine, url):
     # a row that is about to change.
     other = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
-    other.execute("INSERT INTO providers VALUES ('p', 1, 5, 'other', '{}', 0, '2026-01-01')")
+    other.execute("INSERT INTO providers (uuid, claim_epoch, seq, host, state, deleted, "
+                  "updated_at) VALUES ('p', 1, 5, 'other', '{}', 0, '2026-01-01')")
     done = []
     thread = threading.Thread(target=lambda: done.append(
         api.apply_report_if_newer(engine, "p", 1, 4, "me", lambda row: "{}")))

@@ -147,4 +147,56 @@ def check_downgrade_to_0001_keeps_rows(url: str) -> None:
         assert api.get_instance(engine, "i-live").member_epoch == 5
 
 
-ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows]
+def _columns(engine: sa.Engine, table: str) -> list[str]:
+    return [column["name"] for column in sa.inspect(engine).get_columns(table)]
+
+
+def check_upgrade_to_0003_records_no_generation(url: str) -> None:
+    """0002 -> 0003: rows keep their reports and have no Placement generation yet (the resync
+    verifies them once); a report applied afterwards records one, and a repair updates it."""
+    with _database_at_0001(url) as engine:
+        migrate(url, "0002")
+        assert "placement_generation" not in _columns(engine, "providers")
+        assert db.sync(url) == "0003" == db.head_revision()
+        _no_drift(engine)
+        applied = api.get_provider(engine, "p-applied")
+        assert (applied.claim_epoch, applied.seq, applied.state, applied.placement_generation) \
+            == (70, 3, '{"reserved": 0}', None)
+        assert api.get_provider(engine, "p-deleted").placement_generation is None
+        assert [row.uuid for row in api.applied_providers(engine)] == ["p-applied", "p-deleted"]
+        assert api.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 12)
+        assert api.get_provider(engine, "p-applied").placement_generation == 12
+        assert api.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
+                                         lambda row: api.Applied("{}", 13))
+        row = api.get_provider(engine, "p-applied")
+        assert (row.seq, row.state, row.placement_generation) == (4, "{}", 13)
+
+
+def check_downgrade_from_0003_keeps_rows(url: str) -> None:
+    """0003 -> 0002 -> 0003: the column goes and comes back empty; the reports stay."""
+    with _database_at_0001(url) as engine:
+        assert db.sync(url) == db.head_revision()
+        assert api.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 5)
+        before = _epochs_0001_as_0002(engine)
+        migrate(url, "0002", down=True)
+        assert db.current_revision(url) == "0002"
+        assert "placement_generation" not in _columns(engine, "providers")
+        assert _epochs_0001_as_0002(engine) == before
+        # 0002's code still writes its rows.
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE providers SET seq = 4 WHERE uuid = 'p-applied'"))
+        assert db.sync(url) == db.head_revision()
+        _no_drift(engine)
+        row = api.get_provider(engine, "p-applied")
+        assert (row.claim_epoch, row.seq, row.placement_generation) == (70, 4, None)
+
+
+def _epochs_0001_as_0002(engine: sa.Engine) -> dict:
+    with engine.connect() as conn:
+        return {row.uuid: (row.claim_epoch, row.seq, row.state, bool(row.deleted))
+                for row in conn.execute(sa.text(
+                    "SELECT uuid, claim_epoch, seq, state, deleted FROM providers"))}
+
+
+ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows,
+       check_upgrade_to_0003_records_no_generation, check_downgrade_from_0003_keeps_rows]
