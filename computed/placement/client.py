@@ -20,6 +20,11 @@ allocations are :mod:`computed.placement.allocations`'. Guarantees:
   against Placement's will: it is kept beside the new class, logged, and
   removed by a later apply that finds it free (a cache miss or ``verify``).
 * :meth:`PlacementClient.delete` never deletes a provider with allocations.
+* :meth:`PlacementClient.generations` lists every provider's generation in one
+  request (Placement does not page ``GET /resource_providers``), and
+  :meth:`PlacementClient.generation` says which generation this client last saw
+  for a provider it applied: together they tell the resync what someone else
+  changed, without reading each provider.
 * Errors are :class:`~computed.placement.http.PlacementError` (a refusal:
   4xx, bad answer) or :class:`~computed.placement.http.PlacementUnavailable`
   (connection failure, timeout, 5xx: retry later), each naming the provider;
@@ -184,6 +189,29 @@ class PlacementClient:
                             'deleting it', uuid)
                 return DeleteOutcome.KEPT
             raise http.error(uuid, 'delete provider', resp)
+
+    def generations(self) -> dict[str, int]:
+        """``{uuid: generation}`` of every provider in Placement, in one request.
+
+        Placement answers ``GET /resource_providers`` whole (no paging), computed's providers
+        among any others. Any write to a provider (inventory, traits, allocations) bumps its
+        generation.
+
+        :raises PlacementUnavailable: Placement unreachable or failing.
+        :raises PlacementError: a refusal or an unusable answer.
+        """
+        resp = self._http.request('GET', '/resource_providers')
+        body = http.json_body(None, 'list providers', resp)
+        try:
+            return {rp['uuid']: rp['generation'] for rp in body['resource_providers']}
+        except (KeyError, TypeError) as exc:
+            raise PlacementError(None, 'list providers', detail=f'answer lacks {exc}')
+
+    def generation(self, uuid: str) -> int | None:
+        """The provider's generation after this client's last apply of it, None when this client
+        holds nothing for it (deleted, forgotten, or the apply failed)."""
+        entry = self._cached(uuid)
+        return None if entry is None else entry.view.generation
 
     def has_allocations(self, uuid: str) -> bool:
         """Whether any consumer holds allocations on the provider."""

@@ -19,7 +19,9 @@ answers with an outcome per report. For each report, in this order:
 4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is
    deleted only for a report that says its node is gone, and only when it has no allocations
    (``kept`` otherwise). Placement unreachable answers ``failed``: the sender keeps the report
-   and retries.
+   and retries. The row also records Placement's generation after the write, which the resync
+   (:mod:`computed.reporter.resync`) compares with Placement's listing to find what someone else
+   changed.
 """
 
 from __future__ import annotations
@@ -125,27 +127,32 @@ class ReportApplier:
         # One report per provider at a time in this process: the database row lock would do it
         # too, but under eventlet a thread blocked in the database driver blocks the whole
         # process, including the green thread holding that lock.
-        with self._provider_lock(item[0].uuid):
+        with self.provider_lock(item[0].uuid):
             return self._apply_locked(item)
 
-    def _provider_lock(self, uuid: str) -> threading.Lock:
+    def provider_lock(self, uuid: str) -> threading.Lock:
+        """This process's lock of one provider: held while applying a report to it, and by the
+        resync while repairing it."""
         return self._stripes[hash(uuid) % len(self._stripes)]
 
     def _apply_locked(self, item: tuple[Report, ProviderState | None]) -> Outcome:
         report, state = item
 
-        def write(row: db_api.ProviderRow | None) -> str | None:
+        def write(row: db_api.ProviderRow | None) -> db_api.Applied:
             # Runs inside the ordering transaction, with the provider's row locked.
             if state is None:
                 if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
                     raise _Kept()
-                return None
+                return db_api.Applied(None)
             # A provider never applied before is most likely not in Placement yet. What the row
             # says was applied last (by any replica) decides whether this replica's cache of
             # Placement may be trusted.
             self._placement.apply(state, assume_new=row is None,
                                   last_applied=_last_applied(row))
-            return json.dumps(state.to_dict(), sort_keys=True)
+            # The generation the resync compares with Placement's listing
+            # (computed.reporter.resync): a later change by someone else bumps it.
+            return db_api.Applied(json.dumps(state.to_dict(), sort_keys=True),
+                                  self._placement.generation(report.uuid))
 
         try:
             newer = db_api.apply_report_if_newer(self._engine, report.uuid, report.claim_epoch,

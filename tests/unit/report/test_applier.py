@@ -21,6 +21,7 @@ def state(uuid=U1, reserved=0, rc="CUSTOM_GOLD"):
 class FakePlacement:
     def __init__(self):
         self.providers = {}
+        self.generations = {}
         self.allocations = set()
         self.down = False
 
@@ -28,7 +29,11 @@ class FakePlacement:
         if self.down:
             raise PlacementUnavailable(provider.uuid, "connection refused")
         self.providers[provider.uuid] = provider
+        self.generations[provider.uuid] = self.generations.get(provider.uuid, 0) + 1
         return True
+
+    def generation(self, uuid):
+        return self.generations.get(uuid) if uuid in self.providers else None
 
     def delete(self, uuid):
         if uuid in self.allocations:
@@ -69,9 +74,11 @@ def report(uuid=U1, epoch=7, seq=1, st="default"):
 
 
 def test_applied_then_duplicate_and_older_are_stale(world):
-    placement, _, _, applier = world
+    placement, engine, _, applier = world
     assert applier.apply([report(seq=5)]) == [[U1, 5, "applied"]]
     assert placement.providers[U1].resource_class == "CUSTOM_GOLD"
+    # The generation Placement answered is recorded: the resync compares it with the listing.
+    assert db_api.get_provider(engine, U1).placement_generation == 1
     assert applier.apply([report(seq=5), report(seq=4)]) == [[U1, 5, "stale"], [U1, 4, "stale"]]
 
 
