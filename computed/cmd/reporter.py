@@ -8,7 +8,9 @@ needed; they share the topic. See :mod:`computed.reporter.applier` for the rules
 
 The reporter is assembled here: a :class:`~computed.reporter.applier.ReportApplier` over the
 Placement client, a :class:`~computed.reporter.applier.ClaimReader` on the ZooKeeper client and
-the database engine, served by a :class:`~computed.reporter.endpoint.ReporterEndpoint`.
+the database engine, served by a :class:`~computed.reporter.endpoint.ReporterEndpoint`; and the
+:class:`~computed.reporter.resync.Resync` thread (``[placement] resync_interval``), with a
+Placement client of its own, the same claims, database and per-provider locks.
 
 Exit status: 0 after a clean stop, 1 when a backend cannot be used, 2 for bad configuration.
 """
@@ -33,6 +35,7 @@ from computed.fleet.membership import fleet_root
 from computed.placement.client import PlacementClient
 from computed.reporter.applier import ClaimReader, ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
+from computed.reporter.resync import Resync
 from computed.runtime import keystone, metrics, rpc, systemd
 
 PROG = 'computed-reporter'
@@ -63,11 +66,18 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     with common.zookeeper(conf, member=f'reporter-{host}') as client:
         claims = ClaimReader(client, fleet_root(conf.coordination.group))
         applier = ReportApplier(placement, claims, engine, workers=conf.reporter.workers)
+        resync = Resync(PlacementClient(keystone.load_adapter(conf, 'placement')), claims,
+                        engine, provider_lock=applier.provider_lock,
+                        interval=conf.placement.resync_interval,
+                        max_repairs=conf.placement.resync_max_repairs,
+                        forget=placement.forget, zookeeper=client,
+                        root=fleet_root(conf.coordination.group), host=host)
         transport = rpc.get_transport(conf)
         server = rpc.get_server(transport, conf.reporter.topic, host,
                                 [ReporterEndpoint(applier)])
-        metrics_endpoint = metrics.serve_reporter(conf, applier, client)
+        metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync)
         server.start()
+        resync.start()
         LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
         systemd.ready(f'serving topic {conf.reporter.topic}')
         status = systemd.StatusLoop(lambda: f'reports: {dict(applier.counts)}').start()
@@ -80,6 +90,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
                     next_stats = time.monotonic() + STATS_INTERVAL
         finally:
             systemd.stopping()
+            resync.stop()
             status.stop()
             metrics_endpoint.stop()
             server.stop()

@@ -1,7 +1,8 @@
 """Options of the ``[placement]`` group: how computed reaches Placement.
 
-Only a keystoneauth section (see ``computed.conf.ksa``) with service type
-``placement``; computed reports Ironic nodes there as resource providers.
+A keystoneauth section (see ``computed.conf.ksa``) with service type
+``placement``, where computed reports Ironic nodes as resource providers, and
+the reporter's resync of Placement (:mod:`computed.reporter.resync`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,24 @@ def group() -> cfg.OptGroup:
 
 SERVICE_TYPE = 'placement'
 
+OPTS = [
+    cfg.IntOpt('resync_interval', default=300, min=0,
+               help='Seconds between two resyncs of Placement by computed-reporter: '
+                    'Placement\'s providers (one listing, with their generations) are '
+                    'compared with what computed last applied, and every difference made '
+                    'by someone else (a provider deleted or lost in a restore, traits or '
+                    'inventory changed by hand) is repaired, ordered and fenced like a '
+                    'report. One reporter replica resyncs at a time. 0 turns it off.'),
+    cfg.IntOpt('resync_max_repairs', default=1000, min=1,
+               help='At most this many providers repaired per resync round; the rest are '
+                    'found again by the next round (logged when the cap is hit).'),
+]
+
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     ksa.register(conf, group(), SERVICE_TYPE)
+    conf.register_opts(OPTS, group=NAME)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
-    return {group(): ksa.list_opts(SERVICE_TYPE)}
+    return {group(): OPTS + ksa.list_opts(SERVICE_TYPE)}

@@ -38,6 +38,8 @@ from computed.conf.errors import ConfigError
 from computed.fleet.fence import SessionState
 from computed.fleet.reconciler import FleetState
 from computed.providers.report import Outcome
+from computed.reporter.resync import Drift
+from computed.reporter.resync import Outcome as RepairOutcome
 
 if TYPE_CHECKING:  # only for hints: the daemon's modules need not load in a reporter
     from computed.daemon.service import ComputeService
@@ -200,11 +202,13 @@ def reporter_health(zookeeper: Any) -> Health:
 
 
 class ReporterCollector:
-    """Reads a :class:`ReportApplier` (and the reporter's ZooKeeper client) at scrape time."""
+    """Reads a :class:`ReportApplier`, the reporter's ZooKeeper client and (when given) its
+    :class:`~computed.reporter.resync.Resync` at scrape time."""
 
-    def __init__(self, applier: Any, zookeeper: Any):
+    def __init__(self, applier: Any, zookeeper: Any, resync: Any = None):
         self._applier = applier
         self._zookeeper = zookeeper
+        self._resync = resync
 
     def collect(self) -> Iterator[Metric]:
         yield _gauge("reporter_up", "1 while /healthz answers 200.",
@@ -218,6 +222,41 @@ class ReporterCollector:
         for outcome in Outcome:
             family.add_metric([outcome.value], float(counts.get(outcome.value, 0)))
         yield family
+        if self._resync is not None:
+            yield from self._resync_metrics(dict(self._resync.counts))
+
+    @staticmethod
+    def _resync_metrics(counts: dict[str, int]) -> Iterator[Metric]:
+        rounds = CounterMetricFamily(
+            f"{PREFIX}_reporter_resync_rounds", "Resync rounds of this reporter, by result: "
+            "done, skipped (another replica had the turn, or resynced within the interval), "
+            "failed (Placement, database or ZooKeeper error).", labels=["result"])
+        for result in ("done", "skipped", "failed"):
+            rounds.add_metric([result], float(counts.get(f"rounds_{result}", 0)))
+        yield rounds
+        yield CounterMetricFamily(
+            f"{PREFIX}_reporter_resync_providers_checked", "Providers compared with "
+            "Placement's listing by this reporter's resync rounds.",
+            value=float(counts.get("checked", 0)))
+        drift = CounterMetricFamily(
+            f"{PREFIX}_reporter_resync_drift", "Drift found by the resync, by kind: missing "
+            "(not in Placement), changed (generation moved: written by someone else), "
+            "unrecorded (no generation recorded yet).", labels=["kind"])
+        for kind in Drift:
+            drift.add_metric([kind.value], float(counts.get(f"drift_{kind.value}", 0)))
+        yield drift
+        repairs = CounterMetricFamily(
+            f"{PREFIX}_reporter_resync_repairs", "Providers the resync handled, by outcome: "
+            "repaired (Placement written back), verified (already right; generation "
+            "recorded), moved (a report came first), fenced (claim epoch no longer live), "
+            "failed.", labels=["outcome"])
+        for outcome in RepairOutcome:
+            repairs.add_metric([outcome.value], float(counts.get(outcome.value, 0)))
+        yield repairs
+        yield CounterMetricFamily(
+            f"{PREFIX}_reporter_resync_placement_requests", "Placement requests made by "
+            "the resync (one listing per round, plus the repairs).",
+            value=float(counts.get("requests", 0)))
 
 
 # --- the HTTP endpoint -----------------------------------------------------------------------
@@ -312,8 +351,9 @@ def serve_daemon(conf: cfg.ConfigOpts, service: ComputeService) -> Endpoint:
                     lambda: daemon_health(service)).start("port")
 
 
-def serve_reporter(conf: cfg.ConfigOpts, applier: Any, zookeeper: Any) -> Endpoint:
+def serve_reporter(conf: cfg.ConfigOpts, applier: Any, zookeeper: Any,
+                   resync: Any = None) -> Endpoint:
     """Start the reporter's endpoint on ``[metrics] reporter_port`` (no-op when it is 0)."""
     return Endpoint(conf.metrics.bind_host, conf.metrics.reporter_port,
-                    _registry(ReporterCollector(applier, zookeeper)),
+                    _registry(ReporterCollector(applier, zookeeper, resync)),
                     lambda: reporter_health(zookeeper)).start("reporter_port")
