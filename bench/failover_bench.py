@@ -81,7 +81,7 @@ from computed.conf.opts import list_opts
 from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import fleet_root
 from computed.providers.state import normalise_resource_class
-from computed.testing.ironic import _request
+from computed.testing.ironic import request
 from tests.functional.daemons import (
     Daemon,
     Reporter,
@@ -119,7 +119,7 @@ def maintenance(url: str, node: str, attempts: int = 20) -> None:
     task for a moment) is tried again, on the clock of the measured figure."""
     for attempt in range(attempts):
         try:
-            _request("PUT", f"{url}/v1/nodes/{node}/maintenance", {"reason": "failover bench"})
+            request("PUT", f"{url}/v1/nodes/{node}/maintenance", {"reason": "failover bench"})
             return
         except urllib.error.HTTPError as exc:
             if exc.code != 409 or attempt == attempts - 1:

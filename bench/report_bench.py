@@ -83,7 +83,7 @@ from computed import db
 from computed.db.api import _UNAPPLIED
 from computed.placement.client import PlacementClient
 from computed.providers.state import ProviderState, normalise_resource_class
-from computed.testing.ironic import _request, list_nodes
+from computed.testing.ironic import list_nodes, request
 from computed_ironic.driver import IronicDriver
 from tests.functional.daemons import Daemon, Reporter, dump_logs
 
@@ -128,9 +128,9 @@ def seed(stack, count: int, prefix: str, resource_class: str) -> dict[str, str]:
     for name, node in sorted(nodes.items()):
         i = index_of(name)
         if has_traits(i):
-            _request("PUT", f"{url}/v1/nodes/{node}/traits", {"traits": list(TRAITS)})
+            request("PUT", f"{url}/v1/nodes/{node}/traits", {"traits": list(TRAITS)})
         if in_maintenance(i):
-            _request("PUT", f"{url}/v1/nodes/{node}/maintenance", {"reason": "bench"})
+            request("PUT", f"{url}/v1/nodes/{node}/maintenance", {"reason": "bench"})
     verify_nodes(url, prefix, count, resource_class)
     say(f"seeded and checked {count} nodes in {time.monotonic() - t0:.1f} s "
         f"({sum(has_traits(index_of(n)) for n in nodes)} with traits, "
@@ -292,7 +292,7 @@ def rabbit_bytes(stack) -> tuple[int, int] | None:
     rabbit = stack["rabbitmq"]
     vhost = rabbit.info.get("vhost") or "/"
     try:
-        out = subprocess.run(rabbit._ctl() + ["list_connections", "-q", "--no-table-headers",
+        out = subprocess.run(rabbit.ctl() + ["list_connections", "-q", "--no-table-headers",
                                               "vhost", "recv_oct", "recv_cnt"],
                              capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
@@ -310,7 +310,7 @@ def queue_messages(stack, queue: str) -> str:
     rabbit = stack["rabbitmq"]
     vhost = rabbit.info.get("vhost") or "/"
     try:
-        out = subprocess.run(rabbit._ctl() + ["list_queues", "-p", vhost, "-q",
+        out = subprocess.run(rabbit.ctl() + ["list_queues", "-p", vhost, "-q",
                                               "--no-table-headers", "name", "messages",
                                               "consumers"],
                              capture_output=True, text=True, timeout=60).stdout
@@ -582,9 +582,9 @@ class Run:
             for node in chosen:
                 t_call = time.time()
                 if on:
-                    _request("PUT", f"{url}/v1/nodes/{node}/maintenance", {"reason": "bench"})
+                    request("PUT", f"{url}/v1/nodes/{node}/maintenance", {"reason": "bench"})
                 else:
-                    _request("DELETE", f"{url}/v1/nodes/{node}/maintenance")
+                    request("DELETE", f"{url}/v1/nodes/{node}/maintenance")
                 t_api = time.time()
                 change = {"node": node, "on": on, "api": t_api - t_call}
                 results.append(change)

@@ -32,7 +32,7 @@ import time
 import uuid as uuidlib
 from pathlib import Path
 
-from computed.testing.ironic import _request, list_nodes
+from computed.testing.ironic import list_nodes, request
 
 
 def ironic_db(stack) -> Path:
@@ -65,7 +65,7 @@ def _wait_state(url: str, node: str, kind: str, state: str, timeout: float = 60)
     left: Ironic moves it asynchronously."""
     deadline = time.monotonic() + timeout
     while True:
-        body = _request("GET", f"{url}/v1/nodes/{node}?fields={kind}_state,"
+        body = request("GET", f"{url}/v1/nodes/{node}?fields={kind}_state,"
                                f"target_{kind}_state,last_error")
         if body[f"{kind}_state"] == state and not body.get(f"target_{kind}_state"):
             return
@@ -77,10 +77,10 @@ def _wait_state(url: str, node: str, kind: str, state: str, timeout: float = 60)
 def _template(url: str, prefix: str, resource_class: str, available: bool) -> str:
     body = {"driver": "fake-hardware", "name": f"{prefix}-00000",
             "resource_class": resource_class}
-    node = _request("POST", f"{url}/v1/nodes", body)["uuid"]
+    node = request("POST", f"{url}/v1/nodes", body)["uuid"]
     if available:
         for verb, state in (("manage", "manageable"), ("provide", "available")):
-            _request("PUT", f"{url}/v1/nodes/{node}/states/provision", {"target": verb})
+            request("PUT", f"{url}/v1/nodes/{node}/states/provision", {"target": verb})
             _wait_state(url, node, "provision", state)
     return node
 
@@ -90,7 +90,7 @@ def make_template(url: str, prefix: str, resource_class: str) -> str:
     (fake power answers asynchronously, so wait for it), no instance, not in maintenance, all
     set through the API so that Ironic's own state machine wrote every field."""
     node = _template(url, prefix, resource_class, available=True)
-    _request("PUT", f"{url}/v1/nodes/{node}/states/power", {"target": "power off"})
+    request("PUT", f"{url}/v1/nodes/{node}/states/power", {"target": "power off"})
     _wait_state(url, node, "power", "power off")
     return node
 

@@ -66,7 +66,7 @@ def bounded_assign(ring: HashRing, keys: Iterable[Key],
     factor = load_factor(max_load)
     keys = list(keys)
     encoded = [to_bytes(key) for key in keys]
-    tokens, order, position = ring._table()
+    tokens, order, position = ring.token_table()
     if not tokens:
         raise EmptyRing()
     # Deterministic processing order: by ring position, then bytes.  The

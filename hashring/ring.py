@@ -309,11 +309,11 @@ class HashRing:
             result[key] = order[tokens[index] & TAG_MASK]
         return result
 
-    def _table(self) -> tuple[array, tuple, Callable[[bytes], int]]:
-        """Return (tokens, members by tag, key position function).
+    def token_table(self) -> tuple[array, tuple, Callable[[bytes], int]]:
+        """Return (tokens, members by tag, key position function), read-only.
 
-        Package-internal and read-only: ``bounded.py`` walks the same
-        token table as ``assign``.
+        For walks over the same token table as ``assign`` (``bounded.py``);
+        callers must not modify what it returns.
         """
         return self._tokens, self._order, self._position
 

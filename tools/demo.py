@@ -29,7 +29,7 @@ from pathlib import Path
 from bench.seed import seed_nodes
 from computed import db
 from computed.db import api as db_api
-from computed.testing.ironic import _request
+from computed.testing.ironic import request
 from computed.testing.stack import Stack
 from tests.functional.daemons import Daemon, Reporter, ownership_now, zk_client
 
@@ -100,11 +100,11 @@ class Demo:
     def maintenance(self) -> None:
         node = random.choice(self.nodes)
         url = f"{self.stack['ironic'].url}/v1/nodes/{node}"
-        if _request("GET", url)["maintenance"]:
-            _request("DELETE", f"{url}/maintenance")
+        if request("GET", url)["maintenance"]:
+            request("DELETE", f"{url}/maintenance")
             self.log(f"maintenance off on {node[:8]}")
         else:
-            _request("PUT", f"{url}/maintenance", {"reason": "demo"})
+            request("PUT", f"{url}/maintenance", {"reason": "demo"})
             self.log(f"maintenance on on {node[:8]} (its provider becomes reserved)")
 
     def screen(self) -> str:

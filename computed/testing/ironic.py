@@ -99,7 +99,7 @@ def _write_ahead_log(path: Path) -> None:
         connection.execute("PRAGMA journal_mode=WAL")
 
 
-def _request(method: str, url: str, body: dict | list | None = None, timeout: float = 30.0,
+def request(method: str, url: str, body: dict | list | None = None, timeout: float = 30.0,
              attempts: int = 5) -> dict:
     """One Ironic API call; a 5xx (sqlite's "database is locked" under load) is retried."""
     import json
@@ -108,10 +108,10 @@ def _request(method: str, url: str, body: dict | list | None = None, timeout: fl
     import urllib.request
     data = None if body is None else json.dumps(body).encode()
     for attempt in range(attempts):
-        request = urllib.request.Request(url, data=data, method=method, headers={
+        prepared = urllib.request.Request(url, data=data, method=method, headers={
             "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": API_VERSION})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:
+            with urllib.request.urlopen(prepared, timeout=timeout) as resp:
                 text = resp.read()
             return json.loads(text) if text else {}
         except urllib.error.HTTPError as exc:
@@ -129,7 +129,7 @@ def enroll_nodes(url: str, count: int, resource_class: str = "baremetal", prefix
     def create(index: int) -> str:
         body = {"driver": "fake-hardware", "name": f"{prefix}-{index:05d}",
                 "resource_class": resource_class, **fields}
-        return _request("POST", f"{url}/v1/nodes", body)["uuid"]
+        return request("POST", f"{url}/v1/nodes", body)["uuid"]
 
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(create, range(count)))
@@ -140,7 +140,7 @@ def delete_nodes(url: str, uuids: list[str], workers: int = 8) -> None:
 
     def delete(uuid: str) -> None:
         try:
-            _request("DELETE", f"{url}/v1/nodes/{uuid}")
+            request("DELETE", f"{url}/v1/nodes/{uuid}")
         except OSError:
             pass
 
@@ -154,7 +154,7 @@ def list_nodes(url: str, fields: str = "uuid", timeout: float = 30.0) -> Iterato
     marker = ""
     while True:
         query = f"fields={fields}&limit={PAGE}" + (f"&marker={marker}" if marker else "")
-        page = _request("GET", f"{url}/v1/nodes?{query}", timeout=timeout)["nodes"]
+        page = request("GET", f"{url}/v1/nodes?{query}", timeout=timeout)["nodes"]
         yield from page
         if len(page) < PAGE:
             return

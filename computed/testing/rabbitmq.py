@@ -39,7 +39,7 @@ class RabbitMQ(Service):
 
     def _reuse(self) -> None:
         vhost = self.info.get("vhost") or f"computed-{uuid.uuid4().hex[:8]}"
-        ctl = self._ctl()
+        ctl = self.ctl()
         try:
             process.run(ctl + ["add_vhost", vhost], f"rabbitmqctl add_vhost {vhost}")
             process.run(ctl + ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
@@ -87,7 +87,7 @@ class RabbitMQ(Service):
         vhost = self.info.get("vhost", "")
         self.info["url"] = f"rabbit://guest:guest@127.0.0.1:{self.info['port']}/{vhost}"
 
-    def _ctl(self) -> list[str]:
+    def ctl(self) -> list[str]:
         ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
         return [ctl, "-q"]
 
@@ -98,7 +98,7 @@ class RabbitMQ(Service):
         if self.info.get("reused"):
             if self.info.get("vhost"):
                 try:
-                    process.run(self._ctl() + ["delete_vhost", self.info["vhost"]],
+                    process.run(self.ctl() + ["delete_vhost", self.info["vhost"]],
                                 "rabbitmqctl delete_vhost")
                 except (process.ServiceError, FileNotFoundError):
                     pass

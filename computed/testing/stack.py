@@ -83,7 +83,7 @@ class Stack:
         vhost = rabbit.info.get("vhost") or "/"
         try:
             from computed.testing.process import ServiceError, run
-            run(rabbit._ctl() + ["set_policy", "-p", vhost, "--apply-to", "queues",
+            run(rabbit.ctl() + ["set_policy", "-p", vhost, "--apply-to", "queues",
                                  "computed-cap-info", rf"^{NOTIFICATION_TOPIC}\.info$",
                                  '{"max-length":1000}'], "rabbitmqctl set_policy")
         except (ServiceError, FileNotFoundError):

@@ -47,7 +47,7 @@ from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.providers.state import normalise_resource_class, provider_from_node
 from computed.runtime import keystone, rpc
 from computed.testing import postgres
-from computed.testing.ironic import Ironic, _request, enroll_nodes
+from computed.testing.ironic import Ironic, enroll_nodes, request
 from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
 from computed.testing.rabbitmq import RabbitMQ
@@ -272,7 +272,7 @@ class Chaos:
         return self.stack["ironic"].url
 
     def _ironic(self, method: str, path: str, body=None):
-        return _request(method, f"{self.ironic_url}/v1{path}", body, timeout=10, attempts=3)
+        return request(method, f"{self.ironic_url}/v1{path}", body, timeout=10, attempts=3)
 
     def _new_host(self) -> str:
         self._next_host += 1

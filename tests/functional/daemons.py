@@ -182,8 +182,8 @@ def wait_for(check, timeout, what, processes=()):
 
 
 def ironic(stack, method, path, body=None):
-    from computed.testing.ironic import _request
-    return _request(method, f"{stack['ironic'].url}/v1{path}", body)
+    from computed.testing.ironic import request
+    return request(method, f"{stack['ironic'].url}/v1{path}", body)
 
 
 def wait_state(stack, node, state):

@@ -20,7 +20,7 @@ from tooz import coordination
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root
-from computed.testing.ironic import _request, delete_nodes, enroll_nodes, list_node_uuids
+from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids, request
 from tests.functional.daemons import (
     BIN,
     Daemon,
@@ -136,9 +136,9 @@ def test_frozen_daemon_does_not_act_after_it_resumes(stack, zk, fleet, nodes):
         # Change its former nodes in Ironic while it sleeps: on waking, it sees changes to nodes
         # it still believes it holds, and must not act on them.
         for node in its_nodes[:10]:
-            _request("PATCH", f"{stack['ironic'].url}/v1/nodes/{node}",
+            request("PATCH", f"{stack['ironic'].url}/v1/nodes/{node}",
                      [{"op": "add", "path": "/extra/touched", "value": "yes"}])
-            _request("PUT", f"{stack['ironic'].url}/v1/nodes/{node}/maintenance",
+            request("PUT", f"{stack['ironic'].url}/v1/nodes/{node}/maintenance",
                      {"reason": "fleet test"})
         resumed_at = time.time()
     finally:
@@ -151,7 +151,7 @@ def test_frozen_daemon_does_not_act_after_it_resumes(stack, zk, fleet, nodes):
     assert stale == []
     assert_fenced(daemons)
     for node in its_nodes[:10]:
-        _request("DELETE", f"{stack['ironic'].url}/v1/nodes/{node}/maintenance")
+        request("DELETE", f"{stack['ironic'].url}/v1/nodes/{node}/maintenance")
 
 
 def test_scale_out_moves_only_the_newcomers_share(zk, fleet, nodes):
