@@ -210,6 +210,34 @@ def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
     return records
 
 
+def claim_holders(client: Any, root: str,
+                  nodes: Iterable[str]) -> dict[str, tuple[int, str | None]]:
+    """``{node: (claim epoch, host)}`` for the live claim on each of ``nodes`` that has one,
+    read with one round of pipelined ``get_async``; unclaimed nodes are left out. ``host`` is
+    None when the claim's data cannot be parsed (the reporter's fence then refuses every report).
+    Raises what kazoo raises, other than NoNodeError, when ZooKeeper cannot be read."""
+    path = claims_path(root)
+    pending = [(node, client.get_async(f"{path}/{node}")) for node in dict.fromkeys(nodes)]
+    holders: dict[str, tuple[int, str | None]] = {}
+    for node, async_result in pending:
+        try:
+            data, stat = async_result.get()
+        except zk_exc.NoNodeError:
+            continue
+        holders[node] = (stat.czxid, _claim_host(data))
+    return holders
+
+
+def _claim_host(data: bytes) -> str | None:
+    """The host a claim's data names; None unless it is ``{"host": "<non-empty str>", ...}``."""
+    try:
+        body = json.loads(data)
+    except (ValueError, TypeError):
+        return None
+    host = body.get("host") if isinstance(body, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
 def claim_epochs(client: Any, root: str, nodes: Iterable[str]) -> dict[str, int]:
     """The claim epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
     path = claims_path(root)
