@@ -10,7 +10,8 @@ reports, :mod:`computed.reporter.applier` applies them.
   one applied for that provider, so duplicates and reordered reports are ignored, and a fenced-out
   owner's report (smaller claim epoch, or one that no longer holds the claim) is refused.
 * :meth:`Report.from_dict` validates an untrusted message and raises :class:`MalformedReport`
-  naming the field and the uuid. It reads the claim epoch from ``claim_epoch`` or, as daemons
+  naming the field and the uuid; a ``seq`` more than :data:`MAX_SEQ_AHEAD_MS` ahead of the
+  reporter's wall clock is refused too. It reads the claim epoch from ``claim_epoch`` or, as daemons
   before API 1.1 sent it, from ``epoch``: a reporter accepts reports from daemons not yet upgraded.
 
 Outcomes a reporter returns per report (:class:`Outcome`): ``applied``; ``stale`` (not newer than
@@ -23,8 +24,9 @@ dropped). They cross the bus as their string values and are :class:`Outcome` eve
 from __future__ import annotations
 
 import enum
+import time
 import uuid as uuid_lib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,15 @@ from typing import Any
 # daemon upgraded too early holds its reports instead of seeing them refused as invalid.
 # 1.1: the claim epoch travels as "claim_epoch" (1.0: "epoch").
 API_VERSION = "1.1"
+
+# How far ahead of the reporter's wall clock (in ms) a report's seq may be. A sender starts its seq
+# at its own time.time()*1000 and adds one per report, so an honest seq is its sender's start time
+# plus the reports it offered since: clocks in a cloud differ by seconds, and a cold start of
+# 50,000 providers adds 50,000, both far inside a day. Without a bound one forged seq (2**62)
+# made every later honest report of the provider "stale" for good; with it a forged report can
+# hold a provider for at most this long (or until the node is claimed again). See
+# docs/security.md.
+MAX_SEQ_AHEAD_MS = 24 * 3600 * 1000
 
 
 class MalformedReport(ValueError):
@@ -63,8 +74,9 @@ class Report:
                 "host": self.host, "state": None if self.state is None else dict(self.state)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> Report:
-        """Validate an untrusted message (it crossed the bus)."""
+    def from_dict(cls, data: Any, clock: Callable[[], float] = time.time) -> Report:
+        """Validate an untrusted message (it crossed the bus). ``clock`` is the wall clock in
+        seconds that bounds ``seq`` (:data:`MAX_SEQ_AHEAD_MS`)."""
         if not isinstance(data, dict):
             raise MalformedReport(f"report: expected an object, got {type(data).__name__}")
         uuid = data.get("uuid")
@@ -78,6 +90,11 @@ class Report:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise MalformedReport(f"report {uuid}: field {field!r}: expected a "
                                       f"non-negative integer, got {value!r}")
+        limit = int(clock() * 1000) + MAX_SEQ_AHEAD_MS
+        if data["seq"] > limit:
+            raise MalformedReport(f"report {uuid}: field 'seq': {data['seq']} is more than "
+                                  f"{MAX_SEQ_AHEAD_MS} ms ahead of this reporter's clock "
+                                  f"(at most {limit})")
         host = data.get("host")
         if not isinstance(host, str) or not host:
             raise MalformedReport(f"report {uuid}: field 'host': expected a host name")

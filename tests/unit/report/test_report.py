@@ -5,7 +5,13 @@ import pytest
 from oslo_config import cfg
 
 from computed.providers.outbox import RpcSender
-from computed.providers.report import API_VERSION, MalformedReport, Outcome, Report
+from computed.providers.report import (
+    API_VERSION,
+    MAX_SEQ_AHEAD_MS,
+    MalformedReport,
+    Outcome,
+    Report,
+)
 from computed.runtime import rpc
 from tests.unit.report.fakes import U1, U2, state
 
@@ -29,6 +35,30 @@ STATE = state().to_dict()
 def test_malformed_reports_name_the_field(bad, field):
     with pytest.raises(MalformedReport, match=field):
         Report.from_dict(bad)
+
+
+NOW = 1_700_000_000.0  # a reporter's wall clock, in seconds
+NOW_MS = int(NOW * 1000)
+
+
+def test_a_seq_too_far_ahead_of_the_clock_is_refused_naming_the_field_and_uuid():
+    forged = {"uuid": U1, "claim_epoch": 7, "seq": 2**62, "host": "c1", "state": None}
+    with pytest.raises(MalformedReport, match=rf"report {U1}: field 'seq'") as err:
+        Report.from_dict(forged, clock=lambda: NOW)
+    assert "\n" not in str(err.value)
+    limit = NOW_MS + MAX_SEQ_AHEAD_MS
+    with pytest.raises(MalformedReport, match="'seq'"):
+        Report.from_dict(dict(forged, seq=limit + 1), clock=lambda: NOW)
+    assert Report.from_dict(dict(forged, seq=limit), clock=lambda: NOW).seq == limit
+
+
+def test_the_seq_bound_leaves_room_for_clock_skew_and_a_cold_start():
+    # A sender starts its seq at its own time.time()*1000 and adds one per report: one whose
+    # clock is a minute ahead and that offered 50,000 reports at once is still accepted.
+    seq = NOW_MS + 60_000 + 50_000
+    wire = {"uuid": U1, "claim_epoch": 7, "seq": seq, "host": "c1", "state": None}
+    assert Report.from_dict(wire, clock=lambda: NOW).seq == seq
+    assert MAX_SEQ_AHEAD_MS >= 3_600_000
 
 
 def test_report_round_trip():
