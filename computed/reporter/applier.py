@@ -7,10 +7,14 @@ answers with an outcome per report. For each report, in this order:
 
 1. **Validate** it (:meth:`Report.from_dict`, :meth:`ProviderState.from_dict`): a malformed report
    is logged and answered ``invalid``, never retried, never fatal to the worker.
-2. **Fence** it: the sender must still hold the claim on the node *with that claim epoch* (the
-   claim znode's creation zxid, read from ZooKeeper by :class:`ClaimReader`). A report from a
-   daemon that lost its claim (a partition, a long pause, a handover) is answered ``fenced`` and
-   not applied.
+   A ``seq`` too far ahead of this reporter's clock is malformed too
+   (:data:`computed.providers.report.MAX_SEQ_AHEAD_MS`).
+2. **Fence** it: the live claim on the node must have that claim epoch (the claim znode's
+   creation zxid) *and* name the report's ``host`` (the claim znode's data), both read from
+   ZooKeeper by :class:`ClaimReader` in one pipelined round per batch. A report from a daemon
+   that lost its claim (a partition, a long pause, a handover), one naming another host, and any
+   report for a claim whose data cannot be parsed are answered ``fenced`` and not applied. This
+   does not authenticate the sender: see docs/security.md.
 3. **Order** it: in one database transaction that locks the provider's row, a report is applied
    only if its ``(claim_epoch, seq)`` is newer than the last one applied
    (:func:`computed.db.api.apply_report_if_newer`; duplicates and reordered reports answer
@@ -30,7 +34,8 @@ import collections
 import json
 import logging
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,7 +52,7 @@ LOG = logging.getLogger(__name__)
 
 
 class ClaimReader:
-    """The claim epochs of the live claims, read from ZooKeeper.
+    """The live claims (their epochs and hosts), read from ZooKeeper.
 
     Read-only: a reporter never claims. ``client`` is a started KazooClient, ``root`` the
     fleet's root path (:func:`computed.fleet.membership.fleet_root`).
@@ -62,20 +67,27 @@ class ClaimReader:
         out. Raises what kazoo raises when ZooKeeper cannot be read."""
         return claims.claim_epochs(self._client, self._root, nodes)
 
+    def claim_holders(self, nodes: Iterable[str]) -> dict[str, tuple[int, str | None]]:
+        """``{node: (claim epoch, host)}`` for each of ``nodes`` claimed now (host None: the
+        claim's data cannot be parsed); unclaimed ones are left out. One pipelined round of
+        reads. Raises what kazoo raises when ZooKeeper cannot be read."""
+        return claims.claim_holders(self._client, self._root, nodes)
+
 
 class ReportApplier:
     """Applies batches of reports; thread-safe; counts outcomes for logs and metrics.
 
     ``placement`` writes the providers, ``claims`` says which claims are live (the fence),
     ``engine`` is computed's database, where the last applied report of each provider orders
-    the next.
+    the next; ``clock`` the wall clock (seconds) that bounds a report's ``seq``.
     """
 
     def __init__(self, placement: PlacementClient, claims: ClaimReader, engine: Engine,
-                 workers: int = 4):
+                 workers: int = 4, clock: Callable[[], float] = time.time):
         self._placement = placement
         self._claims = claims
         self._engine = engine
+        self._clock = clock
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="apply")
         self._lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(64)]
@@ -90,18 +102,23 @@ class ReportApplier:
             return []
         reports, answers = self._parse(raw_reports)
         try:
-            claim_epochs = (self._claims.claim_epochs([r.uuid for r, _ in reports])
-                            if reports else {})
+            holders = (self._claims.claim_holders([r.uuid for r, _ in reports])
+                       if reports else {})
         except Exception as exc:  # ZooKeeper unreachable: cannot fence, so apply nothing
             LOG.warning("cannot read claims to fence %d report(s): %s", len(reports), exc)
             return answers + [[r.uuid, r.seq, self._count(Outcome.FAILED)] for r, _ in reports]
-        fenced = [(r, s) for r, s in reports if claim_epochs.get(r.uuid) != r.claim_epoch]
-        for report, _ in fenced:
-            LOG.info("fenced: report %s seq %s from %s has claim epoch %s, the live claim's "
-                     "is %s", report.uuid, report.seq, report.host, report.claim_epoch,
-                     claim_epochs.get(report.uuid))
+        current = []
+        for report, state in reports:
+            holder = holders.get(report.uuid)
+            # A claim whose host is unreadable (None) matches no report: it fences everything.
+            if holder is not None and holder == (report.claim_epoch, report.host):
+                current.append((report, state))
+                continue
+            LOG.info("fenced: report %s seq %s from %s with claim epoch %s; the live claim is "
+                     "%s", report.uuid, report.seq, report.host, report.claim_epoch,
+                     "none" if holder is None else
+                     f"claim epoch {holder[0]} held by {holder[1] or '(unreadable)'}")
             answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
-        current = [(r, s) for r, s in reports if claim_epochs.get(r.uuid) == r.claim_epoch]
         for (report, _), outcome in zip(current, self._pool.map(self._apply_one, current)):
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers
@@ -110,7 +127,7 @@ class ReportApplier:
         reports, answers = [], []
         for raw in raw_reports:
             try:
-                report = Report.from_dict(raw)
+                report = Report.from_dict(raw, clock=self._clock)
                 state = None if report.state is None else ProviderState.from_dict(report.state)
             except (MalformedReport, InvalidProvider) as exc:
                 LOG.error("dropping malformed report: %s", exc)

@@ -19,10 +19,10 @@ from tests.functional.daemons import fleet_database, seen
 
 
 class OneClaim:
-    """The live claim epochs as ZooKeeper would answer: every provider claimed with epoch 5."""
+    """The live claims as ZooKeeper would answer: every provider claimed by c1 with epoch 5."""
 
-    def claim_epochs(self, nodes):
-        return {node: 5 for node in nodes}
+    def claim_holders(self, nodes):
+        return {node: (5, "c1") for node in nodes}
 
 
 def test_replicas_never_skip_a_write_another_replica_made_stale(computed_config, tmp_path):

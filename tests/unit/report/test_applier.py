@@ -44,16 +44,21 @@ class FakePlacement:
 
 
 class FakeClaims:
-    """The live claims' epochs, as ZooKeeper would answer; ``down`` when it cannot be read."""
+    """The live claims, as ZooKeeper would answer; ``down`` when it cannot be read.
+
+    ``epochs`` maps a node to its claim epoch, held by ``hosts.get(node, "c1")``; a host of None
+    is a claim whose data cannot be parsed."""
 
     def __init__(self, epochs):
         self.epochs = dict(epochs)
+        self.hosts = {}
         self.down = False
 
-    def claim_epochs(self, nodes):
+    def claim_holders(self, nodes):
         if self.down:
             raise ConnectionError("zookeeper down")
-        return {node: self.epochs[node] for node in nodes if node in self.epochs}
+        return {node: (self.epochs[node], self.hosts.get(node, "c1"))
+                for node in nodes if node in self.epochs}
 
 
 def last_applied(engine, uuid):
@@ -69,8 +74,8 @@ def world(engine):
     applier.close()
 
 
-def report(uuid=U1, epoch=7, seq=1, st="default"):
-    return Report(uuid, epoch, seq, "c1", state(uuid) if st == "default" else st).to_dict()
+def report(uuid=U1, epoch=7, seq=1, st="default", host="c1"):
+    return Report(uuid, epoch, seq, host, state(uuid) if st == "default" else st).to_dict()
 
 
 def test_applied_then_duplicate_and_older_are_stale(world):
@@ -89,6 +94,44 @@ def test_report_from_a_fenced_out_owner_is_refused(world):
     del claims[U1]  # released: nobody holds it
     assert applier.apply([report(epoch=7, seq=100)]) == [[U1, 100, "fenced"]]
     assert placement.providers == {}
+
+
+def test_report_naming_another_host_with_the_right_epoch_is_fenced(engine):
+    placement, claims = FakePlacement(), FakeClaims({U1: 7})
+    applier = ReportApplier(placement, claims, engine)
+    try:
+        # Anyone on the bus can read the claim epoch from ZooKeeper: the host must match too.
+        assert applier.apply([report(epoch=7, seq=5, host="intruder")]) == [[U1, 5, "fenced"]]
+        assert placement.providers == {} and last_applied(engine, U1) is None
+        assert applier.apply([report(epoch=7, seq=5)]) == [[U1, 5, "applied"]]
+        assert applier.counts["fenced"] == 1
+    finally:
+        applier.close()
+
+
+def test_a_claim_whose_data_cannot_be_parsed_fences_every_report(engine):
+    placement, claims = FakePlacement(), FakeClaims({U1: 7})
+    claims.hosts[U1] = None
+    applier = ReportApplier(placement, claims, engine)
+    try:
+        assert applier.apply([report(epoch=7, seq=5)]) == [[U1, 5, "fenced"]]
+        assert placement.providers == {} and last_applied(engine, U1) is None
+    finally:
+        applier.close()
+
+
+def test_a_seq_far_ahead_of_the_clock_is_invalid_and_later_reports_still_apply(engine):
+    now = 1_700_000_000.0  # the reporter's wall clock, in seconds
+    placement, claims = FakePlacement(), FakeClaims({U1: 7})
+    applier = ReportApplier(placement, claims, engine, clock=lambda: now)
+    try:
+        assert applier.apply([report(seq=2**62)]) == [[U1, 2**62, "invalid"]]
+        assert placement.providers == {} and last_applied(engine, U1) is None
+        honest = int(now * 1000) + 50_000  # a sender that started now and offered 50,000
+        assert applier.apply([report(seq=honest)]) == [[U1, honest, "applied"]]
+        assert last_applied(engine, U1) == (7, honest)
+    finally:
+        applier.close()
 
 
 def test_delete_is_refused_while_the_provider_has_allocations(world):
