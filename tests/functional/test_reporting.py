@@ -197,6 +197,53 @@ def test_duplicate_reordered_fenced_and_malformed_reports(stack, world, placemen
         zk.close()
 
 
+def test_forged_reports_are_fenced_or_invalid_and_honest_ones_still_apply(stack, world,
+                                                                          placement):
+    """Issue 16 item 8: someone on the bus who read the claim's epoch from ZooKeeper sends a
+    report for the node under another host's name, then one with a seq far in the future."""
+    reporter = world.reporter("r1")
+    reporter.wait_log("serving topic")
+    node = world.nodes[1]
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    conf = cfg.ConfigOpts()
+    conf([])
+    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    client = rpc.get_client(transport, f"reporter-{world.group}", timeout=30)
+    try:
+        zk.ensure_path(claims_path(fleet_root(world.group)))
+        _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",
+                            json.dumps({"host": "tester", "member_epoch": 0}).encode(),
+                            ephemeral=True, include_data=True)
+        epoch = stat.czxid
+        now_ms = int(time.time() * 1000)
+
+        def send(seq, reserved, host="tester"):
+            state = {"uuid": node, "name": node, "resource_class": world.rc,
+                     "reserved": reserved, "traits": []}
+            return wait_for(lambda: _call(client, [{"uuid": node, "claim_epoch": epoch,
+                                                    "seq": seq, "host": host,
+                                                    "state": state}]),
+                            60, "reporter answers", [reporter])
+
+        assert send(now_ms, 1) == [[node, now_ms, "applied"]]
+        assert seen(placement, node).reserved == 1
+        # The right claim epoch under another host's name: fenced, Placement unchanged.
+        assert send(now_ms + 1, 0, host="intruder") == [[node, now_ms + 1, "fenced"]]
+        assert seen(placement, node).reserved == 1
+        assert db_row(world, node)[:2] == (epoch, now_ms)
+        # A seq no honest sender can have reached: invalid, and it orders nothing.
+        assert send(2**62, 0) == [[node, 2**62, "invalid"]]
+        assert seen(placement, node).reserved == 1
+        assert db_row(world, node)[:2] == (epoch, now_ms)
+        assert send(now_ms + 2, 0) == [[node, now_ms + 2, "applied"]]  # the honest one
+        assert seen(placement, node).reserved == 0
+    finally:
+        transport.cleanup()
+        zk.stop()
+        zk.close()
+
+
 def _call(client, reports):
     try:
         return client.call({}, "apply_reports", reports=reports)
