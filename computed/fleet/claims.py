@@ -236,15 +236,3 @@ def _claim_host(data: bytes) -> str | None:
         return None
     host = body.get("host") if isinstance(body, dict) else None
     return host if isinstance(host, str) and host else None
-
-
-def claim_epochs(client: Any, root: str, nodes: Iterable[str]) -> dict[str, int]:
-    """The claim epoch of the live claim on each of ``nodes`` that has one (pipelined reads)."""
-    path = claims_path(root)
-    pending = [(node, client.exists_async(f"{path}/{node}")) for node in set(nodes)]
-    epochs = {}
-    for node, async_result in pending:
-        stat = async_result.get()
-        if stat is not None:
-            epochs[node] = stat.czxid
-    return epochs

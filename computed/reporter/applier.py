@@ -62,11 +62,6 @@ class ClaimReader:
         self._client = client
         self._root = root
 
-    def claim_epochs(self, nodes: Iterable[str]) -> dict[str, int]:
-        """``{node: claim epoch}`` for each of ``nodes`` claimed now; unclaimed ones are left
-        out. Raises what kazoo raises when ZooKeeper cannot be read."""
-        return claims.claim_epochs(self._client, self._root, nodes)
-
     def claim_holders(self, nodes: Iterable[str]) -> dict[str, tuple[int, str | None]]:
         """``{node: (claim epoch, host)}`` for each of ``nodes`` claimed now (host None: the
         claim's data cannot be parsed); unclaimed ones are left out. One pipelined round of

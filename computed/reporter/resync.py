@@ -272,7 +272,8 @@ class Resync:
 
         def fix(row: db_api.ProviderRow) -> int | None:
             # Inside the row's transaction, the row locked and holding (claim_epoch, seq).
-            if self._claims.claim_epochs([uuid]).get(uuid) != row.claim_epoch:
+            # The same fence as a report's: the live claim has this claim epoch and this host.
+            if self._claims.claim_holders([uuid]).get(uuid) != (row.claim_epoch, row.host):
                 raise _Fenced()
             state = ProviderState.from_dict(json.loads(row.state))
             changed.append(self._placement.apply(state, verify=True))

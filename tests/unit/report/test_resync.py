@@ -132,11 +132,15 @@ class FakePlacement:
 
 
 class FakeClaims:
-    def __init__(self, epochs):
-        self.epochs = dict(epochs)
+    """The live claims: ``{node: claim epoch}`` held by "c1", unless ``hosts`` names another."""
 
-    def claim_epochs(self, nodes):
-        return {node: self.epochs[node] for node in nodes if node in self.epochs}
+    def __init__(self, epochs, hosts=None):
+        self.epochs = dict(epochs)
+        self.hosts = dict(hosts or {})
+
+    def claim_holders(self, nodes):
+        return {node: (self.epochs[node], self.hosts.get(node, "c1"))
+                for node in nodes if node in self.epochs}
 
 
 def report(engine, placement, uuid, seq=1, claim_epoch=7, **kw):
@@ -351,3 +355,13 @@ def test_off_starts_no_thread(engine):
     runner.start()
     assert runner._thread is None
     runner.stop()
+
+
+def test_a_row_whose_claim_epoch_is_now_held_by_another_host_is_fenced(engine):
+    placement = FakePlacement()
+    report(engine, placement, U1)
+    del placement.providers[U1]  # deleted by hand
+    runner, _ = make(engine, placement, FakeClaims({U1: 7}, hosts={U1: "intruder"}))
+    result = runner.run_once()
+    assert result.outcomes == {Outcome.FENCED: 1}
+    assert U1 not in placement.providers
