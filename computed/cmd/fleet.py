@@ -17,6 +17,7 @@ from oslo_config import cfg
 
 from computed.baremetal.driver import DriverError
 from computed.cmd import common
+from computed.conf.default import normalise_host
 from computed.fleet import status
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import (
@@ -57,9 +58,18 @@ def fleet_status(conf: cfg.ConfigOpts) -> int:
 
 
 def fleet_drain(conf: cfg.ConfigOpts) -> int:
-    draining_path = drain_markers_path(conf.coordination.group)
-    with common.zookeeper(conf) as client:
-        mark_draining(client, draining_path, conf.category.member, "operator", persistent=True)
+    group = conf.coordination.group
+    draining_path = drain_markers_path(group)
+    host = normalise_host(conf.category.member)
+    with common.zookeeper_coordinator(conf) as coordinator:
+        client = kazoo_client(coordinator)
+        members = [m.name for m in read_members(client, group_path(coordinator, group),
+                                                draining_path)]
+        if host not in members:  # a typo would otherwise drain nobody, silently
+            common.fail("computed-manage", f"{host} is not a member of group {group} "
+                        f"(members: {', '.join(members) or 'none'}): nothing to drain",
+                        EXIT_BACKEND)
+        mark_draining(client, draining_path, host, "operator", persistent=True)
     print(f"{conf.category.member}: draining (its free nodes move to its peers; "
           f"'fleet undrain {conf.category.member}' ends it)")
     return 0

@@ -9,7 +9,9 @@ reboot|stop|start`` (:mod:`computed.cmd.server`). A category is one entry of
 
 Commands run after the configuration has been loaded and validated, so a bad
 configuration fails the same way as in every computed program (one line,
-exit 2).
+exit 2). ``--config-file`` and ``--config-dir`` may also follow the command
+(``computed-manage config check --config-file X``): oslo.config parses them
+only before it, so they are moved there first.
 """
 
 from __future__ import annotations
@@ -145,8 +147,31 @@ def build_conf() -> cfg.ConfigOpts:
     return conf
 
 
+# oslo.config's own options that an operator writes after the command as often as before it.
+_CONFIG_OPTIONS = ('--config-file', '--config-dir')
+
+
+def config_options_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--config-file``/``--config-dir`` (and their values) moved to the front,
+    in their order; everything else keeps its order."""
+    first: list[str] = []
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in _CONFIG_OPTIONS:
+            first.append(arg)
+            value = next(args, None)
+            if value is not None:
+                first.append(value)
+        elif arg.startswith(tuple(f'{option}=' for option in _CONFIG_OPTIONS)):
+            first.append(arg)
+        else:
+            rest.append(arg)
+    return first + rest
+
+
 def _body(argv: Sequence[str]) -> int:
-    conf = loader.load(argv, PROG, build_conf())
+    conf = loader.load(config_options_first(argv), PROG, build_conf())
     return conf.category.command.run(conf)
 
 

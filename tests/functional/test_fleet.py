@@ -190,6 +190,14 @@ def test_drain_moves_free_nodes_away_and_undrain_brings_them_back(zk, fleet, nod
     total = len(list_node_uuids(fleet.ironic_url))
     assert status["summary"] == {"nodes": total, "claimed": total, "unclaimed": 0,
                                  "claims_by_non_members": 0}
+    typo = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
+                           "fleet", "drain", "nosuchhost"], capture_output=True, text=True,
+                          timeout=60)
+    assert typo.returncode == 1 and typo.stdout == ""
+    assert typo.stderr.strip().splitlines() == [
+        f"computed-manage: error: nosuchhost is not a member of group {fleet.group} "
+        "(members: c1, c2, c3): nothing to drain"]
+    assert json_status(daemons[0])["summary"]["unclaimed"] == 0
     drain = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
                             "fleet", "drain", "C2"], capture_output=True, text=True, timeout=60)
     assert drain.returncode == 0, drain.stderr

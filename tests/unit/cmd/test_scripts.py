@@ -137,6 +137,19 @@ def test_manage_config_check_ok(tmp_path):
     assert result.stdout == 'configuration OK\n'
 
 
+def test_manage_takes_the_config_options_after_the_command_too(tmp_path):
+    """``computed-manage config check --config-file X``, as the README and docs write it."""
+    good = write_conf(tmp_path, GOOD)
+    for args in (('config', 'check', '--config-file', good),
+                 ('config', 'check', f'--config-file={good}')):
+        result = run(tmp_path, 'computed-manage', *args)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == 'configuration OK\n'
+    bad = write_conf(tmp_path, BAD['unsupported backend scheme'][0])
+    result = run(tmp_path, 'computed-manage', 'config', 'check', '--config-file', bad)
+    assert_one_line_error(result, '[coordination] backend_url')
+
+
 def test_reporter_needs_a_database(tmp_path):
     # The reporter orders reports per provider in computed's database: without one it must
     # say so in one line rather than start and fail later.
@@ -171,3 +184,12 @@ def test_daemon_gives_kazoo_the_eventlet_handler(tmp_path):
         'kazoo://h:2181?handler=threading',
         'file:///tmp/x',
     ], result.stderr
+
+
+def test_config_options_move_before_the_command_and_nothing_else_does():
+    from computed.cmd.manage import config_options_first
+    assert config_options_first(
+        ['fleet', 'drain', 'c2', '--config-file', 'a.conf', '--config-dir=d', '--json']) == \
+        ['--config-file', 'a.conf', '--config-dir=d', 'fleet', 'drain', 'c2', '--json']
+    assert config_options_first(['--config-file', 'a.conf', 'db', 'sync']) == \
+        ['--config-file', 'a.conf', 'db', 'sync']
