@@ -147,31 +147,8 @@ def build_conf() -> cfg.ConfigOpts:
     return conf
 
 
-# oslo.config's own options that an operator writes after the command as often as before it.
-_CONFIG_OPTIONS = ('--config-file', '--config-dir')
-
-
-def config_options_first(argv: Sequence[str]) -> list[str]:
-    """``argv`` with ``--config-file``/``--config-dir`` (and their values) moved to the front,
-    in their order; everything else keeps its order."""
-    first: list[str] = []
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        if arg in _CONFIG_OPTIONS:
-            first.append(arg)
-            value = next(args, None)
-            if value is not None:
-                first.append(value)
-        elif arg.startswith(tuple(f'{option}=' for option in _CONFIG_OPTIONS)):
-            first.append(arg)
-        else:
-            rest.append(arg)
-    return first + rest
-
-
 def _body(argv: Sequence[str]) -> int:
-    conf = loader.load(config_options_first(argv), PROG, build_conf())
+    conf = loader.load(loader.config_options_first(argv), PROG, build_conf())
     return conf.category.command.run(conf)
 
 

@@ -158,6 +158,30 @@ def validate(conf: cfg.ConfigOpts) -> None:
         checks.check_database_connection(conf.database.connection)
 
 
+# oslo.config's own options, which an operator writes after a sub-command (``computed-manage
+# config check --config-file X``) as often as before it; oslo.config reads them only before.
+_CONFIG_OPTIONS = ('--config-file', '--config-dir')
+
+
+def config_options_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--config-file``/``--config-dir`` (and their values) moved to the front,
+    in their order; everything else keeps its order."""
+    first: list[str] = []
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in _CONFIG_OPTIONS:
+            first.append(arg)
+            value = next(args, None)
+            if value is not None:
+                first.append(value)
+        elif arg.startswith(tuple(f'{option}=' for option in _CONFIG_OPTIONS)):
+            first.append(arg)
+        else:
+            rest.append(arg)
+    return first + rest
+
+
 def load(argv: Sequence[str], prog: str,
          conf: cfg.ConfigOpts | None = None) -> cfg.ConfigOpts:
     """Register, parse and validate; exit with status 2 on bad configuration.

@@ -184,12 +184,3 @@ def test_daemon_gives_kazoo_the_eventlet_handler(tmp_path):
         'kazoo://h:2181?handler=threading',
         'file:///tmp/x',
     ], result.stderr
-
-
-def test_config_options_move_before_the_command_and_nothing_else_does():
-    from computed.cmd.manage import config_options_first
-    assert config_options_first(
-        ['fleet', 'drain', 'c2', '--config-file', 'a.conf', '--config-dir=d', '--json']) == \
-        ['--config-file', 'a.conf', '--config-dir=d', 'fleet', 'drain', 'c2', '--json']
-    assert config_options_first(['--config-file', 'a.conf', 'db', 'sync']) == \
-        ['--config-file', 'a.conf', 'db', 'sync']

@@ -165,3 +165,11 @@ def test_oslo_messaging_accepts_the_registered_options(tmp_path):
     conf = parse(tmp_path, with_section('DEFAULT', 'transport_url = fake://'))
     transport = oslo_messaging.get_rpc_transport(conf)
     transport.cleanup()
+
+
+def test_config_options_move_before_the_command_and_nothing_else_does():
+    assert loader.config_options_first(
+        ['fleet', 'drain', 'c2', '--config-file', 'a.conf', '--config-dir=d', '--json']) == \
+        ['--config-file', 'a.conf', '--config-dir=d', 'fleet', 'drain', 'c2', '--json']
+    assert loader.config_options_first(['--config-file', 'a.conf', 'db', 'sync']) == \
+        ['--config-file', 'a.conf', 'db', 'sync']
