@@ -7,6 +7,7 @@ providers: Ironic and Placement are shared by the whole session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -155,24 +156,34 @@ def test_reporter_killed_and_placement_restarted_then_everything_converges(
              "reports applied after the outage", world.processes)
 
 
+@contextlib.contextmanager
+def playing_a_daemon(stack, world, node):
+    """The test plays a daemon: it holds the claim on ``node`` as host "tester" and talks to
+    the reporters directly. Yields (RPC client to the reporters, the claim's epoch)."""
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    conf = cfg.ConfigOpts()
+    conf([])
+    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    try:
+        zk.ensure_path(claims_path(fleet_root(world.group)))
+        _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",
+                            json.dumps({"host": "tester", "member_epoch": 0}).encode(),
+                            ephemeral=True, include_data=True)
+        yield rpc.get_client(transport, f"reporter-{world.group}", timeout=30), stat.czxid
+    finally:
+        transport.cleanup()
+        zk.stop()
+        zk.close()
+
+
 def test_duplicate_reordered_fenced_and_malformed_reports(stack, world, placement,
                                                           computed_config):
     """The test plays a daemon: it holds a claim itself and talks to the reporter directly."""
     reporter = world.reporter("r1")
     reporter.wait_log("serving topic")
     node = world.nodes[0]
-    zk = KazooClient(hosts=stack["zookeeper"].hosts)
-    zk.start(timeout=15)
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
-    client = rpc.get_client(transport, f"reporter-{world.group}", timeout=30)
-    try:
-        zk.ensure_path(claims_path(fleet_root(world.group)))
-        _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",
-                            json.dumps({"host": "tester", "member_epoch": 0}).encode(),
-                            ephemeral=True, include_data=True)
-        epoch = stat.czxid
+    with playing_a_daemon(stack, world, node) as (client, epoch):
 
         def send(seq, reserved, epoch=epoch):
             state = {"uuid": node, "name": node, "resource_class": world.rc,
@@ -191,10 +202,6 @@ def test_duplicate_reordered_fenced_and_malformed_reports(stack, world, placemen
         assert _call(client, [{"uuid": node, "epoch": "x"}]) == []
         assert send(12, 0) == [[node, 12, "applied"]]   # the worker survived all of that
         assert seen(placement, node).reserved == 0
-    finally:
-        transport.cleanup()
-        zk.stop()
-        zk.close()
 
 
 def test_forged_reports_are_fenced_or_invalid_and_honest_ones_still_apply(stack, world,
@@ -204,18 +211,7 @@ def test_forged_reports_are_fenced_or_invalid_and_honest_ones_still_apply(stack,
     reporter = world.reporter("r1")
     reporter.wait_log("serving topic")
     node = world.nodes[1]
-    zk = KazooClient(hosts=stack["zookeeper"].hosts)
-    zk.start(timeout=15)
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
-    client = rpc.get_client(transport, f"reporter-{world.group}", timeout=30)
-    try:
-        zk.ensure_path(claims_path(fleet_root(world.group)))
-        _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",
-                            json.dumps({"host": "tester", "member_epoch": 0}).encode(),
-                            ephemeral=True, include_data=True)
-        epoch = stat.czxid
+    with playing_a_daemon(stack, world, node) as (client, epoch):
         now_ms = int(time.time() * 1000)
 
         def send(seq, reserved, host="tester"):
@@ -238,10 +234,6 @@ def test_forged_reports_are_fenced_or_invalid_and_honest_ones_still_apply(stack,
         assert db_row(world, node)[:2] == (epoch, now_ms)
         assert send(now_ms + 2, 0) == [[node, now_ms + 2, "applied"]]  # the honest one
         assert seen(placement, node).reserved == 0
-    finally:
-        transport.cleanup()
-        zk.stop()
-        zk.close()
 
 
 def _call(client, reports):
