@@ -12,8 +12,9 @@ start and stop:
   every ``node_refresh_interval`` and sooner after an event that adds or removes a node, on its own
   so that a listing of thousands of nodes never delays an event; a changed set wakes the fleet;
 * the **node** thread runs the sync pass (:mod:`computed.daemon.sync`: re-read the nodes events
-  hint at, offer changed claimed nodes to the outbox), then re-homes orphaned instances and
-  resumes this host's unfinished instance operations when due (:mod:`computed.daemon.hosting`);
+  hint at, offer changed claimed nodes to the outbox), then retries a failed re-adoption of this
+  host's instances, re-homes orphaned instances and resumes this host's unfinished instance
+  operations when due (:mod:`computed.daemon.hosting`);
 * the **report** thread sends the outbox to the reporters
   (:meth:`computed.providers.outbox.Outbox.run`);
 
@@ -70,7 +71,7 @@ class ComputeService:
         self.sync = sync
         self.outbox = outbox
         self._nodes = nodes
-        self._hosting = hosting
+        self.hosting = hosting
         self._worker = worker
         self._rpc_server = rpc_server
         self._listener = listener
@@ -122,9 +123,10 @@ class ComputeService:
             except Exception:  # one bad pass must not stop syncing
                 LOG.exception("node sync pass failed")
             try:
-                if self._hosting.rehome_orphans(self.fleet.plan):
+                self.hosting.readopt()  # a re-adoption at join that failed: retry when due
+                if self.hosting.rehome_orphans(self.fleet.plan):
                     self.fleet.wake()  # the adopted instances' nodes move to this daemon
-                if self._hosting.resume_due():
+                if self.hosting.resume_due():
                     self._worker.resume_all()
             except Exception:  # nor one bad look at instances
                 LOG.exception("instance pass failed")

@@ -128,6 +128,7 @@ class DaemonCollector:
         yield from self._reports()
         yield from self._events()
         yield from self._sync()
+        yield from self._hosting()
 
     def _members(self) -> Iterator[Metric]:
         # The only read that leaves the process: skip it when the session is in doubt, so a
@@ -183,6 +184,17 @@ class DaemonCollector:
         yield CounterMetricFamily(f"{PREFIX}_node_sync_failures", "Attempts to sync a node that "
                                   "failed (a node that cannot become a provider).",
                                   value=float(sync.failures))
+
+    def _hosting(self) -> Iterator[Metric]:
+        hosting = self._service.hosting
+        yield _gauge("instances_readopt_pending", "1 while this host's instances are not yet "
+                     "under its current member epoch (a re-adoption at join failed and is being "
+                     "retried); nothing of this host is resumed meanwhile.",
+                     1.0 if hosting.readopt_pending else 0.0)
+        yield CounterMetricFamily(f"{PREFIX}_instances_readopt_failures", "Re-adoptions of this "
+                                  "host's instances at a join that failed (the database; "
+                                  "retried with backoff, the log names the cause).",
+                                  value=float(hosting.readopt_failures))
 
     def _events(self) -> Iterator[Metric]:
         last = self._service.sync.last_event_at
