@@ -1,0 +1,162 @@
+"""Never stuck (issue 16, items 11-13): a service that hangs, a broker that is not there yet, a
+database that fails at rejoin. Each ends in one clear line and a retry, never in a hang."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+
+from oslo_config import cfg
+
+from computed import conf as computed_conf
+from computed.baremetal.driver import DriverUnavailable
+from computed.placement.client import PlacementClient
+from computed.placement.http import PlacementUnavailable
+from computed.providers.state import ProviderState
+from computed.runtime import keystone
+from computed_ironic.driver import IronicDriver
+from tests.functional.daemons import wait_for
+from tests.functional.test_reporting import _call, playing_a_daemon
+
+# Nodes the world fixture enrolls: one is enough here.
+WORLD_NODES = 2
+# Seconds: the HTTP timeout the tests configure, so that a hang ends quickly.
+TIMEOUT = 1
+# The default [reporter] call_timeout: how long a daemon waits for a reporter's answer.
+REPORTER_CALL_TIMEOUT = 120
+# A call that is not over after this long is taken for a hang (far above TIMEOUT plus retries).
+HANG = 60
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[str]:
+    """An HTTP URL on loopback whose server accepts every connection and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)  # held open, never read from nor written to
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        listener.close()
+        for conn in accepted:
+            conn.close()
+
+
+def finished(call, *args, **kwargs):
+    """Run ``call`` in a thread; (returned, raised) once it ends, or fail the test as a hang."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["returned"] = call(*args, **kwargs)
+        except Exception as exc:  # the test looks at it
+            outcome["raised"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(HANG)
+    assert not thread.is_alive(), f"{call} still running after {HANG}s: a hang"
+    return outcome.get("returned"), outcome.get("raised")
+
+
+def service_conf(tmp_path, text: str = "") -> cfg.ConfigOpts:
+    path = tmp_path / "computed.conf"
+    path.write_text("[coordination]\nbackend_url = zookeeper://127.0.0.1:9\n" + text)
+    conf = cfg.ConfigOpts()
+    computed_conf.register_opts(conf)
+    conf(["--config-file", str(path)], project="computed")
+    return conf
+
+
+# --- item 11: HTTP timeouts on every Placement and Ironic request -----------------------------
+
+def test_a_placement_that_never_answers_fails_the_request_with_one_line(tmp_path):
+    with silent_server() as url:
+        conf = service_conf(tmp_path, f"[placement]\nauth_type = admin_token\ntoken = admin\n"
+                                      f"endpoint = {url}\ntimeout = {TIMEOUT}\n")
+        client = PlacementClient(keystone.load_adapter(conf, "placement"))
+        node = str(uuid.uuid4())
+        state = ProviderState(uuid=node, name=node, resource_class="CUSTOM_GOLD", reserved=0)
+        _, raised = finished(client.apply, state)
+    assert isinstance(raised, PlacementUnavailable), raised
+    line = str(raised)
+    assert "\n" not in line
+    assert "Placement" in line and url in line and node in line, line
+
+
+def test_the_http_timeout_has_a_default(tmp_path):
+    conf = service_conf(tmp_path)
+    assert conf.placement.timeout > 0 and conf.ironic.timeout > 0
+    assert keystone.load_session(_noauth(conf, "placement"), "placement").timeout == \
+        conf.placement.timeout
+
+
+def _noauth(conf: cfg.ConfigOpts, group: str) -> cfg.ConfigOpts:
+    conf.set_override("auth_type", "none", group)
+    keystone.register_plugin_opts(conf, group)
+    conf.set_override("endpoint_override", "http://127.0.0.1:9", group)
+    return conf
+
+
+def test_an_ironic_that_never_answers_fails_the_listing_with_one_line(tmp_path):
+    with silent_server() as url:
+        conf = service_conf(tmp_path, f"[ironic]\nauth_type = none\nendpoint_override = {url}\n"
+                                      f"timeout = {TIMEOUT}\napi_max_retries = 0\n")
+        driver = IronicDriver.from_conf(conf)
+        try:
+            _, raised = finished(driver.list_nodes)
+        finally:
+            driver.close()
+    assert isinstance(raised, DriverUnavailable), raised
+    line = str(raised)
+    assert "\n" not in line
+    assert "Ironic" in line and url in line, line
+
+
+def test_a_reporter_whose_placement_never_answers_answers_failed_and_holds_no_lock(
+        stack, world):
+    """The reporter's Placement accepts connections and never answers, with the default
+    configuration: the batch is answered ``failed`` (the daemon resends it) well before the
+    daemon's default call timeout, the log says why in one line naming Placement's URL, and the
+    provider's row is not left locked: another reporter applies the same report right after."""
+    node = world.nodes[0]
+    state = {"uuid": node, "name": node, "resource_class": world.rc, "reserved": 0,
+             "traits": []}
+    with silent_server() as url:
+        stuck = world.reporter("r-silent", extra=(
+            f"[placement]\nendpoint = {url}\nresync_interval = 0\n"))
+        stuck.wait_log("serving topic")
+        with playing_a_daemon(stack, world, node) as (client, epoch):
+            # As patient as a daemon with the default [reporter] call_timeout.
+            daemon = client.prepare(timeout=REPORTER_CALL_TIMEOUT)
+            report = {"uuid": node, "epoch": epoch, "seq": 1, "host": "tester", "state": state}
+            answers = _call(daemon, [report, {**report, "seq": 2}])
+            assert answers == [[node, 1, "failed"], [node, 2, "failed"]], (
+                answers, stuck.log.read_text()[-3000:])
+            lines = [line for line in stuck.log.read_text().splitlines()
+                     if "Placement unavailable" in line]
+            assert len(lines) == 1 and url in lines[0], lines
+            assert "no answer from Placement" in lines[0], lines
+            stuck.stop()
+            healthy = world.reporter("r-healthy")
+            healthy.wait_log("serving topic")
+            got = wait_for(lambda: _call(client, [{**report, "seq": 3}]), HANG,
+                           "the healthy reporter applies", [healthy])
+            assert got == [[node, 3, "applied"]], got
