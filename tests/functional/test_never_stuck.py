@@ -4,10 +4,13 @@ database that fails at rejoin. Each ends in one clear line and a retry, never in
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from urllib import parse
 
 from oslo_config import cfg
 
@@ -17,8 +20,9 @@ from computed.placement.client import PlacementClient
 from computed.placement.http import PlacementUnavailable
 from computed.providers.state import ProviderState
 from computed.runtime import keystone
+from computed.testing.process import free_port
 from computed_ironic.driver import IronicDriver
-from tests.functional.daemons import wait_for
+from tests.functional.daemons import seen, wait_for
 from tests.functional.test_reporting import _call, playing_a_daemon
 
 # Nodes the world fixture enrolls: one is enough here.
@@ -57,6 +61,61 @@ def silent_server() -> Iterator[str]:
         listener.close()
         for conn in accepted:
             conn.close()
+
+
+class Forwarder:
+    """A TCP port on loopback that, once :meth:`start` ed, forwards every connection to
+    ``target``: a broker that is not there yet, then comes up, on the same address."""
+
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._sockets: list[socket.socket] = []
+
+    def start(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self._sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        for sock in self._sockets:
+            sock.close()
+
+
+@contextlib.contextmanager
+def broker_not_there_yet(stack) -> Iterator[tuple[Forwarder, str]]:
+    """(the forwarder, a transport_url through it): nothing listens until it is started."""
+    url = parse.urlsplit(stack["rabbitmq"].url)
+    forwarder = Forwarder((url.hostname, url.port))
+    netloc = f"{url.username}:{url.password}@127.0.0.1:{forwarder.port}"
+    try:
+        yield forwarder, parse.urlunsplit(url._replace(netloc=netloc))
+    finally:
+        forwarder.close()
 
 
 def finished(call, *args, **kwargs):
@@ -160,3 +219,57 @@ def test_a_reporter_whose_placement_never_answers_answers_failed_and_holds_no_lo
             got = wait_for(lambda: _call(client, [{**report, "seq": 3}]), HANG,
                            "the healthy reporter applies", [healthy])
             assert got == [[node, 3, "applied"]], got
+
+
+# --- item 12: the broker down at start ------------------------------------------------------
+
+def _stopped_cleanly(process, last_line: str) -> None:
+    """SIGTERM ends ``process`` on its own (no hang), with status 0 and ``last_line`` logged."""
+    process.signal(signal.SIGTERM)
+    try:
+        status = process.proc.wait(HANG)
+    except Exception:
+        raise AssertionError(f"{process.host} ignored SIGTERM for {HANG}s\n"
+                             f"{process.log.read_text()[-3000:]}") from None
+    log = process.log.read_text()
+    assert status == 0, log[-3000:]
+    assert last_line in log and "Traceback" not in log, log[-3000:]
+
+
+def test_a_daemon_and_a_reporter_started_before_the_broker_stay_killable(stack, world):
+    with broker_not_there_yet(stack) as (_, transport_url):
+        extra = f"[DEFAULT]\ntransport_url = {transport_url}\n"
+        daemon = world.daemon("c1", extra=extra)
+        reporter = world.reporter("r1", extra=extra)
+        daemon.wait_log("joined group")
+        for process in (daemon, reporter):  # both are trying the broker: oslo.messaging says so
+            process.wait_log("ECONNREFUSED")
+        _stopped_cleanly(daemon, "computed stopped")
+        _stopped_cleanly(reporter, "computed-reporter stopped")
+
+
+def test_a_daemon_and_a_reporter_started_before_the_broker_report_once_it_is_up(
+        stack, world, placement):
+    node = world.nodes[0]
+    with broker_not_there_yet(stack) as (broker, transport_url):
+        extra = f"[DEFAULT]\ntransport_url = {transport_url}\n"
+        daemon = world.daemon("c1", extra=extra)
+        reporter = world.reporter("r1", extra=extra)
+        daemon.wait_log("joined group")
+        assert seen(placement, node) is None
+        broker.start()
+        reporter.wait_log("serving topic")
+        wait_for(lambda: seen(placement, node), HANG, "the node reported", [daemon, reporter])
+        _stopped_cleanly(daemon, "computed stopped")
+        _stopped_cleanly(reporter, "computed-reporter stopped")
+
+
+def test_a_daemon_does_not_wait_for_a_report_in_flight_to_exit(stack, world):
+    """No reporter answers: the daemon's report call is in flight (for up to its call timeout,
+    here far longer than HANG) when SIGTERM comes. The daemon drains and exits without waiting
+    for the answer: the reports it did not get confirmed are resent by whoever claims the
+    nodes next, and a late apply of them is fenced."""
+    daemon = world.daemon("c1", drain_timeout=120, extra="[reporter]\ncall_timeout = 600\n")
+    daemon.wait_log("claimed")
+    time.sleep(3)  # the report thread sends the claimed nodes' first reports meanwhile
+    _stopped_cleanly(daemon, "computed stopped")
