@@ -117,7 +117,8 @@ class Hosting:
                 self._next_readopt = self._clock() + delay
                 LOG.warning("cannot re-adopt the instances of host %s under member epoch %s "
                             "(try %d), retrying in %.0fs: %s", self._membership.host,
-                            member_epoch, self._readopt_tries, delay, exc)
+                            member_epoch, self._readopt_tries, delay,
+                            " ".join(str(exc).split()))  # the driver's message spans lines
                 return False
             self._readopt_epoch = None
         if moved:

@@ -16,13 +16,14 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed.baremetal.driver import DriverUnavailable
+from computed.db import api as db_api
 from computed.placement.client import PlacementClient
 from computed.placement.http import PlacementUnavailable
 from computed.providers.state import ProviderState
 from computed.runtime import keystone
 from computed.testing.process import free_port
 from computed_ironic.driver import IronicDriver
-from tests.functional.daemons import seen, wait_for
+from tests.functional.daemons import Daemon, seen, wait_for
 from tests.functional.test_reporting import _call, playing_a_daemon
 
 # Nodes the world fixture enrolls: one is enough here.
@@ -100,10 +101,14 @@ class Forwarder:
                 sink.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        """Stop listening and cut every forwarded connection (:meth:`start` opens it again)."""
         if self._listener is not None:
             self._listener.close()
         for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+        self._sockets = []
 
 
 @contextlib.contextmanager
@@ -225,13 +230,14 @@ def test_a_reporter_whose_placement_never_answers_answers_failed_and_holds_no_lo
 
 def _stopped_cleanly(process, last_line: str) -> None:
     """SIGTERM ends ``process`` on its own (no hang), with status 0 and ``last_line`` logged."""
+    before = len(process.log.read_text())
     process.signal(signal.SIGTERM)
     try:
         status = process.proc.wait(HANG)
     except Exception:
         raise AssertionError(f"{process.host} ignored SIGTERM for {HANG}s\n"
                              f"{process.log.read_text()[-3000:]}") from None
-    log = process.log.read_text()
+    log = process.log.read_text()[before:]
     assert status == 0, log[-3000:]
     assert last_line in log and "Traceback" not in log, log[-3000:]
 
@@ -273,3 +279,52 @@ def test_a_daemon_does_not_wait_for_a_report_in_flight_to_exit(stack, world):
     daemon.wait_log("claimed")
     time.sleep(3)  # the report thread sends the claimed nodes' first reports meanwhile
     _stopped_cleanly(daemon, "computed stopped")
+
+
+# --- item 13: the database away at rejoin ----------------------------------------------------
+
+def test_a_readoption_that_fails_at_rejoin_is_retried_until_the_database_is_back(stack, world,
+                                                                                 tmp_path):
+    """The daemon's database goes away, then its ZooKeeper session expires (it was frozen): it
+    rejoins with a new member epoch while its instance cannot be re-adopted. The failure is
+    logged and retried; once the database is back the instance is under the new member epoch,
+    without a restart."""
+    assert "postgres" in stack, "this test needs the PostgreSQL harness"
+    database = world.engine.url
+    instance = str(uuid.uuid4())
+    db_api.create_instance(world.engine, instance, world.rc, node_uuid=world.nodes[0],
+                           host="c1", member_epoch=1, state="ACTIVE")
+    forwarder = Forwarder((database.host, database.port))
+    forwarder.start()
+    try:
+        through = database.set(port=forwarder.port).render_as_string(hide_password=False)
+        daemon = Daemon(stack, tmp_path, "c1", group=world.group, database=through,
+                        drain_timeout=2).start()
+        world.processes.append(daemon)
+
+        def member_epoch() -> int:
+            return db_api.get_instance(world.engine, instance).member_epoch
+
+        first = wait_for(lambda: member_epoch() != 1 and member_epoch(), HANG,
+                         "the instance re-adopted at the first join", [daemon])
+        forwarder.close()  # the database is away ...
+        daemon.signal(signal.SIGSTOP)  # ... and the session expires while the daemon is frozen
+        time.sleep(3 * 2)  # three session timeouts
+        daemon.signal(signal.SIGCONT)
+
+        def rejoined() -> int | None:
+            joins = [r["member_epoch"] for r in daemon.records() if r["event"] == "join"]
+            return joins[-1] if len(joins) >= 2 else None
+
+        epoch = wait_for(rejoined, HANG, "a rejoin", [daemon])
+        time.sleep(2)  # the re-adoption runs right after the join: against no database
+        assert member_epoch() == first  # not re-adopted while the database is away
+        forwarder.start()
+        wait_for(lambda: member_epoch() == epoch, HANG,
+                 "the instance re-adopted under the new member epoch", [daemon])
+        failures = [line for line in daemon.log.read_text().splitlines()
+                    if "cannot re-adopt the instances of host c1" in line]
+        assert failures and "Connection refused" in failures[0], failures
+        _stopped_cleanly(daemon, "computed stopped")
+    finally:
+        forwarder.close()
