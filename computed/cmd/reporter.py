@@ -78,7 +78,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         server = rpc.Serving(f'reporter server ({conf.reporter.topic})',
                              rpc.get_server(transport, conf.reporter.topic, host,
                                             [ReporterEndpoint(applier)]))
-        metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync)
+        metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync, server)
         server.start()
         resync.start()
         LOG.info('computed-reporter %s waiting for the message bus to serve topic %s', host,

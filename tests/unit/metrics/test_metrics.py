@@ -204,6 +204,18 @@ def test_reporter_counts_every_outcome_and_health():
     assert scrape(metrics.ReporterCollector(applier, zookeeper))["computed_reporter_up"] == 0
 
 
+def test_a_reporter_waiting_for_the_message_bus_is_not_healthy():
+    applier = types.SimpleNamespace(counts=collections.Counter())
+    zookeeper = types.SimpleNamespace(connected=True)
+    server = types.SimpleNamespace(started=False)
+    assert metrics.reporter_health(zookeeper, server) == \
+        (False, "waiting for the message bus: not serving yet")
+    assert scrape(metrics.ReporterCollector(applier, zookeeper, server=server))[
+        "computed_reporter_up"] == 0
+    server.started = True
+    assert metrics.reporter_health(zookeeper, server).ok
+
+
 def conf_with(**metrics_opts) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     metrics_opts_module.register_opts(conf)
