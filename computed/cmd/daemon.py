@@ -139,15 +139,16 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     sync = NodeSync(catalog, nodes, driver, fleet, outbox)
     listener = None
     if conf.ironic.notifications:
-        listener = events.listener(oslo_messaging.get_notification_transport(conf),
-                                   conf.ironic.notification_topic,
-                                   conf.ironic.notification_exchange, f'computed-{host}', sync)
+        listener = rpc.Serving('Ironic notification listener', events.listener(
+            oslo_messaging.get_notification_transport(conf), conf.ironic.notification_topic,
+            conf.ironic.notification_exchange, f'computed-{host}', sync))
 
     # Instance operations (computed.instances.worker), cast to this host's queue.
     placement = keystone.load_adapter(conf, 'placement')
     worker = InstanceWorker(fleet, lambda: Owner(engine, driver, placement, host,
                                                  membership.member_epoch))
-    rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [worker])
+    rpc_server = rpc.Serving(f'instance operations server ({rpcapi.TOPIC}.{host})',
+                             rpc.get_server(transport, rpcapi.TOPIC, host, [worker]))
 
     return ComputeService(
         coordinator=coordinator, zookeeper=zookeeper, fence=fence, membership=membership,

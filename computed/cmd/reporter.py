@@ -73,18 +73,26 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
                         forget=placement.forget, zookeeper=client,
                         root=fleet_root(conf.coordination.group), host=host)
         transport = rpc.get_transport(conf)
-        server = rpc.get_server(transport, conf.reporter.topic, host,
-                                [ReporterEndpoint(applier)])
-        metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync)
+        # Started off this thread: while the broker is unreachable the start waits for it,
+        # and this loop must still see SIGTERM.
+        server = rpc.Serving(f'reporter server ({conf.reporter.topic})',
+                             rpc.get_server(transport, conf.reporter.topic, host,
+                                            [ReporterEndpoint(applier)]))
+        metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync, server)
         server.start()
         resync.start()
-        LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
-        systemd.ready(f'serving topic {conf.reporter.topic}')
+        LOG.info('computed-reporter %s waiting for the message bus to serve topic %s', host,
+                 conf.reporter.topic)
         status = systemd.StatusLoop(lambda: f'reports: {dict(applier.counts)}').start()
         try:
             next_stats = time.monotonic() + STATS_INTERVAL
+            serving = False
             while not stop.requested:
                 time.sleep(0.5)
+                if server.started and not serving:
+                    serving = True
+                    LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
+                    systemd.ready(f'serving topic {conf.reporter.topic}')
                 if time.monotonic() >= next_stats:
                     LOG.info('reports so far: %s', dict(applier.counts))
                     next_stats = time.monotonic() + STATS_INTERVAL

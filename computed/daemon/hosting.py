@@ -7,14 +7,21 @@ Owns the daemon's side of instances (their operations are :mod:`computed.instanc
   last answer is kept: dropping stickiness would move nodes away from their instances.
 * **Rejoining.** :meth:`Hosting.joined` (the fleet calls it after every join) moves this host's
   instances to its new member epoch with :func:`computed.fleet.rehome.readopt_own`, a
-  compare-and-set that can never take back an instance re-homed while the daemon was away.
+  compare-and-set that can never take back an instance re-homed while the daemon was away. It
+  never raises: when the database fails, the re-adoption stays pending and :meth:`Hosting.readopt`
+  (the node thread calls it every pass) retries it with a capped exponential backoff
+  (:func:`readopt_delay`), logging each failure with its cause and counting it
+  (``readopt_failures``, a metric) until it succeeds. While it is pending nothing of this host is
+  resumed (:meth:`Hosting.resume_due` says no): its instances are still under the old member
+  epoch, and every operation on them would fail the compare-and-set.
 * **Re-homing.** :meth:`Hosting.rehome_orphans` adopts the instances orphaned for longer than
   ``[fleet] rehome_grace`` whose adopter is this daemon (:class:`computed.fleet.rehome.Rehomer`).
 * **Resuming.** :meth:`Hosting.resume_due` says when the instance worker should pick up this host's
   instances left in a transitional state: right after a (re)join or an adoption, and every
   :data:`RESUME_INTERVAL` seconds, because a cast sent while no daemon consumed its queue is lost.
 
-Thread-safety: the fleet thread calls :meth:`hosts` and :meth:`joined`, the node thread the rest.
+Thread-safety: the fleet thread calls :meth:`hosts` and :meth:`joined`, the node thread the rest;
+:meth:`joined` and :meth:`readopt` (both threads) share a lock.
 """
 
 from __future__ import annotations
@@ -36,6 +43,14 @@ LOG = logging.getLogger(__name__)
 
 # Seconds between two looks for this host's instances left in a transitional state.
 RESUME_INTERVAL = 60.0
+# Backoff of a failed re-adoption: 1 s, doubling, at most this many seconds between two tries
+# (a database back after an outage is used within this bound).
+READOPT_MAX_DELAY = 30.0
+
+
+def readopt_delay(failures: int) -> float:
+    """Seconds before the next try of a re-adoption that failed ``failures`` times in a row."""
+    return min(READOPT_MAX_DELAY, 2.0 ** max(0, failures - 1))
 
 
 class Hosting:
@@ -51,6 +66,15 @@ class Hosting:
         self._sticky: Mapping[str, str] = {}
         self._resume_now = threading.Event()  # set by a join or an adoption
         self._next_resume = clock() + RESUME_INTERVAL
+        # Re-adoption: the member epoch still to move this host's instances to (None: done), the
+        # failures in a row for it, and when to try again. The lock serialises the fleet thread
+        # (a join) with the node thread (a retry).
+        self._readopt_lock = threading.Lock()
+        self._readopt_epoch: int | None = None
+        self._readopt_tries = 0
+        self._next_readopt = 0.0
+        #: Failed re-adoptions since start (read by computed.runtime.metrics).
+        self.readopt_failures = 0
 
     def hosts(self) -> Mapping[str, str]:
         """Nodes hosting live instances -> the instances' hosts (for stickiness)."""
@@ -61,12 +85,47 @@ class Hosting:
         return self._sticky
 
     def joined(self, member_epoch: int) -> None:
-        """A (re)join: keep this host's instances under its new member epoch."""
-        moved = readopt_own(self._engine, self._membership.host, member_epoch)
+        """A (re)join: keep this host's instances under its new member epoch.
+
+        Never raises: a failure leaves the re-adoption pending for :meth:`readopt`."""
+        with self._readopt_lock:
+            self._readopt_epoch = member_epoch
+            self._readopt_tries = 0
+            self._next_readopt = self._clock()
+        self.readopt()
+
+    @property
+    def readopt_pending(self) -> bool:
+        """True while this host's instances are not yet under its current member epoch."""
+        return self._readopt_epoch is not None
+
+    def readopt(self) -> bool:
+        """Re-adopt this host's instances if a re-adoption is pending and due; True when none is
+        pending any more."""
+        with self._readopt_lock:
+            member_epoch = self._readopt_epoch
+            if member_epoch is None:
+                return True
+            if self._clock() < self._next_readopt:
+                return False
+            try:
+                moved = readopt_own(self._engine, self._membership.host, member_epoch)
+            except Exception as exc:  # the database: keep the epoch pending, try again later
+                self._readopt_tries += 1
+                self.readopt_failures += 1
+                delay = readopt_delay(self._readopt_tries)
+                self._next_readopt = self._clock() + delay
+                LOG.warning("cannot re-adopt the instances of host %s under member epoch %s "
+                            "(try %d), retrying in %.0fs: %s", self._membership.host,
+                            member_epoch, self._readopt_tries, delay,
+                            " ".join(str(exc).split()))  # the driver's message spans lines
+                return False
+            self._readopt_epoch = None
         if moved:
             LOG.info("kept %d instance(s) of this host under member epoch %s", len(moved),
                      member_epoch)
         self._resume_now.set()  # finish what a previous life left half done
+        return True
 
     def rehome_orphans(self, plan: Plan | None) -> list[str]:
         """Adopt instances orphaned for longer than the grace period, if this daemon is their
@@ -84,6 +143,8 @@ class Hosting:
     def resume_due(self) -> bool:
         """True when the worker should resume this host's instances now (then not again until
         the next join, adoption or interval)."""
+        if self.readopt_pending:
+            return False  # this host's instances are not under its member epoch yet
         now = self._clock()
         if not self._resume_now.is_set() and now < self._next_resume:
             return False

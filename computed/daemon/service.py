@@ -12,15 +12,20 @@ start and stop:
   every ``node_refresh_interval`` and sooner after an event that adds or removes a node, on its own
   so that a listing of thousands of nodes never delays an event; a changed set wakes the fleet;
 * the **node** thread runs the sync pass (:mod:`computed.daemon.sync`: re-read the nodes events
-  hint at, offer changed claimed nodes to the outbox), then re-homes orphaned instances and
-  resumes this host's unfinished instance operations when due (:mod:`computed.daemon.hosting`);
+  hint at, offer changed claimed nodes to the outbox), then retries a failed re-adoption of this
+  host's instances, re-homes orphaned instances and resumes this host's unfinished instance
+  operations when due (:mod:`computed.daemon.hosting`);
 * the **report** thread sends the outbox to the reporters
-  (:meth:`computed.providers.outbox.Outbox.run`);
+  (:meth:`computed.providers.outbox.Outbox.run`); the end of the service does not wait for it,
+  which may be in a call to the reporters (``[reporter] call_timeout``);
 
 and the parts that bring threads of their own: the notification listener (optional), the instance
 worker's RPC server and its pool. It also relays kazoo's connection states to the fence.
 
-Start: the ZooKeeper session, the threads, the listener, then the RPC server. Stop: :meth:`stop`
+Start: the ZooKeeper session, the threads, the listener, then the RPC server; the last two are
+:class:`computed.runtime.rpc.Serving`, whose start does not wait for the message bus: a daemon
+started before its broker joins, claims and stays killable, and serves once the broker is up.
+Stop: :meth:`stop`
 asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worker, the threads and
 the listener, then the session, the audit log and the driver.
 
@@ -49,6 +54,7 @@ from computed.fleet.membership import Membership, MembershipError, fleet_root
 from computed.fleet.reconciler import Fleet
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox
+from computed.runtime.rpc import Serving
 
 LOG = logging.getLogger(__name__)
 
@@ -58,8 +64,8 @@ class ComputeService:
 
     def __init__(self, coordinator: Any, zookeeper: Any, fence: Fence, membership: Membership,
                  fleet: Fleet, catalog: NodeCatalog, nodes: FleetNodes, sync: NodeSync,
-                 outbox: Outbox, hosting: Hosting, worker: InstanceWorker, rpc_server: Any,
-                 listener: Any | None, audit: AuditLog, driver: BaremetalDriver,
+                 outbox: Outbox, hosting: Hosting, worker: InstanceWorker, rpc_server: Serving,
+                 listener: Serving | None, audit: AuditLog, driver: BaremetalDriver,
                  node_refresh_interval: float):
         self._coordinator = coordinator
         self._zookeeper = zookeeper  # the KazooClient of the coordinator's session
@@ -70,7 +76,7 @@ class ComputeService:
         self.sync = sync
         self.outbox = outbox
         self._nodes = nodes
-        self._hosting = hosting
+        self.hosting = hosting
         self._worker = worker
         self._rpc_server = rpc_server
         self._listener = listener
@@ -122,9 +128,10 @@ class ComputeService:
             except Exception:  # one bad pass must not stop syncing
                 LOG.exception("node sync pass failed")
             try:
-                if self._hosting.rehome_orphans(self.fleet.plan):
+                self.hosting.readopt()  # a re-adoption at join that failed: retry when due
+                if self.hosting.rehome_orphans(self.fleet.plan):
                     self.fleet.wake()  # the adopted instances' nodes move to this daemon
-                if self._hosting.resume_due():
+                if self.hosting.resume_due():
                     self._worker.resume_all()
             except Exception:  # nor one bad look at instances
                 LOG.exception("instance pass failed")
@@ -143,12 +150,16 @@ class ComputeService:
         for name, target in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
-            self._threads.append(thread)
+            if name != "report":
+                self._threads.append(thread)
         if self._listener is not None:
             self._listener.start()
         self._rpc_server.start()  # instance operations (computed.instances.worker)
 
     def _report_loop(self) -> None:
+        # Not waited for at the end: it may be in a call to the reporters for up to
+        # [reporter] call_timeout, and nothing needs its answer once the daemon leaves (what is
+        # not confirmed is reported again by the nodes' next holders; a late apply is fenced).
         self.outbox.run(self._stop)
 
     def _run_fleet(self) -> None:
@@ -172,7 +183,7 @@ class ComputeService:
         self.fleet.request_stop()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the service to end; True when it did."""
+        """Wait for the service to end (the report thread aside); True when it did."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())

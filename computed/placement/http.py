@@ -12,6 +12,9 @@ Guarantees:
 * Every request carries ``OpenStack-API-Version: placement`` :data:`MICROVERSION` and asks for
   JSON; keystoneauth never raises for an HTTP status (``raise_exc=False``): callers look at the
   status themselves, and only the failures below become exceptions here.
+* Every request is bounded by the session's timeout (``[placement] timeout``,
+  :data:`computed.conf.ksa.HTTP_TIMEOUT` by default), so a Placement that accepts connections and
+  never answers fails the request instead of holding its caller.
 * A connection failure, a timeout or a 5xx is :class:`PlacementUnavailable` (retry later); an
   authentication failure is :class:`PlacementError` (or Unavailable when Keystone answered
   5xx). Either names the provider or consumer the request was about and the request itself.
@@ -99,9 +102,14 @@ class PlacementHTTP:
         what = f'{method} {url}'
         try:
             resp = self._adapter.request(url, method, **kwargs)
-        except (ks_exc.ConnectionError, ks_exc.RequestTimeout,
-                ks_exc.DiscoveryFailure) as exc:
-            raise PlacementUnavailable(uuid, what, detail=_short(str(exc)), consumer=consumer)
+        except (ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
+            # The one line an operator sees about a Placement that accepts and never answers.
+            raise PlacementUnavailable(
+                uuid, what, consumer=consumer,
+                detail=_short(f'no answer from Placement within [placement] timeout: {exc}'))
+        except (ks_exc.ConnectionError, ks_exc.DiscoveryFailure) as exc:
+            raise PlacementUnavailable(uuid, what, detail=_short(f'cannot reach Placement: {exc}'),
+                                       consumer=consumer)
         except ks_exc.ClientException as exc:
             # Raised by authentication (Keystone), not by Placement.
             status = getattr(exc, 'http_status', None)

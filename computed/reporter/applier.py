@@ -23,14 +23,19 @@ answers with an outcome per report. For each report, in this order:
 4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is
    deleted only for a report that says its node is gone, and only when it has no allocations
    (``kept`` otherwise). Placement unreachable answers ``failed``: the sender keeps the report
-   and retries. The row also records Placement's generation after the write, which the resync
-   (:mod:`computed.reporter.resync`) compares with Placement's listing to find what someone else
-   changed.
+   and retries. Every Placement request is bounded by ``[placement] timeout``, which bounds how
+   long the provider's row stays locked; and once one request of a batch got no answer at all,
+   the reports of the batch not yet started answer ``failed`` at once, so that a Placement that
+   hangs costs a batch one timeout, not one per report, and the reporter answers the call before
+   the daemon gives up on it. The row also records Placement's generation after the write,
+   which the resync (:mod:`computed.reporter.resync`) compares with Placement's listing to find
+   what someone else changed.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import threading
@@ -114,7 +119,11 @@ class ReportApplier:
                      "none" if holder is None else
                      f"claim epoch {holder[0]} held by {holder[1] or '(unreadable)'}")
             answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
-        for (report, _), outcome in zip(current, self._pool.map(self._apply_one, current)):
+        # Set by the first report of this batch that Placement did not answer at all.
+        unanswered = threading.Event()
+        outcomes = self._pool.map(functools.partial(self._apply_one, unanswered=unanswered),
+                                  current)
+        for (report, _), outcome in zip(current, outcomes):
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers
 
@@ -135,19 +144,26 @@ class ReportApplier:
             reports.append((report, state))
         return reports, answers
 
-    def _apply_one(self, item: tuple[Report, ProviderState | None]) -> Outcome:
+    def _apply_one(self, item: tuple[Report, ProviderState | None],
+                   unanswered: threading.Event) -> Outcome:
         # One report per provider at a time in this process: the database row lock would do it
         # too, but under eventlet a thread blocked in the database driver blocks the whole
         # process, including the green thread holding that lock.
         with self.provider_lock(item[0].uuid):
-            return self._apply_locked(item)
+            if unanswered.is_set():  # (also while this waited for the provider's lock)
+                return Outcome.FAILED  # Placement did not answer this batch: the sender resends
+            outcome, no_answer = self._apply_locked(item)
+        if no_answer:
+            unanswered.set()
+        return outcome
 
     def provider_lock(self, uuid: str) -> threading.Lock:
         """This process's lock of one provider: held while applying a report to it, and by the
         resync while repairing it."""
         return self._stripes[hash(uuid) % len(self._stripes)]
 
-    def _apply_locked(self, item: tuple[Report, ProviderState | None]) -> Outcome:
+    def _apply_locked(self, item: tuple[Report, ProviderState | None]) -> tuple[Outcome, bool]:
+        """The report's outcome, and whether Placement failed to answer at all."""
         report, state = item
 
         def write(row: db_api.ProviderRow | None) -> db_api.Applied:
@@ -172,18 +188,18 @@ class ReportApplier:
         except _Kept:
             LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "
                         "kept", report.uuid)
-            return Outcome.KEPT
+            return Outcome.KEPT, False
         except PlacementUnavailable as exc:
             LOG.warning("provider %s: Placement unavailable, report will be resent: %s",
                         report.uuid, exc)
-            return Outcome.FAILED
+            return Outcome.FAILED, exc.status is None  # no HTTP status: no answer
         except PlacementError as exc:
             LOG.error("provider %s: Placement refused the report: %s", report.uuid, exc)
-            return Outcome.FAILED
+            return Outcome.FAILED, False
         except Exception:
             LOG.exception("provider %s: applying report seq %s failed", report.uuid, report.seq)
-            return Outcome.FAILED
-        return Outcome.APPLIED if newer else Outcome.STALE
+            return Outcome.FAILED, False
+        return (Outcome.APPLIED if newer else Outcome.STALE), False
 
     def _count(self, outcome: Outcome) -> str:
         with self._lock:

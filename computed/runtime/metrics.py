@@ -128,6 +128,7 @@ class DaemonCollector:
         yield from self._reports()
         yield from self._events()
         yield from self._sync()
+        yield from self._hosting()
 
     def _members(self) -> Iterator[Metric]:
         # The only read that leaves the process: skip it when the session is in doubt, so a
@@ -184,6 +185,17 @@ class DaemonCollector:
                                   "failed (a node that cannot become a provider).",
                                   value=float(sync.failures))
 
+    def _hosting(self) -> Iterator[Metric]:
+        hosting = self._service.hosting
+        yield _gauge("instances_readopt_pending", "1 while this host's instances are not yet "
+                     "under its current member epoch (a re-adoption at join failed and is being "
+                     "retried); nothing of this host is resumed meanwhile.",
+                     1.0 if hosting.readopt_pending else 0.0)
+        yield CounterMetricFamily(f"{PREFIX}_instances_readopt_failures", "Re-adoptions of this "
+                                  "host's instances at a join that failed (the database; "
+                                  "retried with backoff, the log names the cause).",
+                                  value=float(hosting.readopt_failures))
+
     def _events(self) -> Iterator[Metric]:
         last = self._service.sync.last_event_at
         if last is not None:
@@ -194,8 +206,11 @@ class DaemonCollector:
 # --- the reporter ----------------------------------------------------------------------------
 
 
-def reporter_health(zookeeper: Any) -> Health:
-    """A serving reporter is healthy while its ZooKeeper client is connected."""
+def reporter_health(zookeeper: Any, server: Any = None) -> Health:
+    """A reporter is healthy while its server (a :class:`computed.runtime.rpc.Serving`, when
+    given) serves and its ZooKeeper client is connected."""
+    if server is not None and not server.started:
+        return Health(False, "waiting for the message bus: not serving yet")
     if not zookeeper.connected:
         return Health(False, "zookeeper not connected: reports cannot be checked against claims")
     return Health(True, "ok: serving")
@@ -205,14 +220,15 @@ class ReporterCollector:
     """Reads a :class:`ReportApplier`, the reporter's ZooKeeper client and (when given) its
     :class:`~computed.reporter.resync.Resync` at scrape time."""
 
-    def __init__(self, applier: Any, zookeeper: Any, resync: Any = None):
+    def __init__(self, applier: Any, zookeeper: Any, resync: Any = None, server: Any = None):
         self._applier = applier
         self._zookeeper = zookeeper
         self._resync = resync
+        self._server = server
 
     def collect(self) -> Iterator[Metric]:
         yield _gauge("reporter_up", "1 while /healthz answers 200.",
-                     1.0 if reporter_health(self._zookeeper).ok else 0.0)
+                     1.0 if reporter_health(self._zookeeper, self._server).ok else 0.0)
         counts = dict(self._applier.counts)  # a copy: workers update it while we read
         family = CounterMetricFamily(
             f"{PREFIX}_reporter_reports", "Reports handled, by outcome: applied, stale "
@@ -352,8 +368,8 @@ def serve_daemon(conf: cfg.ConfigOpts, service: ComputeService) -> Endpoint:
 
 
 def serve_reporter(conf: cfg.ConfigOpts, applier: Any, zookeeper: Any,
-                   resync: Any = None) -> Endpoint:
+                   resync: Any = None, server: Any = None) -> Endpoint:
     """Start the reporter's endpoint on ``[metrics] reporter_port`` (no-op when it is 0)."""
     return Endpoint(conf.metrics.bind_host, conf.metrics.reporter_port,
-                    _registry(ReporterCollector(applier, zookeeper, resync)),
-                    lambda: reporter_health(zookeeper)).start("reporter_port")
+                    _registry(ReporterCollector(applier, zookeeper, resync, server)),
+                    lambda: reporter_health(zookeeper, server)).start("reporter_port")

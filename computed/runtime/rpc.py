@@ -6,16 +6,29 @@ from the configuration it was given (never from a global ``cfg.CONF``).
 oslo.messaging registers most of its options on the conf it is handed, but its metrics and tracing
 options only on the global ``cfg.CONF``; :func:`get_transport` registers them on computed's own
 conf so that a client call does not fail with ``NoSuchOptError: oslo_messaging_metrics``.
+
+:class:`Serving` starts a server (an RPC server or a notification listener) without blocking its
+caller while the broker is unreachable, so that a process started before its broker stays
+killable and serves as soon as the broker is up.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import oslo_messaging
 from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+
+# Seconds between two starts of a server whose start failed (most failures to reach the broker
+# are retried inside oslo.messaging's start and never get here), doubling up to the cap.
+_RESTART_DELAY = 1.0
+_RESTART_DELAY_MAX = 30.0
 
 # (private module, option list = group name) that oslo.messaging only puts on the global CONF.
 _GLOBAL_ONLY_OPTS = (("oslo_messaging._metrics.client", "oslo_messaging_metrics"),
@@ -52,3 +65,69 @@ def get_server(transport: oslo_messaging.Transport, topic: str, server: str,
     return oslo_messaging.get_rpc_server(
         transport, target, list(endpoints), executor="threading",
         access_policy=oslo_messaging.DefaultRPCAccessPolicy)
+
+
+class Serving:
+    """One oslo.messaging server (RPC server or notification listener) started off the caller's
+    thread; ``what`` names it in the log.
+
+    An oslo.messaging server's ``start()`` first connects to the broker and, while the broker is
+    unreachable, retries inside that call for ever (the rabbit driver logs each try). Called from
+    a console script's main thread, that made the process deaf to SIGTERM until the broker came
+    up. :meth:`start` returns at once: a daemon thread starts the server (again after a failure,
+    with backoff), :attr:`started` says when it serves. :meth:`stop` and :meth:`wait` act on a
+    server that started; one still waiting for the broker is abandoned (its thread ends with the
+    process), and one whose start completes after :meth:`stop` is stopped at once. Thread-safe.
+    """
+
+    def __init__(self, what: str, server: Any):
+        self.what = what
+        self._server = server
+        self._lock = threading.Lock()
+        self._started = False  # the server serves
+        self._stopped = False  # stop() stopped a server that served: wait() waits for it
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        """True once the server serves (and until :meth:`stop`)."""
+        return self._started
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._start, name=f"start {self.what}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        delay = _RESTART_DELAY
+        while not self._stopping.is_set():
+            try:
+                self._server.start()
+            except Exception as exc:  # not the broker's absence (retried inside): log, retry
+                LOG.warning("cannot start %s, retrying in %.0fs: %s", self.what, delay, exc)
+                self._stopping.wait(delay)
+                delay = min(delay * 2, _RESTART_DELAY_MAX)
+                continue
+            with self._lock:
+                if not self._stopping.is_set():
+                    self._started = True
+                    LOG.info("%s: connected to the message bus, serving", self.what)
+                    return
+            self._server.stop()  # stop() came while this start was waiting for the broker
+            self._server.wait()
+            return
+
+    def stop(self) -> None:
+        """Stop serving (if it started); a start still under way is abandoned."""
+        with self._lock:
+            self._stopping.set()
+            started, self._started = self._started, False
+        if started:
+            self._server.stop()
+            self._stopped = True
+
+    def wait(self) -> None:
+        """Wait for the messages in flight of a server that :meth:`stop` stopped."""
+        if self._stopped:
+            self._server.wait()

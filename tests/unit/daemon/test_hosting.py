@@ -93,3 +93,70 @@ def test_instance_hosts_keep_the_last_answer_when_the_database_fails(engine, aud
 
     monkeypatch.setattr(db_api, "instance_hosts", unreachable)
     assert host.hosts() == {"n1": "c2"}  # dropping stickiness would move n1 away from c2
+
+
+# --- re-adoption at (re)join: a database error is retried, with backoff ---------------------
+
+INSTANCE = "11111111-0000-0000-0000-000000000001"
+
+
+def flaky(monkeypatch, failures: int):
+    """Make ``instances_by_host`` (the first read of re-adoption) fail ``failures`` times."""
+    real = db_api.instances_by_host
+    calls = []
+
+    def instances_by_host(engine, host):
+        calls.append(host)
+        if len(calls) <= failures:
+            raise ConnectionError("database away")
+        return real(engine, host)
+
+    monkeypatch.setattr(db_api, "instances_by_host", instances_by_host)
+    return calls
+
+
+def test_a_failed_readoption_is_retried_until_it_succeeds(engine, audit_path, monkeypatch,
+                                                          caplog):
+    db_api.create_instance(engine, INSTANCE, "CUSTOM_GOLD", node_uuid="n1", host="c1",
+                           member_epoch=41)
+    clock = Clock()
+    host = hosting(engine, audit_path, clock=clock)
+    calls = flaky(monkeypatch, failures=2)
+    host.joined(member_epoch=43)  # does not raise: the fleet goes on, re-adoption is pending
+    assert "database away" in caplog.text
+    assert host.readopt_failures == 1 and host.readopt_pending
+    assert db_api.get_instance(engine, INSTANCE).member_epoch == 41
+    # Nothing of this host is resumed before its instances are under the new member epoch.
+    assert not host.resume_due()
+    assert not host.readopt()  # not due yet: backoff
+    assert len(calls) == 1
+    clock.now += 1
+    assert not host.readopt()  # fails again
+    assert host.readopt_failures == 2 and len(calls) == 2
+    clock.now += 1
+    assert not host.readopt()  # the backoff doubled
+    assert len(calls) == 2
+    clock.now += 1
+    assert host.readopt()
+    assert not host.readopt_pending
+    assert db_api.get_instance(engine, INSTANCE).member_epoch == 43
+    assert host.resume_due()
+    assert host.readopt() and len(calls) == 3  # nothing pending: no more database reads
+
+
+def test_a_later_join_replaces_a_pending_readoption(engine, audit_path, monkeypatch):
+    db_api.create_instance(engine, INSTANCE, "CUSTOM_GOLD", node_uuid="n1", host="c1",
+                           member_epoch=41)
+    clock = Clock()
+    host = hosting(engine, audit_path, clock=clock)
+    flaky(monkeypatch, failures=1)
+    host.joined(member_epoch=43)
+    host.joined(member_epoch=44)  # the session was lost again meanwhile: a new epoch, at once
+    assert not host.readopt_pending
+    assert db_api.get_instance(engine, INSTANCE).member_epoch == 44
+
+
+def test_readoption_backoff_is_capped():
+    from computed.daemon.hosting import READOPT_MAX_DELAY, readopt_delay
+    assert [readopt_delay(n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0]
+    assert readopt_delay(100) == READOPT_MAX_DELAY

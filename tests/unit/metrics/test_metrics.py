@@ -77,6 +77,7 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
     return types.SimpleNamespace(
         stopped=False, fence=fence, fleet=fleet, catalog=catalog, outbox=box,
         sync=types.SimpleNamespace(last_event_at=None, failing={"n9": None}, failures=3),
+        hosting=types.SimpleNamespace(readopt_pending=True, readopt_failures=2),
         membership=membership or Membership([MemberInfo("h", 1, False, 1),
                                              MemberInfo("p", 1, True, 2)]))
 
@@ -119,6 +120,8 @@ def test_daemon_metrics_read_the_service_at_scrape_time():
     assert values["computed_report_send_failures"] == 2
     assert values["computed_nodes_sync_failing"] == 1
     assert values["computed_node_sync_failures_total"] == 3
+    assert values["computed_instances_readopt_pending"] == 1
+    assert values["computed_instances_readopt_failures_total"] == 2
     assert "computed_ironic_last_event_age_seconds" not in values  # no event yet
     assert "process_resident_memory_bytes" in values
     # A later scrape sees later values: nothing is copied at registration.
@@ -199,6 +202,18 @@ def test_reporter_counts_every_outcome_and_health():
     zookeeper.connected = False
     assert not metrics.reporter_health(zookeeper).ok
     assert scrape(metrics.ReporterCollector(applier, zookeeper))["computed_reporter_up"] == 0
+
+
+def test_a_reporter_waiting_for_the_message_bus_is_not_healthy():
+    applier = types.SimpleNamespace(counts=collections.Counter())
+    zookeeper = types.SimpleNamespace(connected=True)
+    server = types.SimpleNamespace(started=False)
+    assert metrics.reporter_health(zookeeper, server) == \
+        (False, "waiting for the message bus: not serving yet")
+    assert scrape(metrics.ReporterCollector(applier, zookeeper, server=server))[
+        "computed_reporter_up"] == 0
+    server.started = True
+    assert metrics.reporter_health(zookeeper, server).ok
 
 
 def conf_with(**metrics_opts) -> cfg.ConfigOpts:

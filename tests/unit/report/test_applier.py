@@ -183,3 +183,43 @@ def test_malformed_reports_in_a_batch_do_not_spoil_the_others(world):
     assert [U1, 1, "applied"] in answers and [U2, 1, "invalid"] in answers
     assert list(placement.providers) == [U1]
     assert applier.counts["invalid"] == 2
+
+
+def test_a_placement_that_does_not_answer_fails_the_rest_of_the_batch_at_once(engine):
+    """Each report would wait the whole HTTP timeout: the first one without an answer ends the
+    batch (everything answered ``failed``, resent later) so that the reporter answers the call
+    before the daemon gives up on it."""
+    nodes = [f"33333333-3333-3333-3333-{i:012d}" for i in range(20)]
+    placement = FakePlacement()
+    tried = []
+
+    def no_answer(provider, assume_new=False, last_applied=None):
+        tried.append(provider.uuid)
+        raise PlacementUnavailable(provider.uuid, "GET /resource_providers",
+                                   detail="no answer from Placement within [placement] timeout")
+
+    placement.apply = no_answer
+    applier = ReportApplier(placement, FakeClaims({node: 7 for node in nodes}), engine,
+                            workers=1)
+    try:
+        answers = applier.apply([report(node) for node in nodes])
+    finally:
+        applier.close()
+    assert sorted(answers) == sorted([node, 1, "failed"] for node in nodes)
+    assert len(tried) == 1
+    assert all(last_applied(engine, node) is None for node in nodes)
+
+
+def test_a_placement_error_answer_does_not_fail_the_rest_of_the_batch(world):
+    """A 5xx about one provider is that provider's problem: the others are still tried."""
+    placement, engine, _, applier = world
+    real = placement.apply
+
+    def error_for_u1(provider, assume_new=False, last_applied=None):
+        if provider.uuid == U1:
+            raise PlacementUnavailable(provider.uuid, "PUT", status=500)
+        return real(provider, assume_new, last_applied)
+
+    placement.apply = error_for_u1
+    answers = applier.apply([report(U1), report(U2, epoch=9)])
+    assert sorted(answers) == [[U1, 1, "failed"], [U2, 1, "applied"]]

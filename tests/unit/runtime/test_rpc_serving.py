@@ -1,0 +1,80 @@
+"""computed.runtime.rpc.Serving: a server's start never blocks its caller, stop is safe at any
+point of it. The oslo.messaging server is a fake whose start waits like one whose broker is away."""
+
+from __future__ import annotations
+
+import threading
+
+from computed.runtime import rpc
+
+
+class Server:
+    """Blocks in start() until ``broker_up`` is set (as oslo.messaging retries inside start);
+    ``failures`` starts raise first."""
+
+    def __init__(self, failures: int = 0):
+        self.broker_up = threading.Event()
+        self.failures = failures
+        self.starts = 0
+        self.calls: list[str] = []
+        self.done = threading.Event()
+
+    def start(self) -> None:
+        self.starts += 1
+        if self.starts <= self.failures:
+            raise OSError("access refused")
+        self.broker_up.wait()
+        self.calls.append("start")
+        self.done.set()
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def wait(self) -> None:
+        self.calls.append("wait")
+
+
+def test_start_returns_while_the_broker_is_away_and_serves_once_it_is_up():
+    server = Server()
+    serving = rpc.Serving("test server", server)
+    serving.start()  # returns: the broker is away
+    assert not serving.started
+    server.broker_up.set()
+    assert server.done.wait(10)
+    _wait_until(lambda: serving.started)
+    serving.stop()
+    serving.wait()
+    assert server.calls == ["start", "stop", "wait"] and not serving.started
+
+
+def test_stop_while_waiting_for_the_broker_abandons_the_start_and_stops_it_if_it_completes():
+    server = Server()
+    serving = rpc.Serving("test server", server)
+    serving.start()
+    serving.stop()
+    serving.wait()  # nothing to wait for: it never served
+    assert server.calls == []
+    server.broker_up.set()  # the start completes after all: the server is stopped at once
+    _wait_until(lambda: server.calls == ["start", "stop", "wait"])
+    assert not serving.started
+
+
+def test_a_failed_start_is_retried(monkeypatch, caplog):
+    monkeypatch.setattr(rpc, "_RESTART_DELAY", 0.01)
+    server = Server(failures=2)
+    server.broker_up.set()
+    serving = rpc.Serving("test server", server)
+    serving.start()
+    _wait_until(lambda: serving.started)
+    assert server.starts == 3
+    assert "cannot start test server" in caplog.text and "access refused" in caplog.text
+    serving.stop()
+
+
+def _wait_until(check, timeout: float = 10.0) -> None:
+    done = threading.Event()
+    for _ in range(int(timeout / 0.01)):
+        if check():
+            return
+        done.wait(0.01)
+    raise AssertionError("condition not reached")
