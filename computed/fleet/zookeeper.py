@@ -12,12 +12,28 @@ client nor where it keeps a group, so this module reads both from tooz's driver:
   (``KazooDriver._path_group``), so a ``?namespace=...`` in the backend URL is honoured wherever
   computed reads a group (the daemon's membership and ``computed-manage fleet status`` alike).
 
+It also owns what computed asks the ZooKeeper *server*:
+
+* :func:`granted_session_timeout`: the session timeout the server grants, which is what the
+  fence's lease must be computed from (:mod:`computed.fleet.fence`). ZooKeeper clamps the
+  timeout a client asks for (``?timeout=`` in the backend URL) to its own
+  ``[minSessionTimeout, maxSessionTimeout]`` (by default 2 and 20 tickTimes): ``?timeout=90``
+  got 40 s from a default server while the lease stayed at 60 s, longer than the session. kazoo
+  2.11 reads the negotiated value in its connection thread and keeps it nowhere (not even a
+  private attribute), so the value is computed the way the server computes it, from the bounds
+  the server reports to the ``conf`` four-letter command (sent with kazoo's public
+  ``KazooClient.command``, over TLS when the session uses TLS). A server that refuses ``conf``
+  (not in ``4lw.commands.whitelist``) leaves the lease unknowable: that is an error naming the
+  fix, never a guess.
+
 No other module may touch tooz's private names. ``tests/unit/fleet/test_zookeeper.py`` builds a
 real tooz coordinator from a URL (without connecting) and fails as soon as a tooz release moves
 either name.
 """
 
 from __future__ import annotations
+
+import re
 
 from kazoo.client import KazooClient
 from tooz import coordination
@@ -48,3 +64,41 @@ def _driver(coordinator: coordination.CoordinationDriver) -> tooz_zookeeper.Kazo
     if not isinstance(coordinator, tooz_zookeeper.KazooDriver):
         raise NotZooKeeper(coordinator)
     return coordinator
+
+
+class SessionTimeoutUnknown(coordination.ToozError):
+    """The server did not say which session timeout it grants; the message names the server
+    and the fix."""
+
+
+def granted_session_timeout(client: KazooClient, requested: float) -> float:
+    """Seconds of session timeout the connected server grants a session that asked for
+    ``requested`` seconds. ``client`` must be connected; raises :class:`SessionTimeoutUnknown`
+    when the server does not answer ``conf`` with its bounds."""
+    try:
+        answer = client.command(b"conf")
+    except Exception as exc:  # kazoo raises ConnectionLoss or a socket error
+        raise SessionTimeoutUnknown(f"cannot ask ZooKeeper for its session timeout bounds "
+                                    f"('conf' command): {exc}") from None
+    bounds = session_timeout_bounds(answer)
+    if bounds is None:
+        raise SessionTimeoutUnknown(
+            f"ZooKeeper did not report its session timeout bounds to the 'conf' command "
+            f"(answer: {answer.strip()[:120]!r}); add conf to 4lw.commands.whitelist in "
+            f"zoo.cfg: the fence cannot bound its lease without the granted session timeout")
+    return clamp_session_timeout(requested, *bounds)
+
+
+def session_timeout_bounds(conf_answer: str) -> tuple[float, float] | None:
+    """``(minSessionTimeout, maxSessionTimeout)`` in seconds from the server's answer to
+    ``conf``; None when it does not hold both (pure)."""
+    found = dict(re.findall(r"^\s*(minSessionTimeout|maxSessionTimeout)\s*=\s*(\d+)\s*$",
+                            conf_answer, re.MULTILINE))
+    if len(found) != 2:
+        return None
+    return int(found["minSessionTimeout"]) / 1000, int(found["maxSessionTimeout"]) / 1000
+
+
+def clamp_session_timeout(requested: float, minimum: float, maximum: float) -> float:
+    """The timeout a server with these bounds grants (ZooKeeperServer's rule; pure)."""
+    return min(max(requested, minimum), maximum)

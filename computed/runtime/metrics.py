@@ -143,6 +143,10 @@ class DaemonCollector:
                      float(len(members)))
         yield _gauge("fleet_members_draining", "Members of the fleet marked draining.",
                      float(sum(1 for m in members if m.draining)))
+        yield _gauge("fleet_group_entries_ignored", "Children of the fleet's group that are "
+                     "not live daemons (e.g. a persistent znode planted there): never on the "
+                     "ring; 'computed-manage fleet status' names them.",
+                     float(len(self._service.membership.ignored())))
 
     def _claim_events(self) -> Iterator[Metric]:
         family = CounterMetricFamily(f"{PREFIX}_claim_events", "Claims this process made and "

@@ -10,7 +10,15 @@ from kazoo.client import KazooClient
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
 
-from computed.fleet.zookeeper import NotZooKeeper, group_path, kazoo_client
+from computed.fleet.zookeeper import (
+    NotZooKeeper,
+    SessionTimeoutUnknown,
+    clamp_session_timeout,
+    granted_session_timeout,
+    group_path,
+    kazoo_client,
+    session_timeout_bounds,
+)
 
 
 def coordinator(url: str) -> coordination.CoordinationDriver:
@@ -48,3 +56,51 @@ def test_another_backend_is_refused_with_its_name(tmp_path):
     assert raised.value.coordinator is driver
     with pytest.raises(NotZooKeeper):
         group_path(driver, "computed")
+
+
+CONF_ANSWER = """clientPort=2181
+secureClientPort=-1
+dataDir=/var/lib/zookeeper/version-2
+tickTime=2000
+maxClientCnxns=60
+minSessionTimeout=4000
+maxSessionTimeout=40000
+clientPortListenBacklog=-1
+serverId=0
+"""
+
+
+def test_session_timeout_bounds_are_read_from_the_conf_answer():
+    assert session_timeout_bounds(CONF_ANSWER) == (4.0, 40.0)
+    assert session_timeout_bounds(
+        "conf is not executed because it is not in the whitelist.\n") is None
+    assert session_timeout_bounds("minSessionTimeout=4000\n") is None
+
+
+@pytest.mark.parametrize("requested, granted", [(90, 40), (10, 10), (1, 4), (40, 40)])
+def test_the_server_clamps_the_requested_timeout_to_its_bounds(requested, granted):
+    assert clamp_session_timeout(requested, 4.0, 40.0) == granted
+
+
+class Answering:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def command(self, cmd):
+        assert cmd == b"conf"
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_granted_session_timeout_asks_the_server():
+    assert granted_session_timeout(Answering(CONF_ANSWER), 90) == 40
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("conf is not executed because it is not in the whitelist.\n", "4lw.commands.whitelist"),
+    (ConnectionResetError("reset by peer"), "reset by peer"),
+])
+def test_a_server_that_does_not_say_is_an_error_never_a_guess(answer, message):
+    with pytest.raises(SessionTimeoutUnknown, match=message):
+        granted_session_timeout(Answering(answer), 90)

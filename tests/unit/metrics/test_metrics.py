@@ -17,7 +17,7 @@ from computed.baremetal.driver import BaremetalDriver, DriverUnavailable, Node
 from computed.conf import metrics as metrics_opts_module
 from computed.conf.errors import ConfigError
 from computed.fleet.fence import Fence
-from computed.fleet.membership import MemberInfo
+from computed.fleet.membership import IgnoredEntry, MemberInfo
 from computed.fleet.reconciler import FleetState
 from computed.providers.outbox import Outbox
 from computed.runtime import metrics
@@ -50,14 +50,18 @@ class Claims:
 class Membership:
     member_epoch = 77
 
-    def __init__(self, members=(), error=None):
+    def __init__(self, members=(), error=None, ignored=()):
         self._members, self._error, self.reads = list(members), error, 0
+        self._ignored = list(ignored)
 
     def members(self):
         self.reads += 1
         if self._error:
             raise self._error
         return self._members
+
+    def ignored(self):
+        return self._ignored
 
 
 def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connected=True,
@@ -78,7 +82,8 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
         stopped=False, fence=fence, fleet=fleet, catalog=catalog, outbox=box,
         sync=types.SimpleNamespace(last_event_at=None, failing={"n9": None}, failures=3),
         membership=membership or Membership([MemberInfo("h", 1, False, 1),
-                                             MemberInfo("p", 1, True, 2)]))
+                                             MemberInfo("p", 1, True, 2)],
+                                            ignored=[IgnoredEntry("x", "planted", 3)]))
 
 
 def scrape(collector) -> dict[str, float]:
@@ -107,6 +112,7 @@ def test_daemon_metrics_read_the_service_at_scrape_time():
     assert values["computed_member_epoch"] == 77
     assert values["computed_fleet_members"] == 2
     assert values["computed_fleet_members_draining"] == 1
+    assert values["computed_fleet_group_entries_ignored"] == 1
     assert values["computed_nodes_owned"] == 2
     assert values["computed_claim_events_total{event=claim}"] == 4
     assert values["computed_claim_events_total{event=release}"] == 1
