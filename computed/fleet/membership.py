@@ -44,6 +44,7 @@ from tooz import utils as tooz_utils
 
 from computed.conf.default import normalise_host
 from computed.fleet import zookeeper
+from computed.fleet.claims import claims_path
 from hashring.ownership import Member
 
 LOG = logging.getLogger(__name__)
@@ -151,6 +152,10 @@ class Membership:
 
     def watch(self) -> None:
         """Call ``on_change`` on every change of members or drain markers, from now on."""
+        # Containers made before credentials were configured are open: close them first.
+        root = fleet_root(self.group)
+        zookeeper.protect(self._client,
+                          [root, claims_path(root), self.draining_path, self.members_path])
         self._client.ensure_path(self.draining_path)
         self._client.ChildrenWatch(self.members_path, self._changed)
         self._client.ChildrenWatch(self.draining_path, self._changed)

@@ -26,6 +26,16 @@ It also owns what computed asks the ZooKeeper *server*:
   (not in ``4lw.commands.whitelist``) leaves the lease unknowable: that is an error naming the
   fix, never a guess.
 
+* :func:`protect`: the ACL of the znodes computed keeps its fleet under. With credentials in the
+  backend URL (``zookeeper://user:password@host:2181``) tooz's driver authenticates the session
+  with the ``digest`` scheme and makes kazoo create every znode with an ACL that gives that user
+  all rights and nobody else any (kazoo's ``default_acl``); computed creates everything through
+  that session, so nothing else needs to be done for new znodes. Containers created *before*
+  credentials were configured keep the open ACL they were created with, and ZooKeeper checks the
+  *parent's* ACL to create or delete a child: :func:`protect` gives the fleet's containers the
+  session's ACL, so that an anonymous client can neither delete a claim nor plant a member or a
+  drain marker. See docs/security.md.
+
 No other module may touch tooz's private names. ``tests/unit/fleet/test_zookeeper.py`` builds a
 real tooz coordinator from a URL (without connecting) and fails as soon as a tooz release moves
 either name.
@@ -33,11 +43,16 @@ either name.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterable
 
+from kazoo import exceptions as zk_exc
 from kazoo.client import KazooClient
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
+
+LOG = logging.getLogger(__name__)
 
 
 class NotZooKeeper(ValueError):
@@ -102,3 +117,26 @@ def session_timeout_bounds(conf_answer: str) -> tuple[float, float] | None:
 def clamp_session_timeout(requested: float, minimum: float, maximum: float) -> float:
     """The timeout a server with these bounds grants (ZooKeeperServer's rule; pure)."""
     return min(max(requested, minimum), maximum)
+
+
+def protect(client: KazooClient, paths: Iterable[str]) -> list[str]:
+    """Create ``paths`` if missing and give each the ACL the session creates znodes with;
+    returns the paths whose ACL was changed. Does nothing without credentials (no
+    ``default_acl``: znodes stay open, as ZooKeeper creates them by default)."""
+    acl = list(client.default_acl or ())
+    if not acl:
+        return []
+    changed = []
+    for path in paths:
+        client.ensure_path(path)
+        current, _stat = client.get_acls(path)
+        if sorted(map(repr, current)) == sorted(map(repr, acl)):
+            continue
+        try:
+            client.set_acls(path, acl)
+        except zk_exc.NoAuthError:
+            raise zk_exc.NoAuthError(f"cannot protect {path}: its ACL {current} does not let "
+                                     f"the backend_url's user change it") from None
+        LOG.warning("%s had the ACL %s; set it to the backend_url user's only", path, current)
+        changed.append(path)
+    return changed

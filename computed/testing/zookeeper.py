@@ -1,8 +1,11 @@
 """Apache ZooKeeper from Debian's ``zookeeper`` package, as a plain java process.
 
 tickTime is 500 ms so that sessions can be as short as 1 s (ZooKeeper clamps a session timeout to
-2..20 tickTimes): the fleet's failover tests depend on short sessions. Ready when ``ruok`` answers
-``imok``.
+2..20 tickTimes): the fleet's failover tests depend on short sessions.
+``info["max_session_timeout"]`` (ms, 60000 unless given) sets the largest timeout granted, for
+tests of what a daemon does when it gets less than it asked for. ``conf`` is among the
+four-letter commands served: the daemon reads its session timeout bounds with it (see
+:mod:`computed.fleet.zookeeper`). Ready when ``ruok`` answers ``imok``.
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ class ZooKeeper(Service):
         (conf / "zoo.cfg").write_text("\n".join([
             "tickTime=500",
             "minSessionTimeout=1000",
-            "maxSessionTimeout=60000",
+            f"maxSessionTimeout={self.info.get('max_session_timeout', 60000)}",
             f"dataDir={conf / 'data'}",
             f"clientPort={port}",
             "clientPortAddress=127.0.0.1",
             "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,stat,srvr,mntr,cons",
+            "4lw.commands.whitelist=ruok,stat,srvr,mntr,cons,conf",
             "",
         ]))
         classpath = ":".join([str(conf), *JARS])
