@@ -23,6 +23,7 @@ port that cannot be bound is a configuration error, reported before the process 
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import logging
 import threading
 import time
@@ -301,6 +302,10 @@ class Endpoint:
         self._thread.start()
         LOG.info("metrics and health on http://%s:%d/metrics and /healthz",
                  self.host, self.address[1])
+        if not is_loopback(self.host):
+            LOG.warning("the metrics endpoint listens on %s, beyond loopback, without "
+                        "authentication: anyone who can reach it reads the fleet's state "
+                        "([metrics] bind_host)", self.host)
         return self
 
     def stop(self) -> None:
@@ -339,6 +344,17 @@ class Endpoint:
                 LOG.debug("metrics: %s %s", self.address_string(), format % args)
 
         return Handler
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (pure: a name other than localhost
+    counts as beyond loopback, as it may resolve anywhere)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _registry(collector: Any) -> CollectorRegistry:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import http.client
+import logging
 import socket
 import types
 
@@ -280,3 +281,25 @@ def test_a_busy_port_is_a_config_error_naming_the_option():
                                               rf"127.0.0.1:{port}"):
             metrics.serve_reporter(conf_with(reporter_port=port), applier,
                                    types.SimpleNamespace(connected=True))
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.0.1.1", True), ("::1", True), ("[::1]", True),
+    ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.0.0.5", False),
+    ("metrics.example.org", False)])
+def test_what_counts_as_loopback(host, loopback):
+    assert metrics.is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("host, warned", [("127.0.0.1", False), ("0.0.0.0", True)])
+def test_an_endpoint_beyond_loopback_is_warned_about_once(host, warned, caplog):
+    endpoint = metrics.Endpoint(host, free_port(), metrics._registry(
+        metrics.ReporterCollector(types.SimpleNamespace(counts={}),
+                                  types.SimpleNamespace(connected=True))), lambda: None)
+    with caplog.at_level(logging.WARNING, logger=metrics.__name__):
+        endpoint.start()
+    endpoint.stop()
+    lines = [r for r in caplog.records if "beyond loopback" in r.getMessage()]
+    assert len(lines) == (1 if warned else 0)
+    if warned:
+        assert "[metrics] bind_host" in lines[0].getMessage()
