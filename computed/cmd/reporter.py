@@ -33,6 +33,7 @@ from computed.conf.errors import ConfigError
 from computed.db import api as db_api
 from computed.fleet.membership import fleet_root
 from computed.placement.client import PlacementClient
+from computed.providers.report import Limits
 from computed.reporter.applier import ClaimReader, ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
 from computed.reporter.resync import Resync
@@ -74,7 +75,10 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
                         root=fleet_root(conf.coordination.group), host=host)
         transport = rpc.get_transport(conf)
         server = rpc.get_server(transport, conf.reporter.topic, host,
-                                [ReporterEndpoint(applier)])
+                                [ReporterEndpoint(applier, Limits(
+                                     max_reports=conf.reporter.max_reports_per_call,
+                                     max_traits=conf.reporter.max_traits,
+                                     max_chars=conf.reporter.max_field_length))])
         metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync)
         server.start()
         resync.start()
