@@ -12,6 +12,7 @@ Real ZooKeeper, daemons as separate processes (issue 16 items 3, 6 and 7):
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 
@@ -24,7 +25,9 @@ from computed.fleet.membership import drain_markers_path, fleet_root
 from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids
 from computed.testing.zookeeper import ZooKeeper
 from tests.functional.daemons import (
+    BIN,
     Daemon,
+    Reporter,
     dump_logs,
     fleet_database,
     json_status,
@@ -182,3 +185,27 @@ def test_the_lease_follows_the_session_timeout_zookeeper_granted(stingy_zookeepe
         assert granted_session_timeout(kazoo_client(coordinator), 30) == 4.0
     finally:
         coordinator.stop()
+
+
+def test_the_backend_url_password_stays_out_of_logs_and_output(stack, tmp_path):
+    """kazoo logs its digest credential at DEBUG; the reporter and computed-manage must not
+    pass it on."""
+    password = CREDENTIALS.split(":")[1]
+    zk = stack["zookeeper"].url.replace("zookeeper://", f"zookeeper://{CREDENTIALS}@")
+    reporter = Reporter(stack, tmp_path, "r1", group=f"t{uuid.uuid4().hex[:8]}",
+                        database=fleet_database(tmp_path), zookeeper_url=zk,
+                        extra="[DEFAULT]\ndebug = True\n").start()
+    try:
+        reporter.wait_log("serving topic")
+        assert reporter.stop() == 0
+    finally:
+        reporter.ensure_stopped()
+    log = reporter.log.read_text()
+    assert "scheme='digest'" in log  # kazoo did log its Auth request...
+    assert password not in log       # ...without the password
+    for command in (["config", "check"], ["fleet", "status"]):
+        result = subprocess.run([str(BIN / "computed-manage"), "--config-file",
+                                 str(reporter.conf), *command], capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert password not in result.stdout + result.stderr
