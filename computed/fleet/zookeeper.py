@@ -21,8 +21,8 @@ It also owns what computed asks the ZooKeeper *server*:
   got 40 s from a default server while the lease stayed at 60 s, longer than the session. kazoo
   2.11 reads the negotiated value in its connection thread and keeps it nowhere (not even a
   private attribute), so the value is computed the way the server computes it, from the bounds
-  the server reports to the ``conf`` four-letter command (sent with kazoo's public
-  ``KazooClient.command``, over TLS when the session uses TLS). A server that refuses ``conf``
+  the server reports to the ``conf`` four-letter command (:func:`ask_server`, over TLS when
+  the session uses TLS, to the ensemble's servers in turn). A server that refuses ``conf``
   (not in ``4lw.commands.whitelist``) leaves the lease unknowable: that is an error naming the
   fix, never a guess.
 
@@ -86,15 +86,12 @@ class SessionTimeoutUnknown(coordination.ToozError):
     and the fix."""
 
 
-def granted_session_timeout(client: KazooClient, requested: float) -> float:
-    """Seconds of session timeout the connected server grants a session that asked for
-    ``requested`` seconds. ``client`` must be connected; raises :class:`SessionTimeoutUnknown`
-    when the server does not answer ``conf`` with its bounds."""
-    try:
-        answer = client.command(b"conf")
-    except Exception as exc:  # kazoo raises ConnectionLoss or a socket error
-        raise SessionTimeoutUnknown(f"cannot ask ZooKeeper for its session timeout bounds "
-                                    f"('conf' command): {exc}") from None
+def granted_session_timeout(client: KazooClient, requested: float,
+                            timeout: float = 5.0) -> float:
+    """Seconds of session timeout a server of ``client``'s ensemble grants a session that asked
+    for ``requested`` seconds. Raises :class:`SessionTimeoutUnknown` when no server answers
+    ``conf`` with its bounds."""
+    answer = ask_server(client, b"conf", timeout)
     bounds = session_timeout_bounds(answer)
     if bounds is None:
         raise SessionTimeoutUnknown(
@@ -102,6 +99,37 @@ def granted_session_timeout(client: KazooClient, requested: float) -> float:
             f"(answer: {answer.strip()[:120]!r}); add conf to 4lw.commands.whitelist in "
             f"zoo.cfg: the fence cannot bound its lease without the granted session timeout")
     return clamp_session_timeout(requested, *bounds)
+
+
+def ask_server(client: KazooClient, command: bytes, timeout: float = 5.0) -> str:
+    """The answer of the first server of ``client``'s ensemble that answers the four-letter
+    ``command``, over TLS when the client uses TLS, with the client's certificates.
+
+    kazoo's own ``KazooClient.command`` passes the server's port as the TLS host name (kazoo
+    2.11: "'int' object has no attribute 'decode'" on every TLS session) and reads a single
+    ``recv``; this reads to the end, through the client's connection handler (sockets that
+    cooperate with eventlet when the handler is eventlet's)."""
+    failures = []
+    for host, port in client.hosts:
+        try:
+            sock = client.handler.create_connection(
+                (host, port), hostname=host, timeout=timeout, use_ssl=client.use_ssl,
+                ca=client.ca, certfile=client.certfile, keyfile=client.keyfile,
+                keyfile_password=client.keyfile_password, verify_certs=client.verify_certs,
+                check_hostname=client.check_hostname)
+            try:
+                sock.sendall(command)
+                chunks = []
+                while chunk := sock.recv(8192):
+                    chunks.append(chunk)
+            finally:
+                sock.close()
+        except Exception as exc:  # socket and TLS errors: try the next server
+            failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
+            continue
+        return b"".join(chunks).decode("utf-8", "replace")
+    raise SessionTimeoutUnknown(f"cannot ask ZooKeeper for its session timeout bounds "
+                                f"('{command.decode()}' command): {'; '.join(failures)}")
 
 
 def session_timeout_bounds(conf_answer: str) -> tuple[float, float] | None:

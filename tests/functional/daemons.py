@@ -57,7 +57,8 @@ class Process:
             f"rehome_grace = {rehome_grace}\n"
             f"[reporter]\ntopic = reporter-{group}\ncall_timeout = 10\n" + extra)).replace(
             f"backend_url = {zk}?timeout=2",
-            f"backend_url = {zookeeper_url or zk}?timeout={session_timeout}\ngroup = {group}"))
+            f"backend_url = {_with_timeout(zookeeper_url or zk, session_timeout)}\n"
+            f"group = {group}"))
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Process:
@@ -100,6 +101,10 @@ class Process:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def _with_timeout(url: str, session_timeout: float) -> str:
+    return f"{url}{'&' if '?' in url else '?'}timeout={session_timeout}"
 
 
 class Daemon(Process):

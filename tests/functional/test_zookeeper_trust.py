@@ -7,7 +7,8 @@ Real ZooKeeper, daemons as separate processes (issue 16 items 3, 6 and 7):
   credentials were configured; the daemons themselves work as usual;
 * something planted in the group that is not a live daemon gets no nodes, and ``fleet status``
   names it;
-* the fence's lease follows the session timeout the server granted, not the one asked for.
+* the fence's lease follows the session timeout the server granted, not the one asked for;
+* daemons and computed-manage work over TLS (Debian's ZooKeeper with Netty) with credentials.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 
 import pytest
 from kazoo import exceptions as zk_exc
+from kazoo.client import KazooClient
 from tooz import coordination
 
 from computed.fleet.claims import claims_path, read_claims
@@ -209,3 +211,31 @@ def test_the_backend_url_password_stays_out_of_logs_and_output(stack, tmp_path):
                                 timeout=60)
         assert result.returncode == 0, result.stderr
         assert password not in result.stdout + result.stderr
+
+
+@pytest.fixture
+def tls_zookeeper(tmp_path):
+    server = ZooKeeper(tmp_path / "tls", {"tls": True})
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_daemons_share_the_nodes_over_tls_with_credentials(stack, nodes, daemons,
+                                                           tls_zookeeper):
+    url = tls_zookeeper.tls_url.replace("zookeeper://", f"zookeeper://{CREDENTIALS}@")
+    fleet = daemons("c1", "c2", zookeeper_url=url)
+    client = KazooClient(hosts=f"127.0.0.1:{tls_zookeeper.info['secure_port']}", use_ssl=True,
+                         ca=tls_zookeeper.info["ca"], auth_data=[("digest", CREDENTIALS)])
+    client.start(timeout=15)
+    try:
+        wait_converged(client, list_node_uuids(stack["ironic"].url), {"c1", "c2"},
+                       group=daemons.group)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{dump_logs(fleet)}") from None
+    finally:
+        client.stop()
+        client.close()
+    assert all("use_ssl: True" in daemon.log.read_text() for daemon in fleet)
+    status = json_status(fleet[0])  # computed-manage over TLS too
+    assert [m["host"] for m in status["members"]] == ["c1", "c2"]

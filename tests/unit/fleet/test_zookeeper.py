@@ -82,25 +82,55 @@ def test_the_server_clamps_the_requested_timeout_to_its_bounds(requested, grante
     assert clamp_session_timeout(requested, 4.0, 40.0) == granted
 
 
-class Answering:
+class Server:
+    """One server's socket: records what was sent, answers in small chunks, then EOF."""
+
     def __init__(self, answer):
-        self.answer = answer
+        self.answer, self.sent, self.closed = answer.encode(), b"", False
 
-    def command(self, cmd):
-        assert cmd == b"conf"
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
+    def sendall(self, data):
+        self.sent += data
+
+    def recv(self, size):
+        chunk, self.answer = self.answer[:7], self.answer[7:]  # a long answer, several reads
+        return chunk
+
+    def close(self):
+        self.closed = True
 
 
-def test_granted_session_timeout_asks_the_server():
-    assert granted_session_timeout(Answering(CONF_ANSWER), 90) == 40
+class Ensemble:
+    """The KazooClient attributes ask_server reads: its servers, TLS settings and handler."""
+
+    use_ssl, ca, certfile, keyfile, keyfile_password = True, "/ca.pem", None, None, None
+    verify_certs, check_hostname = True, False
+
+    def __init__(self, *answers):
+        self.hosts = [(f"zk-{i}", 2281) for i in range(len(answers))]
+        self.answers = dict(zip(self.hosts, answers))
+        self.handler, self.connections = self, []
+
+    def create_connection(self, address, **options):
+        self.connections.append((address, options))
+        answer = self.answers[address]
+        if isinstance(answer, Exception):
+            raise answer
+        return Server(answer)
 
 
-@pytest.mark.parametrize("answer, message", [
-    ("conf is not executed because it is not in the whitelist.\n", "4lw.commands.whitelist"),
-    (ConnectionResetError("reset by peer"), "reset by peer"),
+def test_granted_session_timeout_asks_a_server_over_tls_with_the_clients_settings():
+    ensemble = Ensemble(ConnectionRefusedError("zk-0 is down"), CONF_ANSWER)
+    assert granted_session_timeout(ensemble, 90) == 40
+    (first, _), (second, options) = ensemble.connections
+    assert (first, second) == (("zk-0", 2281), ("zk-1", 2281))  # the next server on failure
+    assert options["use_ssl"] is True and options["ca"] == "/ca.pem"
+    assert options["hostname"] == "zk-1"  # kazoo's own command() passed the port here
+
+
+@pytest.mark.parametrize("answers, message", [
+    (["conf is not executed because it is not in the whitelist.\n"], "4lw.commands.whitelist"),
+    ([ConnectionResetError("reset by peer"), OSError("no route")], "reset by peer.*no route"),
 ])
-def test_a_server_that_does_not_say_is_an_error_never_a_guess(answer, message):
+def test_a_server_that_does_not_say_is_an_error_never_a_guess(answers, message):
     with pytest.raises(SessionTimeoutUnknown, match=message):
-        granted_session_timeout(Answering(answer), 90)
+        granted_session_timeout(Ensemble(*answers), 90)
