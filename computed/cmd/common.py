@@ -21,6 +21,7 @@ from computed.baremetal.driver import BaremetalDriver, UnknownDriver, load_drive
 from computed.conf.errors import ConfigError
 from computed.conf.loader import EXIT_CONFIG
 from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
+from computed.runtime import secrets
 
 EXIT_INTERRUPTED = 130
 
@@ -50,6 +51,8 @@ def run(prog: str, body: Callable[[], int]) -> NoReturn:
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
     logging.setup(conf, 'computed')
+    # kazoo logs the digest credential of a backend_url with user:password at DEBUG.
+    secrets.keep_out_of_logs(secrets.url_secrets(conf.coordination.backend_url or ''))
 
 
 def coordinator_url(url: str) -> str:

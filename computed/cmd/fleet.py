@@ -25,6 +25,7 @@ from computed.fleet.membership import (
     drain_markers_path,
     fleet_root,
     mark_draining,
+    read_group,
     read_members,
 )
 from computed.fleet.zookeeper import group_path, kazoo_client
@@ -47,9 +48,9 @@ def fleet_status(conf: cfg.ConfigOpts) -> int:
         common.fail("computed-manage", f"cannot list Ironic nodes: {exc}", EXIT_BACKEND)
     with common.zookeeper_coordinator(conf) as coordinator:
         client = kazoo_client(coordinator)
-        members = read_members(client, group_path(coordinator, group), drain_markers_path(group))
+        view = read_group(client, group_path(coordinator, group), drain_markers_path(group))
         claims = read_claims(client, fleet_root(group))
-    document = status.snapshot(group, members, claims, ironic)
+    document = status.snapshot(group, view.members, claims, ironic, view.ignored)
     if conf.category.json:
         print(json.dumps(document, indent=2, sort_keys=True))
     else:

@@ -33,6 +33,7 @@ from computed.conf.errors import ConfigError
 from computed.db import api as db_api
 from computed.fleet.membership import fleet_root
 from computed.placement.client import PlacementClient
+from computed.providers.report import Limits
 from computed.reporter.applier import ClaimReader, ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
 from computed.reporter.resync import Resync
@@ -75,9 +76,12 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         transport = rpc.get_transport(conf)
         # Started off this thread: while the broker is unreachable the start waits for it,
         # and this loop must still see SIGTERM.
+        limits = Limits(max_reports=conf.reporter.max_reports_per_call,
+                        max_traits=conf.reporter.max_traits,
+                        max_chars=conf.reporter.max_field_length)
         server = rpc.Serving(f'reporter server ({conf.reporter.topic})',
                              rpc.get_server(transport, conf.reporter.topic, host,
-                                            [ReporterEndpoint(applier)]))
+                                            [ReporterEndpoint(applier, limits)]))
         metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync, server)
         server.start()
         resync.start()

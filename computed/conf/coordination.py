@@ -29,12 +29,19 @@ ALL_OPTS = [
     cfg.StrOpt(
         'backend_url',
         required=True,
+        secret=True,
         help='Required. tooz backend URL. ZooKeeper in production, e.g. '
              'zookeeper://10.0.0.1:2181,10.0.0.2:2181?timeout=10 (timeout '
-             'is the session timeout in seconds: a daemon that stops '
-             'heartbeating leaves the ring after it). file:///var/lib/'
-             'computed/coordination works for a single machine only '
-             '(tests, development).'),
+             'is the session timeout in seconds asked for: a daemon that '
+             'stops heartbeating leaves the ring after the one ZooKeeper '
+             'grants). With credentials, zookeeper://USER:PASSWORD@HOST:2181, '
+             'every znode computed creates is readable and writable by that '
+             'user only (ZooKeeper digest ACLs; give every daemon, reporter '
+             'and computed-manage the same ones); the URL is then a secret, '
+             'masked in logs. TLS: ?use_ssl=true&ca=FILE (and certfile=, '
+             'keyfile= for client certificates). See docs/security.md. '
+             'file:///var/lib/computed/coordination works for a single '
+             'machine only (tests, development).'),
     cfg.StrOpt(
         'group',
         default='computed',

@@ -34,6 +34,28 @@ ALL_OPTS = [
         help='Seconds a daemon waits for a reporter to answer a batch before '
              'it sends the batch again (duplicates are ignored).'),
     cfg.IntOpt(
+        'max_reports_per_call',
+        default=1000,
+        min=1,
+        help='Most reports a reporter applies from one call; the rest are '
+             'answered "failed" and their daemon sends them again. Bounds how '
+             'long one message can hold a reporter: keep batch_size at or '
+             'below it.'),
+    cfg.IntOpt(
+        'max_traits',
+        default=128,
+        min=1,
+        help='Most traits a reporter accepts in one provider report (every '
+             'custom trait may cost a Placement request); a report with more '
+             'is refused as invalid and logged. Ironic allows 50 per node.'),
+    cfg.IntOpt(
+        'max_field_length',
+        default=255,
+        min=36,
+        help='Longest string a reporter accepts in any field of a report '
+             "(Placement's names are at most 255 characters); a report with a "
+             'longer one is refused as invalid and logged, cut short.'),
+    cfg.IntOpt(
         'workers',
         default=4,
         min=1,

@@ -48,6 +48,7 @@ from computed.baremetal.driver import BaremetalDriver
 from computed.daemon.hosting import Hosting
 from computed.daemon.nodes import FleetNodes
 from computed.daemon.sync import NodeSync
+from computed.fleet import zookeeper
 from computed.fleet.audit import AuditLog
 from computed.fleet.fence import Fence
 from computed.fleet.membership import Membership, MembershipError, fleet_root
@@ -141,6 +142,9 @@ class ComputeService:
 
     def start(self) -> None:
         self._coordinator.start(start_heart=True)
+        # The lease must come from the timeout the server granted, not the one asked for.
+        self.fence.granted(zookeeper.granted_session_timeout(
+            self._zookeeper, self.fence.requested_session_timeout))
         if self._zookeeper.connected:
             self.fence.connected()
         targets: list[tuple[str, Callable[[], None]]] = [

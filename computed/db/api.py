@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import os
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
@@ -48,6 +49,8 @@ _SQLITE_BEGIN = "computed_sqlite_begin"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # psycopg2's default is to wait for the OS (minutes) on an unreachable host.
 POSTGRES_CONNECT_TIMEOUT_S = 10
+# A sqlite database file computed creates: its user only (it holds what was reported).
+SQLITE_FILE_MODE = 0o600
 # (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0.
 _UNAPPLIED = -1
 DEADLOCK_RETRIES = 5
@@ -189,6 +192,7 @@ def engine_from_url(url: str, **kwargs: Any) -> Engine:
     parsed = sa.engine.make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
+        _create_private(parsed.database)
         engine = sa.create_engine(parsed, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
@@ -199,6 +203,20 @@ def engine_from_url(url: str, **kwargs: Any) -> Engine:
         kwargs.setdefault("connect_args", {}).setdefault("connect_timeout",
                                                          POSTGRES_CONNECT_TIMEOUT_S)
     return sa.create_engine(parsed, **kwargs)
+
+
+def _create_private(database: str | None) -> None:
+    """Create a missing sqlite database file readable by its user only, whatever the umask
+    (sqlite would create it, and its -wal and -shm files, with the umask's mode; it gives those
+    the database file's mode). An existing file keeps the mode its owner gave it."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    try:
+        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE)
+    except (FileExistsError, FileNotFoundError):
+        return  # exists, or its directory does not: sqlite says so in its own words
+    os.fchmod(fd, SQLITE_FILE_MODE)
+    os.close(fd)
 
 
 @contextlib.contextmanager

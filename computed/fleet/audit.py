@@ -9,7 +9,9 @@ two daemons acted on one node with overlapping claims. Each line is one :class:`
 ``t`` is wall-clock time (comparable between daemons on one machine), ``claim_epoch`` the claim's
 fencing epoch, ``member_epoch`` the daemon's membership epoch and ``term`` the fence's term (see
 :mod:`computed.fleet.fence`). A line is flushed as it is written so that a daemon killed with -9
-leaves every action it took on record. With no path configured, nothing is written.
+leaves every action it took on record. With no path configured, nothing is written. A file the
+log creates is readable by its user and group only (:data:`FILE_MODE`), whatever the umask: it
+names every node, host and epoch of the fleet.
 
 Files written before the claim epoch had its own name say ``"epoch"`` for it (and
 ``"generation"`` for the term); :func:`fencing_violations` reads both, as operators keep their
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -39,6 +42,10 @@ class AuditEvent(enum.Enum):
     LOST = "lost"
 
 
+# Who may read an audit file computed creates: its user, and its group (operators' tools); never
+# others, whatever the umask. A file that already exists keeps the mode its owner gave it.
+FILE_MODE = 0o640
+
 # The claim epoch's key in files written before it was named ``claim_epoch``.
 OLD_CLAIM_EPOCH_KEY = "epoch"
 
@@ -52,7 +59,7 @@ class AuditLog:
         self._file = None
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", buffering=1)
+            self._file = open(path, "a", buffering=1, opener=_private_opener)
 
     def record(self, event: AuditEvent, **fields: Any) -> None:
         if self._file is None:
@@ -67,6 +74,15 @@ class AuditLog:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+def _private_opener(path: str, flags: int) -> int:
+    try:
+        fd = os.open(path, flags | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return os.open(path, flags)
+    os.fchmod(fd, FILE_MODE)  # the umask may have taken bits away, never added: make it exact
+    return fd
 
 
 def read(path: str | Path) -> list[dict[str, Any]]:

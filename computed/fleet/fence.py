@@ -56,6 +56,8 @@ class Fence:
                  on_change: Callable[[SessionState], None] | None = None):
         if session_timeout <= 0:
             raise ValueError(f"session timeout must be positive, got {session_timeout}")
+        # Asked for in the backend URL; until :meth:`granted` says otherwise, also the lease's base.
+        self.requested_session_timeout = session_timeout
         self.session_timeout = session_timeout
         self._clock = clock
         self._on_change = on_change
@@ -72,6 +74,17 @@ class Fence:
     def term(self) -> int:
         """Bumped each time a session is lost: claims of an older term are dead."""
         return self._term
+
+    def granted(self, session_timeout: float) -> None:
+        """The session timeout ZooKeeper granted (it clamps the one asked for to its own
+        bounds, see :func:`computed.fleet.zookeeper.granted_session_timeout`): leases are
+        computed from it from now on."""
+        if session_timeout <= 0:
+            raise ValueError(f"session timeout must be positive, got {session_timeout}")
+        with self._lock:
+            self.session_timeout = session_timeout
+            self._lease_until = min(self._lease_until,
+                                    self._clock() + session_timeout * LEASE_FRACTION)
 
     def connected(self) -> None:
         """The client is connected: to a new session when coming from LOST (or the start)."""

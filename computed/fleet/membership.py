@@ -18,12 +18,21 @@ Guarantees:
 * A member epoch is the creation zxid of the member's znode: unique, and larger on every join.
 * Host names are normalised (lower case, no trailing dot) before they name a member or a marker:
   Nova's ring split when one service said ``Host-1`` and another ``host-1``.
+* Only a live daemon is a member: a child of the group is one only if it is an *ephemeral* znode
+  (``ephemeralOwner != 0``: a session keeps it, and it goes with that session) whose data are
+  the capabilities a daemon writes (``{"host": <its own name>, "weight": <positive int>}``).
+  Anything else in the group (a persistent znode planted there, unreadable or foreign data) is
+  an :class:`IgnoredEntry`: never on the ring, logged once per znode (not on every pass), and
+  listed by ``computed-manage fleet status`` and the daemon's metrics. A planted persistent
+  znode was once taken as a member of weight 1 and given a quarter of the nodes, which then had
+  no daemon behind them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +44,7 @@ from tooz import utils as tooz_utils
 
 from computed.conf.default import normalise_host
 from computed.fleet import zookeeper
+from computed.fleet.claims import claims_path
 from hashring.ownership import Member
 
 LOG = logging.getLogger(__name__)
@@ -55,6 +65,24 @@ class MemberInfo:
 
     def as_ring_member(self) -> Member:
         return Member(self.name, self.weight, self.draining)
+
+
+@dataclass(frozen=True)
+class IgnoredEntry:
+    """A child of the group that is not a live daemon, and why; ``czxid`` tells two
+    plantings of one name apart."""
+
+    name: str
+    reason: str
+    czxid: int
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """What the group folder holds: the members, and the entries that are not members."""
+
+    members: list[MemberInfo]
+    ignored: list[IgnoredEntry]
 
 
 def fleet_root(group: str) -> str:
@@ -81,6 +109,9 @@ class Membership:
         self.members_path = zookeeper.group_path(coordinator, group)
         self.draining_path = drain_markers_path(group)
         self.member_epoch = 0  # of the last join
+        self._ignored: list[IgnoredEntry] = []
+        self._reported: set[tuple[str, int]] = set()  # ignored entries already logged
+        self._lock = threading.Lock()
 
     def join(self, timeout: float, stopping: Callable[[], bool]) -> int:
         """Join the group and return the member epoch.
@@ -121,6 +152,10 @@ class Membership:
 
     def watch(self) -> None:
         """Call ``on_change`` on every change of members or drain markers, from now on."""
+        # Containers made before credentials were configured are open: close them first.
+        root = fleet_root(self.group)
+        zookeeper.protect(self._client,
+                          [root, claims_path(root), self.draining_path, self.members_path])
         self._client.ensure_path(self.draining_path)
         self._client.ChildrenWatch(self.members_path, self._changed)
         self._client.ChildrenWatch(self.draining_path, self._changed)
@@ -129,7 +164,24 @@ class Membership:
         self._on_change()
 
     def members(self) -> list[MemberInfo]:
-        return read_members(self._client, self.members_path, self.draining_path)
+        """The live members; what else sits in the group is logged once and kept for
+        :meth:`ignored`."""
+        view = read_group(self._client, self.members_path, self.draining_path)
+        with self._lock:
+            self._ignored = view.ignored
+            fresh = [entry for entry in view.ignored
+                     if (entry.name, entry.czxid) not in self._reported]
+            self._reported = {(entry.name, entry.czxid) for entry in view.ignored}
+        for entry in fresh:
+            LOG.error("group %s: ignoring %s/%s, it is not a live computed daemon (%s); it "
+                      "gets no nodes. Delete it if nobody should have put it there.",
+                      self.group, self.members_path, entry.name, entry.reason)
+        return view.members
+
+    def ignored(self) -> list[IgnoredEntry]:
+        """The entries of the group that the last :meth:`members` did not take as members."""
+        with self._lock:
+            return list(self._ignored)
 
     def set_draining(self, reason: str, persistent: bool) -> None:
         mark_draining(self._client, self.draining_path, self.host, reason, persistent)
@@ -137,33 +189,58 @@ class Membership:
 
 def read_members(client: Any, members_path: str, draining_path: str) -> list[MemberInfo]:
     """Every live member with its weight, drain flag and member epoch (pipelined reads)."""
+    return read_group(client, members_path, draining_path).members
+
+
+def read_group(client: Any, members_path: str, draining_path: str) -> GroupView:
+    """The group's members and the entries that are not members (pipelined reads)."""
     try:
         names = client.get_children(members_path)
     except zk_exc.NoNodeError:
-        return []
+        return GroupView([], [])
     try:
         draining = set(client.get_children(draining_path))
     except zk_exc.NoNodeError:
         draining = set()
     pending = [(name, client.get_async(f"{members_path}/{name}")) for name in names]
-    members = []
+    members, ignored = [], []
     for name, async_result in pending:
         try:
             data, stat = async_result.get()
         except zk_exc.NoNodeError:
             continue  # left while we looked
-        members.append(MemberInfo(name, _weight(name, data), name in draining, stat.czxid))
-    return sorted(members, key=lambda member: member.name)
+        entry = member_from_znode(name, data, stat.ephemeralOwner, stat.czxid,
+                                  name in draining)
+        (members if isinstance(entry, MemberInfo) else ignored).append(entry)
+    return GroupView(sorted(members, key=lambda member: member.name),
+                     sorted(ignored, key=lambda entry: entry.name))
 
 
-def _weight(name: str, data: bytes) -> int:
+def member_from_znode(name: str, data: bytes, ephemeral_owner: int, czxid: int,
+                      draining: bool) -> MemberInfo | IgnoredEntry:
+    """Decide whether one child of the group is a live daemon (pure)."""
+    if not ephemeral_owner:
+        return IgnoredEntry(name, "a persistent znode: no daemon session keeps it", czxid)
     try:
         capabilities = tooz_utils.loads(data)
-        weight = int(capabilities.get("weight", 1))
-    except Exception:  # a member written by something else: weigh it like everybody
-        LOG.warning("member %s has unreadable capabilities; using weight 1", name)
-        return 1
-    return weight if weight > 0 else 1
+    except Exception:  # tooz raises its own SerializationError, or whatever msgpack does
+        return IgnoredEntry(name, "its capabilities cannot be read", czxid)
+    if not isinstance(capabilities, dict):
+        return IgnoredEntry(name, f"its capabilities are a {type(capabilities).__name__}, "
+                            f"not an object", czxid)
+    host, weight = capabilities.get("host"), capabilities.get("weight")
+    if host != name:
+        return IgnoredEntry(name, f"its capabilities name host {_short(host)}, not {name!r}",
+                            czxid)
+    if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
+        return IgnoredEntry(name, f"its weight {_short(weight)} is not a positive integer",
+                            czxid)
+    return MemberInfo(name, weight, draining, czxid)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def mark_draining(client: Any, draining_path: str, host: str, reason: str,

@@ -16,8 +16,12 @@ were renamed to say which epoch they are, see docs/upgrades.md). The document::
          "claim_epoch": 123,                     # fencing token of the claim, null if unclaimed
          "in_ironic": true}                      # false: claimed but no longer listed by Ironic
       ],
+      "ignored": [                              # children of the group that are not live
+        {"name": "x", "reason": "a persistent znode: no daemon session keeps it"}
+      ],                                        # daemons: never on the ring
       "summary": {"nodes": 300, "claimed": 300, "unclaimed": 0,
-                  "claims_by_non_members": 0}    # claims of a daemon whose session is expiring
+                  "claims_by_non_members": 0,    # claims of a daemon whose session is expiring
+                  "ignored": 0}
     }
 
 When the command has no Ironic access configured, ``nodes`` lists the claimed nodes only and every
@@ -30,11 +34,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from computed.fleet.claims import ClaimRecord
-from computed.fleet.membership import MemberInfo
+from computed.fleet.membership import IgnoredEntry, MemberInfo
 
 
 def snapshot(group: str, members: list[MemberInfo], claims: dict[str, ClaimRecord],
-             ironic_nodes: Iterable[str] | None) -> dict[str, Any]:
+             ironic_nodes: Iterable[str] | None,
+             ignored: list[IgnoredEntry] = ()) -> dict[str, Any]:
     """Build the status document from what was read (pure)."""
     counts: dict[str, int] = {}
     for record in claims.values():
@@ -55,11 +60,13 @@ def snapshot(group: str, members: list[MemberInfo], claims: dict[str, ClaimRecor
                      "member_epoch": m.member_epoch, "nodes": counts.get(m.name, 0)}
                     for m in members],
         "nodes": nodes,
+        "ignored": [{"name": entry.name, "reason": entry.reason} for entry in ignored],
         "summary": {
             "nodes": len(uuids),
             "claimed": sum(1 for node in nodes if node["owner"] is not None),
             "unclaimed": sum(1 for node in nodes if node["owner"] is None),
             "claims_by_non_members": sum(1 for r in claims.values() if r.host not in names),
+            "ignored": len(ignored),
         },
     }
 
@@ -71,6 +78,8 @@ def render_text(document: dict[str, Any]) -> str:
     for m in document["members"]:
         lines.append(f"{m['host']:<32} {m['weight']:>6} {'yes' if m['draining'] else 'no':>8} "
                      f"{m['member_epoch']:>12} {m['nodes']:>7}")
+    for entry in document["ignored"]:
+        lines.append(f"IGNORED {entry['name']}: {entry['reason']} (not a member, gets no nodes)")
     s = document["summary"]
     lines.append(f"nodes: {s['nodes']} ({s['claimed']} claimed, {s['unclaimed']} unclaimed, "
                  f"{s['claims_by_non_members']} claimed by non-members)")

@@ -14,6 +14,15 @@ reports, :mod:`computed.reporter.applier` applies them.
   reporter's wall clock is refused too. It reads the claim epoch from ``claim_epoch`` or, as daemons
   before API 1.1 sent it, from ``epoch``: a reporter accepts reports from daemons not yet upgraded.
 
+* :func:`admit` bounds what one call can make a reporter do, before anything else reads it
+  (:class:`Limits`, from ``[reporter]`` options): at most ``max_reports`` reports per call (the
+  rest are answered ``failed``, so the sender sends them again in a later call), and per report
+  at most ``max_traits`` traits (each custom trait costs a Placement request) and no string
+  longer than ``max_chars`` (no field of a report is longer than a Placement name, 255). A report
+  over a limit is answered ``invalid`` and named in one log line of bounded length. Seen before:
+  3,000 traits became 3,004 Placement requests, a 20,000-report call held a reporter for 35 s,
+  and a 10 MB field became one 10 MB log line.
+
 Outcomes a reporter returns per report (:class:`Outcome`): ``applied``; ``stale`` (not newer than
 what was applied: a duplicate or reordered report, nothing to resend); ``fenced`` (the sender does
 not hold the claim with that claim epoch: dropped, the new owner reports); ``kept`` (a delete
@@ -116,3 +125,102 @@ def _claim_epoch_key(uuid: str, data: Mapping[str, Any]) -> str:
         raise MalformedReport(f"report {uuid}: fields 'claim_epoch' and 'epoch' disagree: "
                               f"{data['claim_epoch']!r} != {data['epoch']!r}")
     return "claim_epoch"
+
+
+# A report has a handful of fields and its state a handful more: anything wider or deeper is not
+# a report, and is refused before it is walked any further.
+_MAX_KEYS = 16
+_MAX_DEPTH = 3
+# How much of a refused value a log line or an answer shows.
+_BRIEF = 64
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one ``apply_reports`` call may make a reporter do (``[reporter]`` options)."""
+
+    max_reports: int
+    max_traits: int
+    max_chars: int
+
+
+@dataclass
+class Admission:
+    """A call split by :func:`admit`: the raw reports to apply, the answers for the others, and
+    one log line per refused report."""
+
+    admitted: list[Any]
+    answers: list[list[Any]]
+    refused: list[str]
+    deferred: int
+
+
+def admit(raw_reports: list[Any], limits: Limits) -> Admission:
+    """Split one call's reports into those within ``limits`` and the rest (pure)."""
+    admission = Admission([], [], [], 0)
+    for index, raw in enumerate(raw_reports):
+        identity = _identity(raw, limits)
+        if index >= limits.max_reports:
+            admission.deferred += 1
+            if identity is not None:
+                admission.answers.append([*identity, Outcome.FAILED.value])
+            continue
+        reason = oversize(raw, limits)
+        if reason is None:
+            admission.admitted.append(raw)
+            continue
+        name = identity[0] if identity else brief(raw.get("uuid") if isinstance(raw, dict)
+                                                  else None)
+        admission.refused.append(f"report {name}: {reason}")
+        if identity is not None:
+            admission.answers.append([*identity, Outcome.INVALID.value])
+    return admission
+
+
+def oversize(data: Any, limits: Limits) -> str | None:
+    """Why one report as it crossed the bus is larger than ``limits`` allow; None when it is
+    not. Looks at no more of it than the limits let through (pure)."""
+    pending: list[tuple[str, Any, int]] = [("report", data, 0)]
+    while pending:
+        path, value, depth = pending.pop()
+        if isinstance(value, str):
+            if len(value) > limits.max_chars:
+                return (f"field {path!r}: {len(value)} characters, at most {limits.max_chars} "
+                        f"([reporter] max_field_length): {brief(value)}")
+        elif isinstance(value, bool) or value is None or isinstance(value, float):
+            continue
+        elif isinstance(value, int):
+            if not -2**63 <= value < 2**63:
+                return f"field {path!r}: an integer of {value.bit_length()} bits, at most 64"
+        elif depth >= _MAX_DEPTH:
+            return f"field {path!r}: nested deeper than a report is"
+        elif isinstance(value, dict):
+            if len(value) > _MAX_KEYS:
+                return f"field {path!r}: {len(value)} keys, a report has at most {_MAX_KEYS}"
+            for key, item in value.items():
+                if not isinstance(key, str) or len(key) > limits.max_chars:
+                    return f"field {path!r}: a key that is no field name: {brief(key)}"
+                pending.append((f"{path}.{key}" if path != "report" else key, item, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            if len(value) > limits.max_traits:
+                return (f"field {path!r}: {len(value)} items, at most {limits.max_traits} "
+                        f"([reporter] max_traits)")
+            pending.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
+    return None
+
+
+def brief(value: Any) -> str:
+    """``repr(value)`` cut to a length fit for one log line."""
+    text = repr(value)
+    return text if len(text) <= _BRIEF else f"{text[:_BRIEF]}...({len(text)} characters)"
+
+
+def _identity(raw: Any, limits: Limits) -> tuple[str, int] | None:
+    """``(uuid, seq)`` to answer a report by, when both are readable and short."""
+    if not isinstance(raw, dict):
+        return None
+    uuid, seq = raw.get("uuid"), raw.get("seq")
+    if (isinstance(uuid, str) and len(uuid) <= limits.max_chars and isinstance(seq, int)
+            and not isinstance(seq, bool) and 0 <= seq < 2**63):
+        return uuid, seq
+    return None

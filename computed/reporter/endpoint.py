@@ -1,28 +1,46 @@
 """The reporter's RPC endpoint: ``apply_reports(reports=[...])`` on the topic ``[reporter] topic``.
 
-Owns the oslo.messaging side of the reporter and nothing else: the target's version (the
-report format's :data:`computed.providers.report.API_VERSION`) and handing each batch to a
-:class:`computed.reporter.applier.ReportApplier`, whose answer (one ``[uuid, seq, outcome]``
-per well-formed report) goes back to the calling daemon.
+Owns the oslo.messaging side of the reporter: the target's version (the report format's
+:data:`computed.providers.report.API_VERSION`), the limits on what one call may make the reporter
+do (:func:`computed.providers.report.admit`: reports past ``[reporter] max_reports_per_call`` are
+answered ``failed`` and sent again by their daemon; a report over a size limit is answered
+``invalid`` and logged in one line naming it), and handing the rest of each batch to a
+:class:`computed.reporter.applier.ReportApplier`, whose answer (one ``[uuid, seq, outcome]`` per
+well-formed report) goes back to the calling daemon.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import oslo_messaging
 
-from computed.providers.report import API_VERSION
+from computed.providers.report import API_VERSION, Limits, admit, brief
 from computed.reporter.applier import ReportApplier
+
+LOG = logging.getLogger(__name__)
 
 
 class ReporterEndpoint:
-    """Dispatches ``apply_reports`` calls to the applier."""
+    """Bounds each ``apply_reports`` call, then dispatches it to the applier."""
 
     target = oslo_messaging.Target(version=API_VERSION)
 
-    def __init__(self, applier: ReportApplier):
+    def __init__(self, applier: ReportApplier, limits: Limits):
         self._applier = applier
+        self._limits = limits
 
     def apply_reports(self, ctxt: Any, reports: Any = None) -> list[list[Any]]:
-        return self._applier.apply(reports)
+        if not isinstance(reports, list):
+            return self._applier.apply(reports)  # the applier refuses it in its own words
+        admission = admit(reports, self._limits)
+        for line in admission.refused:
+            LOG.error("dropping oversized %s", line)
+        if admission.deferred:
+            first = reports[0].get("host") if isinstance(reports[0], dict) else None
+            LOG.warning("a call with %d reports (the first from host %s) is over [reporter] "
+                        "max_reports_per_call = %d: the %d past it are answered failed and will "
+                        "be sent again", len(reports), brief(first), self._limits.max_reports,
+                        admission.deferred)
+        return admission.answers + self._applier.apply(admission.admitted)

@@ -23,6 +23,7 @@ port that cannot be bound is a configuration error, reported before the process 
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import logging
 import threading
 import time
@@ -144,6 +145,10 @@ class DaemonCollector:
                      float(len(members)))
         yield _gauge("fleet_members_draining", "Members of the fleet marked draining.",
                      float(sum(1 for m in members if m.draining)))
+        yield _gauge("fleet_group_entries_ignored", "Children of the fleet's group that are "
+                     "not live daemons (e.g. a persistent znode planted there): never on the "
+                     "ring; 'computed-manage fleet status' names them.",
+                     float(len(self._service.membership.ignored())))
 
     def _claim_events(self) -> Iterator[Metric]:
         family = CounterMetricFamily(f"{PREFIX}_claim_events", "Claims this process made and "
@@ -313,6 +318,10 @@ class Endpoint:
         self._thread.start()
         LOG.info("metrics and health on http://%s:%d/metrics and /healthz",
                  self.host, self.address[1])
+        if not is_loopback(self.host):
+            LOG.warning("the metrics endpoint listens on %s, beyond loopback, without "
+                        "authentication: anyone who can reach it reads the fleet's state "
+                        "([metrics] bind_host)", self.host)
         return self
 
     def stop(self) -> None:
@@ -351,6 +360,17 @@ class Endpoint:
                 LOG.debug("metrics: %s %s", self.address_string(), format % args)
 
         return Handler
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (pure: a name other than localhost
+    counts as beyond loopback, as it may resolve anywhere)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _registry(collector: Any) -> CollectorRegistry:

@@ -43,7 +43,7 @@ class Process:
     def __init__(self, stack, workdir: Path, host: str, session_timeout: int = 2,
                  refresh: float = 1.0, weight: int = 1, drain_timeout: int = 20,
                  group: str = GROUP, database: str = "", extra: str = "",
-                 rehome_grace: float = 120.0):
+                 rehome_grace: float = 120.0, zookeeper_url: str = ""):
         self.host = host
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -57,7 +57,8 @@ class Process:
             f"rehome_grace = {rehome_grace}\n"
             f"[reporter]\ntopic = reporter-{group}\ncall_timeout = 10\n" + extra)).replace(
             f"backend_url = {zk}?timeout=2",
-            f"backend_url = {zk}?timeout={session_timeout}\ngroup = {group}"))
+            f"backend_url = {_with_timeout(zookeeper_url or zk, session_timeout)}\n"
+            f"group = {group}"))
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Process:
@@ -102,6 +103,10 @@ class Process:
             self.proc.wait(10)
 
 
+def _with_timeout(url: str, session_timeout: float) -> str:
+    return f"{url}{'&' if '?' in url else '?'}timeout={session_timeout}"
+
+
 class Daemon(Process):
     script = "computed"
 
@@ -110,8 +115,11 @@ class Reporter(Process):
     script = "computed-reporter"
 
 
-def zk_client(stack) -> KazooClient:
-    client = KazooClient(hosts=stack["zookeeper"].hosts, timeout=10)
+def zk_client(stack, auth: str = "") -> KazooClient:
+    """A client of the stack's ZooKeeper; ``auth`` ("user:password") authenticates it with the
+    digest scheme, as a daemon whose backend_url carries those credentials."""
+    client = KazooClient(hosts=stack["zookeeper"].hosts, timeout=10,
+                         auth_data=[("digest", auth)] if auth else None)
     client.start(timeout=15)
     return client
 

@@ -189,7 +189,7 @@ def test_drain_moves_free_nodes_away_and_undrain_brings_them_back(zk, fleet, nod
     status = json_status(daemons[0])
     total = len(list_node_uuids(fleet.ironic_url))
     assert status["summary"] == {"nodes": total, "claimed": total, "unclaimed": 0,
-                                 "claims_by_non_members": 0}
+                                 "claims_by_non_members": 0, "ignored": 0}
     typo = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
                            "fleet", "drain", "nosuchhost"], capture_output=True, text=True,
                           timeout=60)

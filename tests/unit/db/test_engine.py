@@ -39,3 +39,19 @@ def test_sqlite_write_waits_for_another_process_lock(engine, url):
     thread.join(10)
     assert done == [False]  # it saw the committed (1, 5) and refused (1, 4)
     other.close()
+
+
+def test_a_sqlite_database_computed_creates_is_private_whatever_the_umask(tmp_path):
+    import os
+    import stat
+
+    from computed import db
+    path = tmp_path / "open-umask.sqlite"
+    old = os.umask(0)
+    try:
+        db.sync(f"sqlite:///{path}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for sidecar in tmp_path.glob("open-umask.sqlite-*"):  # WAL files follow the database's mode
+        assert stat.S_IMODE(sidecar.stat().st_mode) & 0o077 == 0, sidecar

@@ -64,3 +64,20 @@ def test_no_path_writes_nothing(tmp_path):
     log.record(AuditEvent.CLAIM, node="n1", claim_epoch=1)
     log.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_audit_file_is_created_for_user_and_group_only_whatever_the_umask(tmp_path):
+    import os
+    import stat
+    path = tmp_path / "logs" / "c1.audit"
+    old = os.umask(0)
+    try:
+        log = AuditLog(str(path), "c1")
+        log.record(AuditEvent.JOIN)
+        log.close()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    os.chmod(path, 0o600)  # the operator's choice is kept on reopening
+    AuditLog(str(path), "c1").close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -104,3 +104,19 @@ def test_listener_sees_every_state_change():
 def test_timeout_must_be_positive():
     with pytest.raises(ValueError, match="session timeout"):
         Fence(0)
+
+
+def test_the_lease_comes_from_the_granted_session_timeout_not_the_requested_one():
+    # ?timeout=90 asked, the server granted 40: a 60 s lease would outlive the session.
+    clock = Clock()
+    fence = Fence(90.0, clock=clock)
+    fence.connected()
+    assert fence.renew(lambda: None)
+    fence.granted(40.0)
+    assert fence.requested_session_timeout == 90.0 and fence.session_timeout == 40.0
+    assert fence.lease_remaining() == pytest.approx(40.0 * LEASE_FRACTION)  # cut at once
+    clock.now += 1
+    assert fence.renew(lambda: None)
+    assert fence.lease_remaining() == pytest.approx(40.0 * LEASE_FRACTION)
+    with pytest.raises(ValueError, match="positive"):
+        fence.granted(0)

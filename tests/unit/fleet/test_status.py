@@ -1,7 +1,7 @@
 """The fleet status document (pure)."""
 
 from computed.fleet.claims import ClaimRecord
-from computed.fleet.membership import MemberInfo
+from computed.fleet.membership import IgnoredEntry, MemberInfo
 from computed.fleet.status import render_text, snapshot
 
 
@@ -22,7 +22,7 @@ def test_document_counts_claims_per_member_and_lists_every_node():
         {"uuid": "n3", "owner": None, "claim_epoch": None, "in_ironic": True},
         {"uuid": "n9", "owner": "gone-host", "claim_epoch": 50, "in_ironic": False}]
     assert doc["summary"] == {"nodes": 4, "claimed": 3, "unclaimed": 1,
-                              "claims_by_non_members": 1}
+                              "claims_by_non_members": 1, "ignored": 0}
 
 
 def test_without_ironic_only_claimed_nodes_are_listed():
@@ -36,3 +36,13 @@ def test_text_form_names_members_and_owners():
     assert "group computed: 2 member(s)" in text
     assert "nodes: 2 (1 claimed, 1 unclaimed, 0 claimed by non-members)" in text
     assert any(line.startswith("n2") and " - " in line for line in text.splitlines())
+
+
+def test_entries_of_the_group_that_are_not_members_are_listed():
+    ignored = [IgnoredEntry("planted", "a persistent znode: no daemon session keeps it", 3)]
+    doc = snapshot("computed", members(), {}, None, ignored)
+    assert doc["ignored"] == [{"name": "planted",
+                               "reason": "a persistent znode: no daemon session keeps it"}]
+    assert doc["summary"]["ignored"] == 1
+    assert "IGNORED planted: a persistent znode" in render_text(doc)
+    assert snapshot("computed", members(), {}, None)["ignored"] == []

@@ -10,7 +10,15 @@ from kazoo.client import KazooClient
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
 
-from computed.fleet.zookeeper import NotZooKeeper, group_path, kazoo_client
+from computed.fleet.zookeeper import (
+    NotZooKeeper,
+    SessionTimeoutUnknown,
+    clamp_session_timeout,
+    granted_session_timeout,
+    group_path,
+    kazoo_client,
+    session_timeout_bounds,
+)
 
 
 def coordinator(url: str) -> coordination.CoordinationDriver:
@@ -48,3 +56,81 @@ def test_another_backend_is_refused_with_its_name(tmp_path):
     assert raised.value.coordinator is driver
     with pytest.raises(NotZooKeeper):
         group_path(driver, "computed")
+
+
+CONF_ANSWER = """clientPort=2181
+secureClientPort=-1
+dataDir=/var/lib/zookeeper/version-2
+tickTime=2000
+maxClientCnxns=60
+minSessionTimeout=4000
+maxSessionTimeout=40000
+clientPortListenBacklog=-1
+serverId=0
+"""
+
+
+def test_session_timeout_bounds_are_read_from_the_conf_answer():
+    assert session_timeout_bounds(CONF_ANSWER) == (4.0, 40.0)
+    assert session_timeout_bounds(
+        "conf is not executed because it is not in the whitelist.\n") is None
+    assert session_timeout_bounds("minSessionTimeout=4000\n") is None
+
+
+@pytest.mark.parametrize("requested, granted", [(90, 40), (10, 10), (1, 4), (40, 40)])
+def test_the_server_clamps_the_requested_timeout_to_its_bounds(requested, granted):
+    assert clamp_session_timeout(requested, 4.0, 40.0) == granted
+
+
+class Server:
+    """One server's socket: records what was sent, answers in small chunks, then EOF."""
+
+    def __init__(self, answer):
+        self.answer, self.sent, self.closed = answer.encode(), b"", False
+
+    def sendall(self, data):
+        self.sent += data
+
+    def recv(self, size):
+        chunk, self.answer = self.answer[:7], self.answer[7:]  # a long answer, several reads
+        return chunk
+
+    def close(self):
+        self.closed = True
+
+
+class Ensemble:
+    """The KazooClient attributes ask_server reads: its servers, TLS settings and handler."""
+
+    use_ssl, ca, certfile, keyfile, keyfile_password = True, "/ca.pem", None, None, None
+    verify_certs, check_hostname = True, False
+
+    def __init__(self, *answers):
+        self.hosts = [(f"zk-{i}", 2281) for i in range(len(answers))]
+        self.answers = dict(zip(self.hosts, answers))
+        self.handler, self.connections = self, []
+
+    def create_connection(self, address, **options):
+        self.connections.append((address, options))
+        answer = self.answers[address]
+        if isinstance(answer, Exception):
+            raise answer
+        return Server(answer)
+
+
+def test_granted_session_timeout_asks_a_server_over_tls_with_the_clients_settings():
+    ensemble = Ensemble(ConnectionRefusedError("zk-0 is down"), CONF_ANSWER)
+    assert granted_session_timeout(ensemble, 90) == 40
+    (first, _), (second, options) = ensemble.connections
+    assert (first, second) == (("zk-0", 2281), ("zk-1", 2281))  # the next server on failure
+    assert options["use_ssl"] is True and options["ca"] == "/ca.pem"
+    assert options["hostname"] == "zk-1"  # kazoo's own command() passed the port here
+
+
+@pytest.mark.parametrize("answers, message", [
+    (["conf is not executed because it is not in the whitelist.\n"], "4lw.commands.whitelist"),
+    ([ConnectionResetError("reset by peer"), OSError("no route")], "reset by peer.*no route"),
+])
+def test_a_server_that_does_not_say_is_an_error_never_a_guess(answers, message):
+    with pytest.raises(SessionTimeoutUnknown, match=message):
+        granted_session_timeout(Ensemble(*answers), 90)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import http.client
+import logging
 import socket
 import types
 
@@ -17,7 +18,7 @@ from computed.baremetal.driver import BaremetalDriver, DriverUnavailable, Node
 from computed.conf import metrics as metrics_opts_module
 from computed.conf.errors import ConfigError
 from computed.fleet.fence import Fence
-from computed.fleet.membership import MemberInfo
+from computed.fleet.membership import IgnoredEntry, MemberInfo
 from computed.fleet.reconciler import FleetState
 from computed.providers.outbox import Outbox
 from computed.runtime import metrics
@@ -50,14 +51,18 @@ class Claims:
 class Membership:
     member_epoch = 77
 
-    def __init__(self, members=(), error=None):
+    def __init__(self, members=(), error=None, ignored=()):
         self._members, self._error, self.reads = list(members), error, 0
+        self._ignored = list(ignored)
 
     def members(self):
         self.reads += 1
         if self._error:
             raise self._error
         return self._members
+
+    def ignored(self):
+        return self._ignored
 
 
 def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connected=True,
@@ -79,7 +84,8 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
         sync=types.SimpleNamespace(last_event_at=None, failing={"n9": None}, failures=3),
         hosting=types.SimpleNamespace(readopt_pending=True, readopt_failures=2),
         membership=membership or Membership([MemberInfo("h", 1, False, 1),
-                                             MemberInfo("p", 1, True, 2)]))
+                                             MemberInfo("p", 1, True, 2)],
+                                            ignored=[IgnoredEntry("x", "planted", 3)]))
 
 
 def scrape(collector) -> dict[str, float]:
@@ -108,6 +114,7 @@ def test_daemon_metrics_read_the_service_at_scrape_time():
     assert values["computed_member_epoch"] == 77
     assert values["computed_fleet_members"] == 2
     assert values["computed_fleet_members_draining"] == 1
+    assert values["computed_fleet_group_entries_ignored"] == 1
     assert values["computed_nodes_owned"] == 2
     assert values["computed_claim_events_total{event=claim}"] == 4
     assert values["computed_claim_events_total{event=release}"] == 1
@@ -289,3 +296,25 @@ def test_a_busy_port_is_a_config_error_naming_the_option():
                                               rf"127.0.0.1:{port}"):
             metrics.serve_reporter(conf_with(reporter_port=port), applier,
                                    types.SimpleNamespace(connected=True))
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.0.1.1", True), ("::1", True), ("[::1]", True),
+    ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.0.0.5", False),
+    ("metrics.example.org", False)])
+def test_what_counts_as_loopback(host, loopback):
+    assert metrics.is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("host, warned", [("127.0.0.1", False), ("0.0.0.0", True)])
+def test_an_endpoint_beyond_loopback_is_warned_about_once(host, warned, caplog):
+    endpoint = metrics.Endpoint(host, free_port(), metrics._registry(
+        metrics.ReporterCollector(types.SimpleNamespace(counts={}),
+                                  types.SimpleNamespace(connected=True))), lambda: None)
+    with caplog.at_level(logging.WARNING, logger=metrics.__name__):
+        endpoint.start()
+    endpoint.stop()
+    lines = [r for r in caplog.records if "beyond loopback" in r.getMessage()]
+    assert len(lines) == (1 if warned else 0)
+    if warned:
+        assert "[metrics] bind_host" in lines[0].getMessage()
