@@ -30,7 +30,7 @@ from computed.db import api as db_api
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.membership import Membership
 from computed.fleet.plan import Plan
-from computed.fleet.rehome import Rehomer, readopt_own
+from computed.fleet.rehome import Rehomer, Standing, readopt_own
 
 LOG = logging.getLogger(__name__)
 
@@ -68,13 +68,14 @@ class Hosting:
                      member_epoch)
         self._resume_now.set()  # finish what a previous life left half done
 
-    def rehome_orphans(self, plan: Plan | None) -> list[str]:
+    def rehome_orphans(self, plan: Plan | None, standing: Standing) -> list[str]:
         """Adopt instances orphaned for longer than the grace period, if this daemon is their
-        adopter in the fleet's last ``plan``; returns the adopted instance uuids."""
+        adopter in the fleet's last ``plan`` and ``standing`` (the fleet) says it may act under
+        its member epoch; returns the adopted instance uuids."""
         if plan is None:
             return []  # the fleet has not planned yet
         member_epoch = self._membership.member_epoch
-        adopted = self._rehomer.step(plan, member_epoch)
+        adopted = self._rehomer.step(plan, member_epoch, standing)
         for uuid in adopted:
             self._audit.record(AuditEvent.REHOME, instance=uuid, member_epoch=member_epoch)
         if adopted:

@@ -122,7 +122,7 @@ class ComputeService:
             except Exception:  # one bad pass must not stop syncing
                 LOG.exception("node sync pass failed")
             try:
-                if self._hosting.rehome_orphans(self.fleet.plan):
+                if self._hosting.rehome_orphans(self.fleet.plan, self.fleet):
                     self.fleet.wake()  # the adopted instances' nodes move to this daemon
                 if self._hosting.resume_due():
                     self._worker.resume_all()
