@@ -12,7 +12,8 @@ Owns the daemon's side of instances (their operations are :mod:`computed.instanc
   ``[fleet] rehome_grace`` whose adopter is this daemon (:class:`computed.fleet.rehome.Rehomer`).
 * **Resuming.** :meth:`Hosting.resume_due` says when the instance worker should pick up this host's
   instances left in a transitional state: right after a (re)join or an adoption, and every
-  :data:`RESUME_INTERVAL` seconds, because a cast sent while no daemon consumed its queue is lost.
+  ``resume_interval`` seconds (``[fleet] resume_interval``), because a cast can be lost on the
+  bus (see :mod:`computed.instances.rpcapi`).
 
 Thread-safety: the fleet thread calls :meth:`hosts` and :meth:`joined`, the node thread the rest.
 """
@@ -42,7 +43,8 @@ class Hosting:
     """Stickiness for the fleet, re-adoption on join, re-homing of orphans, resume schedule."""
 
     def __init__(self, engine: Engine, membership: Membership, rehomer: Rehomer, audit: AuditLog,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 resume_interval: float = RESUME_INTERVAL):
         self._engine = engine
         self._membership = membership
         self._rehomer = rehomer
@@ -50,7 +52,8 @@ class Hosting:
         self._clock = clock
         self._sticky: Mapping[str, str] = {}
         self._resume_now = threading.Event()  # set by a join or an adoption
-        self._next_resume = clock() + RESUME_INTERVAL
+        self._resume_interval = resume_interval
+        self._next_resume = clock() + resume_interval
 
     def hosts(self) -> Mapping[str, str]:
         """Nodes hosting live instances -> the instances' hosts (for stickiness)."""
@@ -89,5 +92,5 @@ class Hosting:
         if not self._resume_now.is_set() and now < self._next_resume:
             return False
         self._resume_now.clear()
-        self._next_resume = now + RESUME_INTERVAL
+        self._next_resume = now + self._resume_interval
         return True
