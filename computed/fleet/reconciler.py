@@ -45,6 +45,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kazoo import exceptions as zk_exc
+
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.claims import Claim, ClaimGuard, ClaimTable
 from computed.fleet.fence import Fence, SessionState
@@ -136,6 +138,11 @@ class Fleet:
                 break
             try:
                 self.reconcile()
+            except (zk_exc.ConnectionLoss, zk_exc.SessionExpiredError) as exc:
+                # The session's trouble, which the fence already acts on: one line, no trace.
+                LOG.warning("reconcile pass interrupted by ZooKeeper (%s); retrying",
+                            type(exc).__name__)
+                time.sleep(min(self._tick, 1.0))
             except Exception:  # a pass failing must not end the daemon: the next one retries
                 LOG.exception("reconcile pass failed; retrying")
                 time.sleep(min(self._tick, 1.0))
