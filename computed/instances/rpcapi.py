@@ -30,6 +30,8 @@ Guarantees (nothing a caller was told was sent is lost):
   working on (:func:`computed.instances.lifecycle.resume`) after every (re)join and adoption and
   every ``[fleet] resume_interval`` seconds, so a lost cast still ends in the requested state, or
   in ERROR with the fault, and a dead owner's instances are re-homed and resumed by the adopter.
+  A cast that cannot be sent at all (the bus down) raises to the caller, but the request stays
+  recorded and is carried out the same way: an error here means "not sent", never "not done".
 """
 
 from __future__ import annotations

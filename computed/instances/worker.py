@@ -112,11 +112,11 @@ class InstanceWorker:
         try:
             instance_uuid = str(uuid_lib.UUID(str(instance_uuid)))
         except ValueError:
-            LOG.error("dropping %s: %r is not an instance uuid", operation, instance_uuid)
+            LOG.error("dropping %s: %.80r is not an instance uuid", operation, instance_uuid)
             return False
         if member_epoch is not None:
             if isinstance(member_epoch, bool) or not isinstance(member_epoch, int):
-                LOG.error("dropping %s of instance %s: member epoch %r is not an integer",
+                LOG.error("dropping %s of instance %s: member epoch %.80r is not an integer",
                           operation, instance_uuid, member_epoch)
                 return False
             current = self._owner().member_epoch

@@ -179,3 +179,12 @@ def test_resume_leaves_alone_what_is_queued_or_running_here(world):
     assert len(fleet.acts) == acts and worker.busy() == {row.uuid}
     release.set()
     assert wait_state(owner, row.uuid, {models.STOPPED}).state == models.STOPPED
+
+
+def test_a_huge_bad_field_makes_a_short_line(world, caplog):
+    owner, fleet, worker = world
+    assert worker.submit('stop_instance', 'x' * 10**6) is False
+    assert worker.submit('stop_instance', '11111111-2222-3333-4444-555555555555',
+                         'x' * 10**6) is False
+    lines = [r.getMessage() for r in caplog.records if 'dropping' in r.getMessage()]
+    assert len(lines) == 2 and all(len(line) < 300 for line in lines)
