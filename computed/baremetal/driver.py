@@ -27,6 +27,13 @@ timeout is safe: each starts from the node's real state (a node already
 ``available`` is not undeployed). ``close`` and the context manager protocol
 let callers release backend resources.
 
+**Guarded writes.** Each operation takes an optional ``guard`` (a :class:`WriteGuard`): the
+driver calls ``guard.check()`` before every write request it sends (each retry included) and
+before every poll of a wait, and lets what ``check`` raises propagate unchanged, so a caller
+that lost the right to act on the node (its claim, see :mod:`computed.fleet.claims`) stops the
+operation before its next write instead of minutes later. That exception is the one that is not
+a :class:`DriverError`.
+
 The operations are not abstract: a read-only driver (a test double listing
 nodes) need not implement them; the default raises :class:`NotSupported`.
 """
@@ -36,7 +43,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from stevedore import driver as stevedore_driver
 from stevedore import exception as stevedore_exc
@@ -163,6 +170,13 @@ REBOOT = 'rebooting'
 POWER_TARGETS = frozenset({POWER_ON, POWER_OFF, REBOOT})
 
 
+class WriteGuard(Protocol):
+    """Whether the caller may still write to the node an operation acts on."""
+
+    def check(self) -> None:
+        """Return when it may; raise (the caller's own exception) when it may not."""
+
+
 class BaremetalDriver(abc.ABC):
     """The operations the daemon performs on bare metal nodes."""
 
@@ -203,7 +217,8 @@ class BaremetalDriver(abc.ABC):
         return True
 
     def deploy(self, node_uuid: str, instance_uuid: str,
-               image_source: str | None, *, timeout: float) -> Node:
+               image_source: str | None, *, timeout: float,
+               guard: WriteGuard | None = None) -> Node:
         """Deploy ``instance_uuid`` on the node; the node once ``active``.
 
         Associates the instance with the node, sets the image, provisions to
@@ -218,7 +233,8 @@ class BaremetalDriver(abc.ABC):
         """
         raise NotSupported(f'node {node_uuid}', 'deploy')
 
-    def undeploy(self, node_uuid: str, *, timeout: float) -> Node:
+    def undeploy(self, node_uuid: str, *, timeout: float,
+                 guard: WriteGuard | None = None) -> Node:
         """Tear the node down until it is ``available`` again (cleaning may
         pass), with no instance associated. A node already available is
         only cleared of a left-over instance association.
@@ -229,7 +245,7 @@ class BaremetalDriver(abc.ABC):
         raise NotSupported(f'node {node_uuid}', 'undeploy')
 
     def set_power(self, node_uuid: str, target: str, *,
-                  timeout: float) -> Node:
+                  timeout: float, guard: WriteGuard | None = None) -> Node:
         """Power the node on or off, or reboot it (one of
         :data:`POWER_TARGETS`), and wait until the power state is reached
         (``power on`` after a reboot).
@@ -240,7 +256,8 @@ class BaremetalDriver(abc.ABC):
         raise NotSupported(f'node {node_uuid}', 'set power')
 
     def clear_instance(self, node_uuid: str, instance_uuid: str | None = None,
-                       *, timeout: float) -> Node | None:
+                       *, timeout: float,
+                       guard: WriteGuard | None = None) -> Node | None:
         """Unwind a (failed) build: undeploy the node if it is not available
         and clear its instance association and instance information.
 

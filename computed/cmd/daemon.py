@@ -125,7 +125,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     audit = AuditLog(conf.fleet.audit_log, membership.host)
     catalog = NodeCatalog(driver)
     nodes = FleetNodes(catalog, engine)
-    hosting = Hosting(engine, membership, Rehomer(engine, host, conf.fleet.rehome_grace), audit)
+    hosting = Hosting(engine, membership, Rehomer(engine, host, conf.fleet.rehome_grace), audit,
+                      resume_interval=conf.fleet.resume_interval)
     claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit,
                         on_freed=lambda _node: fleet.wake())
     fleet = Fleet(membership, claims, fence, nodes=nodes.uuids, instance_hosts=hosting.hosts,

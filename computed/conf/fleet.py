@@ -45,6 +45,16 @@ ALL_OPTS = [
              'adopter). Long enough for a restart or a short partition to '
              'heal; a daemon that comes back after it finds its instances '
              're-homed and leaves them alone.'),
+    cfg.FloatOpt(
+        'resume_interval',
+        default=60.0,
+        min=1.0,
+        help='Seconds between two looks for instances of this daemon left in '
+             'a transitional state (BUILDING, DELETING, STOPPING, STARTING, '
+             'REBOOTING) with nothing working on them, which it then resumes: '
+             'a request whose cast was lost on the bus is carried out at the '
+             'latest this long after it was made. Also done after every join '
+             'and adoption.'),
     cfg.StrOpt(
         'audit_log',
         help='File to append one JSON line to for every claim, release and '

@@ -18,7 +18,8 @@ Owns the daemon's side of instances (their operations are :mod:`computed.instanc
   ``[fleet] rehome_grace`` whose adopter is this daemon (:class:`computed.fleet.rehome.Rehomer`).
 * **Resuming.** :meth:`Hosting.resume_due` says when the instance worker should pick up this host's
   instances left in a transitional state: right after a (re)join or an adoption, and every
-  :data:`RESUME_INTERVAL` seconds, because a cast sent while no daemon consumed its queue is lost.
+  ``resume_interval`` seconds (``[fleet] resume_interval``), because a cast can be lost on the
+  bus (see :mod:`computed.instances.rpcapi`).
 
 Thread-safety: the fleet thread calls :meth:`hosts` and :meth:`joined`, the node thread the rest;
 :meth:`joined` and :meth:`readopt` (both threads) share a lock.
@@ -37,7 +38,7 @@ from computed.db import api as db_api
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.membership import Membership
 from computed.fleet.plan import Plan
-from computed.fleet.rehome import Rehomer, readopt_own
+from computed.fleet.rehome import Rehomer, Standing, readopt_own
 
 LOG = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ class Hosting:
     """Stickiness for the fleet, re-adoption on join, re-homing of orphans, resume schedule."""
 
     def __init__(self, engine: Engine, membership: Membership, rehomer: Rehomer, audit: AuditLog,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 resume_interval: float = RESUME_INTERVAL):
         self._engine = engine
         self._membership = membership
         self._rehomer = rehomer
@@ -65,7 +67,8 @@ class Hosting:
         self._clock = clock
         self._sticky: Mapping[str, str] = {}
         self._resume_now = threading.Event()  # set by a join or an adoption
-        self._next_resume = clock() + RESUME_INTERVAL
+        self._resume_interval = resume_interval
+        self._next_resume = clock() + resume_interval
         # Re-adoption: the member epoch still to move this host's instances to (None: done), the
         # failures in a row for it, and when to try again. The lock serialises the fleet thread
         # (a join) with the node thread (a retry).
@@ -127,13 +130,14 @@ class Hosting:
         self._resume_now.set()  # finish what a previous life left half done
         return True
 
-    def rehome_orphans(self, plan: Plan | None) -> list[str]:
+    def rehome_orphans(self, plan: Plan | None, standing: Standing) -> list[str]:
         """Adopt instances orphaned for longer than the grace period, if this daemon is their
-        adopter in the fleet's last ``plan``; returns the adopted instance uuids."""
+        adopter in the fleet's last ``plan`` and ``standing`` (the fleet) says it may act under
+        its member epoch; returns the adopted instance uuids."""
         if plan is None:
             return []  # the fleet has not planned yet
         member_epoch = self._membership.member_epoch
-        adopted = self._rehomer.step(plan, member_epoch)
+        adopted = self._rehomer.step(plan, member_epoch, standing)
         for uuid in adopted:
             self._audit.record(AuditEvent.REHOME, instance=uuid, member_epoch=member_epoch)
         if adopted:
@@ -149,5 +153,5 @@ class Hosting:
         if not self._resume_now.is_set() and now < self._next_resume:
             return False
         self._resume_now.clear()
-        self._next_resume = now + RESUME_INTERVAL
+        self._next_resume = now + self._resume_interval
         return True

@@ -130,7 +130,7 @@ class ComputeService:
                 LOG.exception("node sync pass failed")
             try:
                 self.hosting.readopt()  # a re-adoption at join that failed: retry when due
-                if self.hosting.rehome_orphans(self.fleet.plan):
+                if self.hosting.rehome_orphans(self.fleet.plan, self.fleet):
                     self.fleet.wake()  # the adopted instances' nodes move to this daemon
                 if self.hosting.resume_due():
                     self._worker.resume_all()

@@ -14,12 +14,24 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
 * **Fenced.** Each claim records the znode's creation zxid as its epoch (larger for every later
   owner) and the fence term it was made in (see :mod:`computed.fleet.fence`); a claim is acted
   on only while ``fence.may_act(claim.term)``.
+* **Watched while held.** Every claim this daemon holds has a watch on its znode. A claim deleted
+  behind the holder's back (by hand, by a buggy tool) is dropped from :meth:`ClaimTable.held` the
+  moment ZooKeeper says so, recorded as lost, and ``on_freed(node)`` wakes the reconciler, which
+  claims the node again (a new claim, a new claim epoch) when the ring still gives it to this
+  daemon. The watch's answer is checked against the znode's creation zxid, so the late event of a
+  claim this daemon released and took again never drops the new one.
+* **Checked before every write.** An action on a node runs under a :class:`ClaimGuard`, which the
+  action (down to the bare metal driver, each retry included) checks before every write: the
+  claim is still held, with the same epoch, and the fence allows acting in its term. Otherwise
+  :class:`NotOurs` is raised and the action stops writing; whoever holds the node next finishes
+  it from the instance's recorded state.
 * **On record.** The audit log (:mod:`computed.fleet.audit`) gets a ``claim`` record before a
   claim becomes visible in :meth:`ClaimTable.held`, and a ``release`` record after it stops being
   visible (before its znode is deleted): the records bracket every action taken under it.
 
-Thread-safety: the table is used by one reconciler thread; kazoo's watch callbacks only call
-``on_freed``; :meth:`ClaimTable.held` and :meth:`ClaimTable.get` may be read from any thread.
+Thread-safety: the table is used by one reconciler thread; kazoo's watch callbacks drop lost
+claims (under the table's lock) and call ``on_freed``; :meth:`ClaimTable.held`,
+:meth:`ClaimTable.get` and :meth:`ClaimGuard.check` may be called from any thread.
 """
 
 from __future__ import annotations
@@ -32,8 +44,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo import exceptions as zk_exc
+from kazoo.protocol.states import EventType
 
 from computed.fleet.audit import AuditEvent, AuditLog
+from computed.fleet.fence import Fence
 
 LOG = logging.getLogger(__name__)
 
@@ -55,6 +69,18 @@ class ClaimRecord:
     host: str
     epoch: int
     member_epoch: int
+
+
+class NotOurs(Exception):
+    """An action may no longer write to ``node``: the claim it runs under (``claim_epoch``) is
+    gone, or the fence refuses to act in its term. Nothing more is written under it."""
+
+    def __init__(self, node: str, claim_epoch: int, why: str):
+        super().__init__(f"node {node}: claim epoch {claim_epoch} is no longer ours to act "
+                         f"under: {why}")
+        self.node = node
+        self.claim_epoch = claim_epoch
+        self.why = why
 
 
 @dataclass
@@ -122,6 +148,42 @@ class ClaimTable:
         with self._lock:
             self._held[claim.node] = claim
         result.acquired.append(claim)
+        self._watch_held(claim.node)
+
+    # --- claims deleted behind our back ----------------------------------------------------
+
+    def _watch_held(self, node: str) -> None:
+        """Watch the znode of a claim we hold; its answer is checked as soon as it arrives."""
+        try:
+            async_result = self._client.exists_async(self._node_path(node),
+                                                     watch=self._held_event)
+        except zk_exc.KazooException as exc:  # no session: the fence stops acting anyway
+            LOG.warning("cannot watch our claim on node %s: %s", node, exc)
+            return
+        async_result.rawlink(lambda answer: self._verify_held(node, answer))
+
+    def _held_event(self, event: Any) -> None:
+        # kazoo's callback thread: look again (which re-arms the one-shot watch), never block.
+        # A claim we no longer hold (released: that is our own delete) is not watched again.
+        node = event.path.rsplit("/", 1)[-1] if event.path else None
+        if event.type != EventType.NONE and node is not None and self.get(node) is not None:
+            self._watch_held(node)
+
+    def _verify_held(self, node: str, answer: Any) -> None:
+        """Drop our claim on ``node`` if its znode is gone or is another claim than ours."""
+        try:
+            stat = answer.get_nowait()
+        except Exception:  # connection or session trouble: the fence's business, not a loss
+            return
+        with self._lock:
+            claim = self._held.get(node)
+            if claim is None or (stat is not None and stat.czxid == claim.epoch):
+                return
+            del self._held[node]
+        self._audit.record(AuditEvent.RELEASE, node=node, claim_epoch=claim.epoch, lost=True)
+        LOG.warning("our claim on node %s (claim epoch %s) was deleted behind our back: "
+                    "stopped acting on it", node, claim.epoch)
+        self._on_freed(node)
 
     def _adopt_or_watch(self, nodes: list[str], member_epoch: int, term: int,
                         result: AcquireResult) -> None:
@@ -185,6 +247,35 @@ class ClaimTable:
     def _session_id(self) -> int | None:
         client_id = self._client.client_id
         return client_id[0] if client_id else None
+
+
+class ClaimGuard:
+    """Whether an action started under ``claim`` may still write; :meth:`check` before every
+    write (each retry included).
+
+    Checks, in memory and without a round trip, that this daemon still holds ``claim`` (same
+    node, same claim epoch, same fence term: not released, lost with the session, or deleted
+    behind its back) and that the fence allows acting now (session connected, lease fresh).
+    """
+
+    def __init__(self, table: ClaimTable, fence: Fence, claim: Claim):
+        self._table = table
+        self._fence = fence
+        self.claim = claim
+
+    @property
+    def node(self) -> str:
+        return self.claim.node
+
+    def check(self) -> None:
+        """Return if the action may write now; raise :class:`NotOurs` otherwise."""
+        if self._table.get(self.claim.node) != self.claim:
+            raise NotOurs(self.claim.node, self.claim.epoch, "the claim is no longer held")
+        if not self._fence.may_act(self.claim.term):
+            raise NotOurs(self.claim.node, self.claim.epoch,
+                          f"the fence refuses to act (ZooKeeper session "
+                          f"{self._fence.state.value}, lease "
+                          f"{self._fence.lease_remaining():.1f} s)")
 
 
 def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:

@@ -23,6 +23,11 @@ while a peer already took them over. The fence closes that window with two rules
   process is stopped. A process that wakes after a long pause finds its lease expired and acts on
   nothing until a fresh round trip succeeds, which it cannot on an expired session.
 
+Checked before every write, not once: ``may_act`` answers from memory (no round trip), so an
+action that writes for long checks it again before each write through its
+:class:`computed.fleet.claims.ClaimGuard`, and stops as soon as the session is in doubt or the
+lease has run out, even in the middle of a retried request.
+
 Claim epochs: every claim carries the creation zxid of its znode, which ZooKeeper makes unique and
 increasing across the ensemble, so a later owner of a node always holds a larger claim epoch;
 downstream writers keep the largest claim epoch they have seen per node and refuse smaller ones

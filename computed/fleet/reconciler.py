@@ -21,9 +21,15 @@ the keys the ring moves, with no fleet-wide pause. The ring is rebuilt only when
 changes (:class:`computed.fleet.plan.RingCache`).
 
 Actions go through :meth:`Fleet.act`, which acts only on a claim this daemon holds and only while
-the fence (:mod:`computed.fleet.fence`) says the session is alive and the lease fresh. On SUSPENDED
-nothing is acted on; on LOST every claim is forgotten and the daemon rejoins with a new member
-epoch, then claims again, with new claim epochs, in the fence's new term.
+the fence (:mod:`computed.fleet.fence`) says the session is alive and the lease fresh. That check
+opens an action; an action that writes for long (an Ironic deploy, undeploy or power change,
+retried) also runs under :meth:`Fleet.guard`, a :class:`computed.fleet.claims.ClaimGuard` that it
+checks again before every write, each retry included, and that stops it (``NotOurs``) once the
+claim is released, lost or deleted behind our back, or the fence refuses. On SUSPENDED nothing is
+acted on; on LOST every claim is forgotten and the daemon rejoins with a new member epoch, then
+claims again, with new claim epochs, in the fence's new term. :meth:`Fleet.may_act_as` tells
+the re-homing whether this daemon is an active member under a given member epoch with a fence
+that allows acting.
 
 Nodes hosting an instance stay with the instance's host (``instance_hosts``, read on every pass);
 the last pass's plan (:attr:`Fleet.plan`) tells the re-homing (:mod:`computed.fleet.rehome`) which
@@ -39,8 +45,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kazoo import exceptions as zk_exc
+
 from computed.fleet.audit import AuditEvent, AuditLog
-from computed.fleet.claims import Claim, ClaimTable
+from computed.fleet.claims import Claim, ClaimGuard, ClaimTable
 from computed.fleet.fence import Fence, SessionState
 from computed.fleet.membership import Membership
 from computed.fleet.plan import Plan, RingCache, compute_plan
@@ -91,6 +99,7 @@ class Fleet:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._term = 0  # the fence term our membership and claims belong to
+        self._member_epoch: int | None = None  # of the last join, once it is complete
         # Claims taken and released since start (read by computed.runtime.metrics).
         self.claimed = 0
         self.released = 0
@@ -129,6 +138,11 @@ class Fleet:
                 break
             try:
                 self.reconcile()
+            except (zk_exc.ConnectionLoss, zk_exc.SessionExpiredError) as exc:
+                # The session's trouble, which the fence already acts on: one line, no trace.
+                LOG.warning("reconcile pass interrupted by ZooKeeper (%s); retrying",
+                            type(exc).__name__)
+                time.sleep(min(self._tick, 1.0))
             except Exception:  # a pass failing must not end the daemon: the next one retries
                 LOG.exception("reconcile pass failed; retrying")
                 time.sleep(min(self._tick, 1.0))
@@ -137,6 +151,7 @@ class Fleet:
     def join(self) -> None:
         """Join the group in the fence's current term, with a new member epoch."""
         self.state = FleetState.JOINING
+        self._member_epoch = None
         self._term = self._fence.term
         self.claims.ensure_root()
         member_epoch = self._membership.join(self._join_timeout, stopping=self._stop.is_set)
@@ -144,6 +159,7 @@ class Fleet:
         LOG.info("host %s joined group %s with member epoch %s", self.host,
                  self._membership.group, member_epoch)
         self._on_joined(member_epoch)
+        self._member_epoch = member_epoch
         self.state = FleetState.ACTIVE
 
     def reconcile(self) -> None:
@@ -242,6 +258,16 @@ class Fleet:
         if claim is None or not self._fence.may_act(claim.term):
             return None
         return claim
+
+    def guard(self, claim: Claim) -> ClaimGuard:
+        """The guard an action under ``claim`` checks before each of its writes."""
+        return ClaimGuard(self.claims, self._fence, claim)
+
+    def may_act_as(self, member_epoch: int) -> bool:
+        """True while this daemon is an active member under ``member_epoch`` (its last join's)
+        and the fence allows acting in that join's term."""
+        return (self.state is FleetState.ACTIVE and self._member_epoch == member_epoch
+                and self._fence.may_act(self._term))
 
     def act(self, node: str, action: str, do: Callable[[Claim], Any] | None = None,
             **details: Any) -> bool:

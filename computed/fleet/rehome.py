@@ -14,16 +14,29 @@ daemon that rejoins keeps its own instances by moving them from its old member e
 one (:func:`readopt_own`), with the same compare-and-set, so it can never take back an instance
 that was re-homed while it was away.
 
+Fencing, both ways:
+
+* **From what was seen gone.** The compare-and-set expects the (host, member epoch) the instance
+  had when this daemon first found it orphaned, not the row's values when the grace ends: a host
+  that came back meanwhile moved its instances to its new member epoch (:func:`readopt_own`), so
+  the compare-and-set fails and the live daemon keeps them, even when the adopter's plan is a
+  pass behind and still calls them orphans. A changed (host, member epoch) restarts the grace.
+* **Only while this daemon may act.** Before every compare-and-set the fleet is asked
+  (:meth:`computed.fleet.reconciler.Fleet.may_act_as`) whether this daemon is an active member
+  under the member epoch it adopts with and its fence allows acting: a daemon whose session is in
+  doubt, or that rejoined since, adopts nothing.
+
 The grace clock starts when this daemon first sees the orphan; a daemon that restarts starts it
 again, which only delays adoption.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from computed.db import api as db_api
 from computed.fleet.plan import Plan
@@ -35,6 +48,24 @@ LOG = logging.getLogger(__name__)
 NODELESS_INTERVAL = 10.0
 
 
+class Standing(Protocol):
+    """What the re-homing asks the fleet (:class:`computed.fleet.reconciler.Fleet`)."""
+
+    def may_act_as(self, member_epoch: int) -> bool:
+        """True while this daemon is an active member under ``member_epoch`` and its fence
+        allows acting."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Orphan:
+    """An orphan as this daemon first saw it: its instance's (host, member epoch), and when."""
+
+    instance: str
+    host: str
+    member_epoch: int | None
+    since: float
+
+
 class Rehomer:
     """This daemon's adoptions: each orphan's grace clock, and the compare-and-sets."""
 
@@ -44,56 +75,66 @@ class Rehomer:
         self._host = host
         self._grace = grace
         self._clock = clock
-        self._orphaned_since: dict[str, float] = {}
+        self._orphans: dict[str, Orphan] = {}  # by node (instance uuid when it has none)
         self._nodeless: dict[str, str] = {}
         self._next_nodeless = float("-inf")
 
-    def due(self, orphans: Mapping[str, str]) -> list[str]:
-        """Nodes orphaned for at least the grace period (and forget those no longer orphans)."""
+    def due(self, orphans: Mapping[str, str]) -> dict[str, Orphan]:
+        """The orphans (by key) among ``orphans`` ({node: gone host}) seen for at least the grace
+        period, as first seen; forgets those no longer orphans. A key seen for the first time
+        (or with another host) is looked up in the database once, for its instance's member
+        epoch then."""
+        for key in list(self._orphans):
+            if orphans.get(key) != self._orphans[key].host:
+                del self._orphans[key]
+        new = {key: host for key, host in orphans.items() if key not in self._orphans}
+        if new:
+            now = self._clock()
+            for row in db_api.live_instances(self._engine):
+                key = row.node_uuid or row.uuid
+                if key in new and row.host == new[key]:
+                    self._orphans[key] = Orphan(row.uuid, row.host, row.member_epoch, now)
         now = self._clock()
-        for node in list(self._orphaned_since):
-            if node not in orphans:
-                del self._orphaned_since[node]
-        for node in orphans:
-            self._orphaned_since.setdefault(node, now)
-        return sorted(node for node, since in self._orphaned_since.items()
-                      if now - since >= self._grace)
+        return {key: orphan for key, orphan in self._orphans.items()
+                if now - orphan.since >= self._grace}
 
-    def step(self, plan: Plan, member_epoch: int) -> list[str]:
-        """Adopt the instances of due orphans whose adopter is this daemon; returns their uuids.
+    def step(self, plan: Plan, member_epoch: int, standing: Standing) -> list[str]:
+        """Adopt, under ``member_epoch``, the instances of due orphans whose adopter is this
+        daemon; returns their uuids.
 
         Orphaned nodes and their adopters come from ``plan``. Instances without a node (a failed
         build that released it) are orphans too when their host is gone: nobody else could delete
-        them. Their adopter is chosen the same way, by instance uuid.
+        them. Their adopter is chosen the same way, by instance uuid. Each compare-and-set runs
+        only while ``standing.may_act_as(member_epoch)``.
         """
         nodeless = self._nodeless_orphans(plan.members)
         orphans = {**plan.orphans, **nodeless}
-        due = {key: orphans[key] for key in self.due(orphans)}
-        nodeless_due = {key: host for key, host in due.items() if key in nodeless}
+        due = self.due(orphans)
+        nodeless_due = {key: orphan.host for key, orphan in due.items() if key in nodeless}
         nodeless_adopters = adopters(plan.members, nodeless_due, ring=plan.ring)
         mine = sorted(key for key in due
                       if key in plan.adopt or nodeless_adopters.get(key) == self._host)
-        if not mine:
-            return []
         adopted = []
-        wanted = set(mine)
-        by_node = {row.node_uuid or row.uuid: row for row in db_api.live_instances(self._engine)
-                   if (row.node_uuid or row.uuid) in wanted}
-        for node in mine:
-            row = by_node.get(node)
-            if row is None:
-                continue
-            # From the host we saw gone, not the row's host now: the row may have been
-            # adopted by someone else since (the compare-and-set then fails, as it should).
-            if db_api.rehome_instance(self._engine, row.uuid, due[node], row.member_epoch,
-                                      self._host, member_epoch):
-                LOG.warning("re-homed instance %s on node %s from %s (gone for %.0fs or more) "
-                            "to %s", row.uuid, node, row.host, self._grace, self._host)
-                adopted.append(row.uuid)
-                self._orphaned_since.pop(node, None)
+        for key in mine:
+            orphan = due[key]
+            if not standing.may_act_as(member_epoch):
+                LOG.info("not re-homing: this daemon may not act under member epoch %s now",
+                         member_epoch)
+                break
+            # From (host, member epoch) as seen gone, not the row's now: the host may have come
+            # back, or someone else adopted it since (the compare-and-set then fails, as it
+            # should).
+            if orphan.member_epoch is not None and db_api.rehome_instance(
+                    self._engine, orphan.instance, orphan.host, orphan.member_epoch,
+                    self._host, member_epoch):
+                LOG.warning("re-homed instance %s (%s) from %s, member epoch %s (gone for %.0fs "
+                            "or more) to %s", orphan.instance, key, orphan.host,
+                            orphan.member_epoch, self._grace, self._host)
+                adopted.append(orphan.instance)
             else:
-                LOG.info("instance %s on node %s was adopted by someone else first",
-                         row.uuid, node)
+                LOG.info("instance %s (%s) is no longer %s's at member epoch %s: not re-homed",
+                         orphan.instance, key, orphan.host, orphan.member_epoch)
+            self._orphans.pop(key, None)
         return adopted
 
     def _nodeless_orphans(self, members: Iterable[Member]) -> dict[str, str]:

@@ -30,6 +30,13 @@ What the transitions guarantee:
   was presumed dead) gets :class:`~computed.db.api.InstanceConflict` on its first write and
   stops; it never overwrites the new owner's state. An operation refuses to start on an
   instance that is not (host, member epoch)'s.
+* **Guarded on Ironic.** Every Ironic write (and every poll while waiting) of an operation is
+  preceded by ``owner.guard.check()`` (the driver checks it, each retry included), and so is the
+  removal of an allocation: the daemon's :class:`computed.fleet.claims.ClaimGuard` raises
+  ``NotOurs`` once its claim on the node is released, lost or deleted, or its fence refuses, and
+  the operation stops there, writing nothing more, the instance left in its transitional state
+  for whoever holds the node next. A daemon cut off from ZooKeeper, whose peer re-homed and
+  redeployed the instance, therefore never unwinds (undeploys) the peer's deployment.
 * **Never stuck.** The transitional state is written before Ironic is touched and left only
   after Ironic answered, so a daemon dying mid-operation leaves the instance in a transitional
   state, and whoever owns it next calls :func:`resume`, which looks at the node's real state in
@@ -63,6 +70,7 @@ from computed.baremetal.driver import (
     BaremetalDriver,
     DriverError,
     Node,
+    WriteGuard,
 )
 from computed.db import api as db_api
 from computed.db import models
@@ -89,7 +97,9 @@ class Owner:
 
     ``placement`` is a keystoneauth ``Adapter`` for Placement; ``member_epoch`` the daemon's
     member epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's
-    claim).
+    claim); ``guard`` what every write to Ironic and Placement is checked against (the claim on
+    the node the operation runs under; the daemon always gives one, None is for tools and tests
+    that hold no claim).
     """
 
     engine: Engine
@@ -99,6 +109,7 @@ class Owner:
     member_epoch: int
     deploy_timeout: float = DEFAULT_DEPLOY_TIMEOUT
     power_timeout: float = DEFAULT_POWER_TIMEOUT
+    guard: WriteGuard | None = None
 
 
 # -- the operations -------------------------------------------------------------------------
@@ -114,7 +125,8 @@ def build(owner: Owner, instance_uuid: str) -> InstanceRow:
     if row.node_uuid is None:
         return _fail_build(owner, row, 'instance has no node')
     try:
-        owner.driver.deploy(row.node_uuid, row.uuid, row.image, timeout=owner.deploy_timeout)
+        owner.driver.deploy(row.node_uuid, row.uuid, row.image, timeout=owner.deploy_timeout,
+                            guard=owner.guard)
     except DriverError as exc:
         LOG.warning('instance %s: deploy on node %s failed: %s', row.uuid, row.node_uuid, exc)
         return _fail_build(owner, row, exc.reason)
@@ -222,13 +234,15 @@ def _fail_build(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
     released = True
     if row.node_uuid is not None:
         try:
-            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout)
+            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout,
+                                        guard=owner.guard)
         except DriverError as exc:
             LOG.error('instance %s: node %s not cleared after a failed build: %s', row.uuid,
                       row.node_uuid, exc)
             fault = f'{fault}; node not cleared: {exc.reason}'
             released = False
     try:
+        _check_guard(owner)
         allocations.remove(owner.placement, row.uuid)
     except PlacementError as exc:
         LOG.error('instance %s: allocation not removed after a failed build: %s', row.uuid, exc)
@@ -241,12 +255,14 @@ def _fail_build(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
 def _finish_delete(owner: Owner, row: InstanceRow) -> InstanceRow:
     if row.node_uuid is not None:
         try:
-            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout)
+            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout,
+                                        guard=owner.guard)
         except DriverError as exc:
             LOG.error('instance %s: undeploy of node %s failed: %s', row.uuid, row.node_uuid,
                       exc)
             return _set_error(owner, row.uuid, f'delete failed: {exc.reason}',
                               expect=models.DELETING)
+    _check_guard(owner)
     allocations.remove(owner.placement, row.uuid)
     return _set(owner, row.uuid, models.DELETED, expect=models.DELETING)
 
@@ -257,7 +273,8 @@ def _power_action(owner: Owner, instance_uuid: str, allowed: frozenset[InstanceS
                   transitional: InstanceState, target: str) -> InstanceRow:
     row = _get(owner, instance_uuid)
     _check_owner(owner, row)
-    row = _set(owner, instance_uuid, transitional, expect=allowed)
+    if row.state != transitional:  # already recorded by whoever asked (ServerAPI.action)
+        row = _set(owner, instance_uuid, transitional, expect=allowed)
     return _finish_power(owner, row, target)
 
 
@@ -266,7 +283,8 @@ def _finish_power(owner: Owner, row: InstanceRow, target: str) -> InstanceRow:
     if row.node_uuid is None:
         return _set_error(owner, row.uuid, f'{target}: instance has no node', expect=row.state)
     try:
-        owner.driver.set_power(row.node_uuid, target, timeout=owner.power_timeout)
+        owner.driver.set_power(row.node_uuid, target, timeout=owner.power_timeout,
+                               guard=owner.guard)
     except DriverError as exc:
         LOG.warning('instance %s: %s failed: %s', row.uuid, target, exc)
         return _settle_power(owner, row, f'{target} failed: {exc.reason}')
@@ -293,6 +311,11 @@ class _Retry(DriverError):
 
     def __init__(self, row: InstanceRow, cause: DriverError):
         super().__init__(f'instance {row.uuid}', f'cannot resume {row.state}: {cause}')
+
+
+def _check_guard(owner: Owner) -> None:
+    if owner.guard is not None:
+        owner.guard.check()
 
 
 def _get(owner: Owner, instance_uuid: str) -> InstanceRow:

@@ -2,20 +2,36 @@
 
 Owns the client side of the daemon's instance endpoint: topic :data:`TOPIC`, one queue per
 daemon (``server=<host>``), methods ``build_instance``, ``delete_instance``,
-``reboot_instance``, ``stop_instance`` and ``start_instance``, each taking only
-``instance_uuid`` (the daemon reads everything else from the database, so a message can never
-carry stale state). All are casts: the daemon records progress and the outcome in the
-instance row, which callers poll.
+``reboot_instance``, ``stop_instance`` and ``start_instance``, each taking ``instance_uuid``
+and, from version 1.1, ``member_epoch``: the sender's view of the target's member epoch (the
+instance row's), which the target compares with its own and refuses on a mismatch (see
+:mod:`computed.instances.worker`). The daemon reads everything else from the database, so a
+message can never carry stale state. All are casts: the daemon records progress and the outcome
+in the instance row, which callers poll.
+
+Versions: 1.0 casts carried ``instance_uuid`` only; 1.1 adds ``member_epoch`` (optional on the
+server side, so a 1.0 sender is still served). Clients send 1.1.
 
 :class:`ServerAPI` is the whole build/operate path as a library (what ``computed-manage
 server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's
 *current* host as the database says, so an instance re-homed since it was built is routed to
 its new owner.
 
-Guarantees: a cast is only sent after the instance row exists (a daemon receiving
-``build_instance`` always finds its instance); a lost cast leaves a BUILDING (or unchanged)
-instance that the owner's :func:`computed.instances.lifecycle.resume_all` re-drives, so nothing
-is lost.
+Guarantees (nothing a caller was told was sent is lost):
+
+* **Recorded before cast.** A cast is only sent after the instance row records the request: a
+  build's row exists in BUILDING, and an action first moves the row to its transitional state
+  (DELETING, REBOOTING, STOPPING, STARTING) with a compare-and-set on the state it may start
+  from and on the (host, member epoch) the cast goes to. A request the instance's state does not
+  allow is refused at once (:class:`~computed.db.api.InstanceConflict`), never sent to be dropped.
+* **Carried out, or a visible error.** oslo.messaging acknowledges a cast before the daemon runs
+  it, and queues are not durable: a cast can be lost. The recorded transitional state is what
+  makes the request durable: the owner resumes every transitional instance it is not already
+  working on (:func:`computed.instances.lifecycle.resume`) after every (re)join and adoption and
+  every ``[fleet] resume_interval`` seconds, so a lost cast still ends in the requested state, or
+  in ERROR with the fault, and a dead owner's instances are re-homed and resumed by the adopter.
+  A cast that cannot be sent at all (the bus down) raises to the caller, but the request stays
+  recorded and is carried out the same way: an error here means "not sent", never "not done".
 """
 
 from __future__ import annotations
@@ -29,12 +45,20 @@ from sqlalchemy.engine import Engine
 from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceNotFound, InstanceRow
-from computed.instances import scheduler
+from computed.instances import lifecycle, scheduler
 from computed.runtime import rpc
 
 TOPIC = 'computed'
-VERSION = '1.0'
-ACTIONS = ('delete', 'reboot', 'stop', 'start')
+VERSION = '1.1'
+#: Each action: the transitional state recorded before it is cast, the states it may start
+#: from (its own transitional state included: asking again re-sends it), and the states in
+#: which it has nothing to do (nothing is recorded nor cast).
+ACTIONS = {
+    'delete': (models.DELETING, lifecycle.DELETE_FROM | {models.DELETING}, {models.DELETED}),
+    'reboot': (models.REBOOTING, lifecycle.REBOOT_FROM | {models.REBOOTING}, set()),
+    'stop': (models.STOPPING, lifecycle.STOP_FROM | {models.STOPPING}, {models.STOPPED}),
+    'start': (models.STARTING, lifecycle.START_FROM | {models.STARTING}, {models.ACTIVE}),
+}
 #: States a build ends in.
 BUILD_DONE = frozenset({models.ACTIVE, models.ERROR, models.DELETED})
 
@@ -54,24 +78,36 @@ class ComputeAPI:
         self._transport = transport
         self._topic = topic
 
-    def _cast(self, host: str, method: str, instance_uuid: str) -> None:
+    def _cast(self, host: str, method: str, instance_uuid: str,
+              member_epoch: int | None) -> None:
         client = rpc.get_client(self._transport, self._topic, server=host, version=VERSION)
-        client.cast({}, method, instance_uuid=instance_uuid)
+        arguments: dict[str, Any] = {'instance_uuid': instance_uuid}
+        if member_epoch is not None:
+            arguments['member_epoch'] = member_epoch
+        client.cast({}, method, **arguments)
 
-    def build_instance(self, host: str, instance_uuid: str) -> None:
-        self._cast(host, 'build_instance', instance_uuid)
+    # ``member_epoch``: the member epoch of ``host`` the instance row records (the daemon
+    # refuses the cast when it is not its current one); None sends none (1.0's behaviour).
 
-    def delete_instance(self, host: str, instance_uuid: str) -> None:
-        self._cast(host, 'delete_instance', instance_uuid)
+    def build_instance(self, host: str, instance_uuid: str,
+                       member_epoch: int | None = None) -> None:
+        self._cast(host, 'build_instance', instance_uuid, member_epoch)
 
-    def reboot_instance(self, host: str, instance_uuid: str) -> None:
-        self._cast(host, 'reboot_instance', instance_uuid)
+    def delete_instance(self, host: str, instance_uuid: str,
+                        member_epoch: int | None = None) -> None:
+        self._cast(host, 'delete_instance', instance_uuid, member_epoch)
 
-    def stop_instance(self, host: str, instance_uuid: str) -> None:
-        self._cast(host, 'stop_instance', instance_uuid)
+    def reboot_instance(self, host: str, instance_uuid: str,
+                        member_epoch: int | None = None) -> None:
+        self._cast(host, 'reboot_instance', instance_uuid, member_epoch)
 
-    def start_instance(self, host: str, instance_uuid: str) -> None:
-        self._cast(host, 'start_instance', instance_uuid)
+    def stop_instance(self, host: str, instance_uuid: str,
+                      member_epoch: int | None = None) -> None:
+        self._cast(host, 'stop_instance', instance_uuid, member_epoch)
+
+    def start_instance(self, host: str, instance_uuid: str,
+                       member_epoch: int | None = None) -> None:
+        self._cast(host, 'start_instance', instance_uuid, member_epoch)
 
 
 class ServerAPI:
@@ -94,20 +130,35 @@ class ServerAPI:
         row = scheduler.schedule(self._placement, self._engine, resource_class, traits, image,
                                  instance_uuid, owner_of=self._owner_of,
                                  project_id=self._project_id, user_id=self._user_id)
-        self._compute.build_instance(row.host, row.uuid)
+        self._compute.build_instance(row.host, row.uuid, row.member_epoch)
         return row
 
     def action(self, action: str, instance_uuid: str) -> InstanceRow:
-        """Cast ``action`` (one of :data:`ACTIONS`) to the instance's current host; the row as
-        it was when cast. Deleting a DELETED instance casts nothing."""
+        """Record ``action`` (one of :data:`ACTIONS`) as the instance's transitional state, then
+        cast it to the instance's current host; the row as recorded. An action with nothing to
+        do (deleting a DELETED instance, stopping a STOPPED one, starting an ACTIVE one) records
+        and casts nothing.
+
+        :raises InstanceNotFound: no such instance.
+        :raises InstanceConflict: the instance's state does not allow ``action``, or it changed
+            hands or state while this was recorded.
+        :raises NoHost: the instance has no host to cast to.
+        """
         if action not in ACTIONS:
-            raise ValueError(f'action must be one of {ACTIONS}, not {action!r}')
+            raise ValueError(f'action must be one of {sorted(ACTIONS)}, not {action!r}')
+        transitional, allowed, done = ACTIONS[action]
         row = self.get(instance_uuid)
-        if action == 'delete' and row.state == models.DELETED:
+        if row.state in done:
             return row
         if row.host is None:
             raise NoHost(row.uuid)
-        getattr(self._compute, f'{action}_instance')(row.host, row.uuid)
+        if row.state != transitional:
+            # A delete keeps the fault it deletes (what failed stays visible until DELETED).
+            row = db_api.set_instance_state(
+                self._engine, row.uuid, transitional,
+                row.fault if action == 'delete' else None, expect_state=allowed,
+                expect_host=row.host, expect_member_epoch=row.member_epoch)
+        getattr(self._compute, f'{action}_instance')(row.host, row.uuid, row.member_epoch)
         return row
 
     def get(self, instance_uuid: str) -> InstanceRow:

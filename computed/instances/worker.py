@@ -1,30 +1,44 @@
 """The daemon's instance worker: the RPC endpoint that runs instance operations on owned nodes.
 
 Owns the server side of :mod:`computed.instances.rpcapi` (topic ``computed``, one queue per
-host): ``build_instance``, ``delete_instance``, ``reboot_instance``, ``stop_instance`` and
-``start_instance``, each with an ``instance_uuid``. The calls are casts: the endpoint validates
-the uuid, queues the operation and returns; a pool of worker threads runs the operations of
+host, version 1.1): ``build_instance``, ``delete_instance``, ``reboot_instance``,
+``stop_instance`` and ``start_instance``, each with an ``instance_uuid`` and (1.1) the sender's
+``member_epoch``. The calls are casts: the endpoint validates the request, queues the operation
+and returns; a pool of worker threads runs the operations of
 :mod:`computed.instances.lifecycle`, which block while Ironic works.
 
 Guarantees:
 
+* **Addressed to this daemon's life.** A cast carrying a member epoch that is not this daemon's
+  current one (sent for a previous life of this host, before it rejoined) is refused with one
+  warning line and runs nothing; the instance's recorded transitional state is resumed instead
+  (below), under the member epoch the row now has. A cast without one (a 1.0 sender) is served.
 * An operation runs only through :meth:`computed.fleet.reconciler.Fleet.act`, i.e. while this
-  daemon holds the claim on the instance's node and its fence allows acting. A node can be
-  sticky to this daemon before its claim is taken (a build cast right after scheduling, an
-  instance just re-homed): the worker waits for the claim up to ``claim_wait`` seconds, then
-  leaves the instance to :meth:`resume_all`, which the daemon runs after every (re)join and
-  adoption.
+  daemon holds the claim on the instance's node and its fence allows acting, and under the
+  claim's :class:`computed.fleet.claims.ClaimGuard`, checked before every Ironic write: once the
+  claim is lost the operation stops writing (one warning line), leaving the instance in its
+  transitional state for the node's next holder. A node can be sticky to this daemon before its
+  claim is taken (a build cast right after scheduling, an instance just re-homed): the worker
+  waits for the claim up to ``claim_wait`` seconds, then leaves the instance to
+  :meth:`resume_all`.
+* **Nothing recorded is lost.** :meth:`resume_all` (the daemon calls it after every (re)join and
+  adoption and every ``[fleet] resume_interval`` seconds) resumes every instance of this host
+  and member epoch that is in a transitional state and not queued or running here: the ones
+  whose cast was lost, or whose previous owner died mid-operation.
 * Every database write of an operation is a compare-and-set on (host, member epoch)
   (:mod:`computed.instances.lifecycle`), so an operation started by a daemon that lost the
   instance stops at its first write.
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
-* A malformed request (not a uuid) is logged and dropped; an operation that fails is logged with
-  the instance uuid and never kills the worker.
+* A malformed request (not a uuid, a member epoch that is not an integer) is logged in one line
+  and dropped; an operation that fails is logged with the instance uuid and never kills the
+  worker.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -33,8 +47,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import oslo_messaging
+
 from computed.db import api as db_api
 from computed.db import models
+from computed.fleet.claims import Claim, NotOurs
 from computed.instances import lifecycle
 
 LOG = logging.getLogger(__name__)
@@ -51,6 +68,9 @@ OPERATIONS = {
 class InstanceWorker:
     """Queues instance operations and runs them while the node's claim is held."""
 
+    # The endpoint's RPC version (see computed.instances.rpcapi): 1.1 added member_epoch.
+    target = oslo_messaging.Target(version="1.1")
+
     def __init__(self, fleet: Any, owner: Callable[[], lifecycle.Owner], workers: int = 8,
                  claim_wait: float = 30.0):
         self._fleet = fleet
@@ -59,44 +79,93 @@ class InstanceWorker:
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="instance")
         self._stripes = [threading.Lock() for _ in range(64)]
         self._stopping = False
+        # Instances with an operation queued or running here (resume_all leaves them alone).
+        self._busy: collections.Counter[str] = collections.Counter()
+        self._busy_lock = threading.Lock()
 
     # --- RPC endpoint (oslo.messaging dispatches on these names) --------------------------
 
-    def build_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("build_instance", instance_uuid)
+    def build_instance(self, ctxt: Any, instance_uuid: Any = None,
+                       member_epoch: Any = None) -> None:
+        self.submit("build_instance", instance_uuid, member_epoch)
 
-    def delete_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("delete_instance", instance_uuid)
+    def delete_instance(self, ctxt: Any, instance_uuid: Any = None,
+                        member_epoch: Any = None) -> None:
+        self.submit("delete_instance", instance_uuid, member_epoch)
 
-    def reboot_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("reboot_instance", instance_uuid)
+    def reboot_instance(self, ctxt: Any, instance_uuid: Any = None,
+                        member_epoch: Any = None) -> None:
+        self.submit("reboot_instance", instance_uuid, member_epoch)
 
-    def stop_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("stop_instance", instance_uuid)
+    def stop_instance(self, ctxt: Any, instance_uuid: Any = None,
+                      member_epoch: Any = None) -> None:
+        self.submit("stop_instance", instance_uuid, member_epoch)
 
-    def start_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("start_instance", instance_uuid)
+    def start_instance(self, ctxt: Any, instance_uuid: Any = None,
+                       member_epoch: Any = None) -> None:
+        self.submit("start_instance", instance_uuid, member_epoch)
 
     # --- running operations ----------------------------------------------------------------
 
-    def submit(self, operation: str, instance_uuid: Any) -> bool:
+    def submit(self, operation: str, instance_uuid: Any, member_epoch: Any = None) -> bool:
+        """Queue ``operation``; False (and one log line) when the request is refused."""
         try:
             instance_uuid = str(uuid_lib.UUID(str(instance_uuid)))
         except ValueError:
-            LOG.error("dropping %s: %r is not an instance uuid", operation, instance_uuid)
+            LOG.error("dropping %s: %.80r is not an instance uuid", operation, instance_uuid)
             return False
+        if member_epoch is not None:
+            if isinstance(member_epoch, bool) or not isinstance(member_epoch, int):
+                LOG.error("dropping %s of instance %s: member epoch %.80r is not an integer",
+                          operation, instance_uuid, member_epoch)
+                return False
+            current = self._owner().member_epoch
+            if member_epoch != current:
+                LOG.warning("refusing %s of instance %s: sent for member epoch %s, this "
+                            "daemon's is %s (its recorded state is resumed instead)",
+                            operation, instance_uuid, member_epoch, current)
+                return False
         if self._stopping:
             LOG.warning("not running %s %s: stopping", operation, instance_uuid)
             return False
-        self._pool.submit(self._run, operation, instance_uuid)
+        self._queue(instance_uuid, self._run, operation, instance_uuid)
         return True
 
+    def _queue(self, instance_uuid: str, run: Callable[..., None], *args: Any) -> None:
+        """Run ``run(*args)`` in the pool, ``instance_uuid`` busy until it ends."""
+        with self._busy_lock:
+            self._busy[instance_uuid] += 1
+        try:
+            self._pool.submit(run, *args)
+        except RuntimeError:  # the pool was shut down meanwhile
+            self._done(instance_uuid)
+
+    def _done(self, instance_uuid: str) -> None:
+        with self._busy_lock:
+            self._busy[instance_uuid] -= 1
+            if self._busy[instance_uuid] <= 0:
+                del self._busy[instance_uuid]
+
+    def busy(self) -> set[str]:
+        """Instances with an operation queued or running in this process."""
+        with self._busy_lock:
+            return set(self._busy)
+
     def _run(self, operation: str, instance_uuid: str) -> None:
-        with self._stripes[hash(instance_uuid) % len(self._stripes)]:
-            try:
-                self._run_locked(operation, instance_uuid)
-            except Exception:
-                LOG.exception("%s of instance %s failed", operation, instance_uuid)
+        try:
+            with self._stripes[hash(instance_uuid) % len(self._stripes)]:
+                try:
+                    self._run_locked(operation, instance_uuid)
+                except NotOurs as exc:
+                    LOG.warning("%s of instance %s stopped: %s", operation, instance_uuid, exc)
+                except Exception:
+                    LOG.exception("%s of instance %s failed", operation, instance_uuid)
+        finally:
+            self._done(instance_uuid)
+
+    def _guarded(self, claim: Claim) -> lifecycle.Owner:
+        """The owner an operation under ``claim`` acts as: every Ironic write checks the claim."""
+        return dataclasses.replace(self._owner(), guard=self._fleet.guard(claim))
 
     def _run_locked(self, operation: str, instance_uuid: str) -> None:
         owner = self._owner()
@@ -113,7 +182,8 @@ class InstanceWorker:
                         "whoever owns it to resume", operation, instance_uuid, row.node_uuid)
             return
         done = self._fleet.act(row.node_uuid, operation.replace("_instance", ""),
-                               lambda _claim: OPERATIONS[operation](owner, instance_uuid),
+                               lambda claim: OPERATIONS[operation](self._guarded(claim),
+                                                                   instance_uuid),
                                instance=instance_uuid)
         if not done:
             LOG.warning("%s of instance %s: lost the claim on node %s before starting",
@@ -129,27 +199,42 @@ class InstanceWorker:
         return True
 
     def resume_all(self) -> None:
-        """Queue a resume of this host's transitional instances (after a join or adoption)."""
+        """Queue a resume of this host's transitional instances that are not busy here (after a
+        join or adoption, and periodically: a lost cast left its instance transitional)."""
         self._pool.submit(self._resume_all)
 
     def _resume_all(self) -> None:
-        owner = self._owner()
-        for row in db_api.instances_by_host(owner.engine, owner.host):
-            if row.member_epoch != owner.member_epoch or row.node_uuid is None:
-                continue
-            if row.state not in models.TRANSITIONAL_STATES:
-                continue
-            self._pool.submit(self._run_resume, row.uuid, row.node_uuid)
+        try:
+            owner = self._owner()
+            busy = self.busy()
+            for row in db_api.instances_by_host(owner.engine, owner.host):
+                if row.member_epoch != owner.member_epoch or row.uuid in busy:
+                    continue
+                if row.state not in models.TRANSITIONAL_STATES:
+                    continue
+                LOG.info("instance %s is %s and nothing here works on it: resuming", row.uuid,
+                         row.state)
+                self._queue(row.uuid, self._run_resume, row.uuid, row.node_uuid)
+        except Exception:
+            LOG.exception("looking for instances to resume failed; retrying at the next look")
 
-    def _run_resume(self, instance_uuid: str, node: str) -> None:
-        with self._stripes[hash(instance_uuid) % len(self._stripes)]:
-            try:
-                if self._wait_for_claim(node):
-                    self._fleet.act(node, "resume",
-                                    lambda _claim: lifecycle.resume(self._owner(), instance_uuid),
-                                    instance=instance_uuid)
-            except Exception:
-                LOG.exception("resuming instance %s failed", instance_uuid)
+    def _run_resume(self, instance_uuid: str, node: str | None) -> None:
+        try:
+            with self._stripes[hash(instance_uuid) % len(self._stripes)]:
+                try:
+                    if node is None:  # nothing on Ironic to guard: resume ends it in the database
+                        lifecycle.resume(self._owner(), instance_uuid)
+                    elif self._wait_for_claim(node):
+                        self._fleet.act(node, "resume",
+                                        lambda claim: lifecycle.resume(self._guarded(claim),
+                                                                       instance_uuid),
+                                        instance=instance_uuid)
+                except NotOurs as exc:
+                    LOG.warning("resuming instance %s stopped: %s", instance_uuid, exc)
+                except Exception:
+                    LOG.exception("resuming instance %s failed", instance_uuid)
+        finally:
+            self._done(instance_uuid)
 
     def stop(self) -> None:
         self._stopping = True

@@ -20,6 +20,10 @@ Guarantees:
   baremetal, one connect retry) are turned off so that the policy in the
   configuration is the whole story.
 * A malformed node is skipped and logged with its uuid.
+* Fenced writes: an operation given a ``guard`` checks it before every
+  PATCH/PUT it sends, each retry included, and before every poll while it
+  waits; what the guard raises ends the operation at once (nothing more is
+  written) and reaches the caller unchanged.
 * Node operations (``deploy``, ``undeploy``, ``set_power``,
   ``clear_instance``) also retry 409 "node locked" answers (the conductor
   holds the node for a moment) with the same policy; they wait for their
@@ -56,6 +60,7 @@ from computed.baremetal.driver import (
     MalformedNode,
     Node,
     OperationTimedOut,
+    WriteGuard,
 )
 from computed.runtime import keystone
 
@@ -225,7 +230,8 @@ class IronicDriver(BaremetalDriver):
     # -- operations ---------------------------------------------------------
 
     def deploy(self, node_uuid: str, instance_uuid: str,
-               image_source: str | None, *, timeout: float) -> Node:
+               image_source: str | None, *, timeout: float,
+               guard: WriteGuard | None = None) -> Node:
         node = self._require(node_uuid)
         if node.instance_uuid not in (None, instance_uuid):
             raise DeployFailed(node_uuid, f'node hosts instance '
@@ -234,12 +240,14 @@ class IronicDriver(BaremetalDriver):
             if node.provision_state == ACTIVE:
                 return node
             if node.provision_state in DEPLOYING_STATES:
-                return self._wait_deployed(node_uuid, instance_uuid, timeout)
-        self._associate(node, instance_uuid, image_source)
-        self._provision_active(node_uuid, instance_uuid)
-        return self._wait_deployed(node_uuid, instance_uuid, timeout)
+                return self._wait_deployed(node_uuid, instance_uuid, timeout,
+                                           guard)
+        self._associate(node, instance_uuid, image_source, guard)
+        self._provision_active(node_uuid, instance_uuid, guard)
+        return self._wait_deployed(node_uuid, instance_uuid, timeout, guard)
 
-    def undeploy(self, node_uuid: str, *, timeout: float) -> Node:
+    def undeploy(self, node_uuid: str, *, timeout: float,
+                 guard: WriteGuard | None = None) -> Node:
         deadline = self._clock() + timeout
         node = self._require(node_uuid)
         if node.provision_state in DEPLOYING_STATES - DELETABLE_STATES:
@@ -247,9 +255,10 @@ class IronicDriver(BaremetalDriver):
             node = self._wait(node_uuid, 'deploy before undeploy',
                               deadline - self._clock(),
                               lambda n: n.provision_state
-                              not in DEPLOYING_STATES - DELETABLE_STATES)
+                              not in DEPLOYING_STATES - DELETABLE_STATES,
+                              guard=guard)
         if node.provision_state in DELETABLE_STATES:
-            self._provision(node_uuid, 'deleted', f'node {node_uuid}')
+            self._provision(node_uuid, 'deleted', f'node {node_uuid}', guard)
         elif node.provision_state not in UNDEPLOYED_STATES | \
                 TEARING_DOWN_STATES:
             raise DriverError(f'node {node_uuid}', f'cannot undeploy from '
@@ -257,15 +266,15 @@ class IronicDriver(BaremetalDriver):
                               f'{node.last_error or "no last_error"}')
         if node.provision_state not in UNDEPLOYED_STATES:
             node = self._wait(node_uuid, 'undeploy', deadline - self._clock(),
-                              _is_available, _undeploy_failure)
+                              _is_available, _undeploy_failure, guard)
         if node.instance_uuid is not None:
             self._patch(node_uuid, [{'op': 'remove',
-                                     'path': '/instance_uuid'}])
+                                     'path': '/instance_uuid'}], guard)
             node = self._require(node_uuid)
         return node
 
     def set_power(self, node_uuid: str, target: str, *,
-                  timeout: float) -> Node:
+                  timeout: float, guard: WriteGuard | None = None) -> Node:
         if target not in POWER_TARGETS:
             raise ValueError(f'power target must be one of '
                              f'{sorted(POWER_TARGETS)}, not {target!r}')
@@ -273,11 +282,12 @@ class IronicDriver(BaremetalDriver):
         wanted = POWER_ON if target == REBOOT else target
         before = self._power(node_uuid)
         response = self._write('put', f'/nodes/{node_uuid}/states/power',
-                               what, {'target': target})
+                               what, {'target': target}, guard)
         if response.status_code >= 400:
             raise DriverError(what, f'{target} refused: {_fault(response)}')
         deadline = self._clock() + timeout
         while True:
+            _check(guard)
             power = self._power(node_uuid)
             if power.get('target_power_state') is None:
                 break
@@ -295,7 +305,8 @@ class IronicDriver(BaremetalDriver):
         return self._require(node_uuid)
 
     def clear_instance(self, node_uuid: str, instance_uuid: str | None = None,
-                       *, timeout: float) -> Node | None:
+                       *, timeout: float,
+                       guard: WriteGuard | None = None) -> Node | None:
         what = f'node {node_uuid}'
         node = self.get_node(node_uuid)
         if node is None:
@@ -307,7 +318,7 @@ class IronicDriver(BaremetalDriver):
             return node
         if node.instance_uuid is not None and \
                 node.provision_state not in UNDEPLOYED_STATES:
-            node = self.undeploy(node_uuid, timeout=timeout)
+            node = self.undeploy(node_uuid, timeout=timeout, guard=guard)
         ops: list[dict[str, Any]] = []
         if node.instance_uuid is not None:
             ops.append({'op': 'remove', 'path': '/instance_uuid'})
@@ -315,7 +326,7 @@ class IronicDriver(BaremetalDriver):
             ops.append({'op': 'replace', 'path': '/instance_info',
                         'value': {}})
         if ops:
-            self._patch(node_uuid, ops)
+            self._patch(node_uuid, ops, guard)
             node = self._require(node_uuid)
         return node
 
@@ -345,7 +356,7 @@ class IronicDriver(BaremetalDriver):
                             'power_state,target_power_state,last_error')
 
     def _associate(self, node: Node, instance_uuid: str,
-                   image_source: str | None) -> None:
+                   image_source: str | None, guard: WriteGuard | None) -> None:
         ops: list[dict[str, Any]] = []
         if node.instance_uuid is None:
             ops.append({'op': 'add', 'path': '/instance_uuid',
@@ -356,20 +367,22 @@ class IronicDriver(BaremetalDriver):
         if not ops:
             return
         response = self._write('patch', f'/nodes/{node.uuid}',
-                               f'node {node.uuid}', ops)
+                               f'node {node.uuid}', ops, guard)
         if response.status_code < 400:
             return
         # A retried PATCH whose first attempt landed, or a racer.
         again = self._require(node.uuid)
         if again.instance_uuid == instance_uuid and response.status_code == 409:
-            self._associate(again, instance_uuid, image_source)
+            self._associate(again, instance_uuid, image_source, guard)
             return
         raise DeployFailed(node.uuid, f'cannot associate instance '
                            f'{instance_uuid}: {_fault(response)}')
 
-    def _provision_active(self, node_uuid: str, instance_uuid: str) -> None:
+    def _provision_active(self, node_uuid: str, instance_uuid: str,
+                          guard: WriteGuard | None) -> None:
         response = self._write('put', f'/nodes/{node_uuid}/states/provision',
-                               f'node {node_uuid}', {'target': 'active'})
+                               f'node {node_uuid}', {'target': 'active'},
+                               guard)
         if response.status_code < 400:
             return
         node = self._require(node_uuid)
@@ -379,7 +392,7 @@ class IronicDriver(BaremetalDriver):
         raise DeployFailed(node_uuid, _fault(response))
 
     def _wait_deployed(self, node_uuid: str, instance_uuid: str,
-                       timeout: float) -> Node:
+                       timeout: float, guard: WriteGuard | None) -> Node:
         def failure(node: Node) -> DriverError | None:
             if node.provision_state == DEPLOY_FAILED:
                 return DeployFailed(node_uuid, node.last_error
@@ -393,29 +406,34 @@ class IronicDriver(BaremetalDriver):
                                     f'{node.provision_state}')
             return None
         return self._wait(node_uuid, 'deploy', timeout,
-                          lambda n: n.provision_state == ACTIVE, failure)
+                          lambda n: n.provision_state == ACTIVE, failure,
+                          guard)
 
-    def _provision(self, node_uuid: str, target: str, what: str) -> None:
+    def _provision(self, node_uuid: str, target: str, what: str,
+                   guard: WriteGuard | None) -> None:
         response = self._write('put', f'/nodes/{node_uuid}/states/provision',
-                               what, {'target': target})
+                               what, {'target': target}, guard)
         if response.status_code >= 400:
             raise DriverError(what, f'provision {target!r} refused: '
                               f'{_fault(response)}')
 
-    def _patch(self, node_uuid: str, ops: list[dict[str, Any]]) -> None:
+    def _patch(self, node_uuid: str, ops: list[dict[str, Any]],
+               guard: WriteGuard | None) -> None:
         what = f'node {node_uuid}'
-        response = self._write('patch', f'/nodes/{node_uuid}', what, ops)
+        response = self._write('patch', f'/nodes/{node_uuid}', what, ops,
+                               guard)
         if response.status_code >= 400:
             raise DriverError(what, f'update refused: {_fault(response)}')
 
     def _wait(self, node_uuid: str, operation: str, timeout: float,
               done: Callable[[Node], bool],
-              failure: Callable[[Node], DriverError | None] = lambda n: None
-              ) -> Node:
+              failure: Callable[[Node], DriverError | None] = lambda n: None,
+              guard: WriteGuard | None = None) -> Node:
         """Poll the node until ``done``; raise ``failure``'s error or a
-        timeout."""
+        timeout (or what ``guard`` raises, checked before each poll)."""
         deadline = self._clock() + max(timeout, 0.0)
         while True:
+            _check(guard)
             node = self._require(node_uuid)
             error = failure(node)
             if error is not None:
@@ -427,12 +445,15 @@ class IronicDriver(BaremetalDriver):
                                         node.provision_state)
             self._sleep(self._poll_interval)
 
-    def _write(self, method: str, path: str, what: str, body: Any) -> Any:
+    def _write(self, method: str, path: str, what: str, body: Any,
+               guard: WriteGuard | None) -> Any:
         """One PATCH/PUT, retried on connection errors, 5xx and NodeLocked;
-        any other answer (success or refusal) is returned."""
+        any other answer (success or refusal) is returned. ``guard`` is
+        checked before every attempt: what it raises is not retried."""
         call = getattr(self._conn.baremetal, method)
 
         def once() -> Any:
+            _check(guard)
             response = call(path, json=body, microversion=API_VERSION,
                             raise_exc=False, connect_retries=0)
             status = response.status_code
@@ -482,6 +503,11 @@ class IronicDriver(BaremetalDriver):
         if not isinstance(body, dict):
             raise DriverError(what, f'unexpected answer {body!r:.200}')
         return body
+
+
+def _check(guard: WriteGuard | None) -> None:
+    if guard is not None:
+        guard.check()
 
 
 def _is_available(node: Node) -> bool:

@@ -22,10 +22,14 @@ class Rehomer:
         self.adopt = list(adopt)
         self.steps: list[tuple] = []
 
-    def step(self, plan, member_epoch):
+    def step(self, plan, member_epoch, standing):
+        assert standing is STANDING
         self.steps.append((list(plan.members), dict(plan.orphans), member_epoch))
         adopted, self.adopt = self.adopt, []
         return adopted
+
+
+STANDING = object()  # the fleet, passed through to the re-homing
 
 
 @pytest.fixture
@@ -60,7 +64,7 @@ def test_a_join_makes_resume_due_at_once(engine, audit_path):
 def test_orphans_are_left_alone_until_the_fleet_planned(engine, audit_path):
     rehomer = Rehomer("i1")
     host = hosting(engine, audit_path, rehomer)
-    assert host.rehome_orphans(None) == []
+    assert host.rehome_orphans(None, STANDING) == []
     assert rehomer.steps == [] and not host.resume_due()
 
 
@@ -71,14 +75,14 @@ def test_adopted_instances_are_audited_and_resumed(engine, audit_path):
     # n9 hosts an instance of a host that is gone: an orphan.
     plan = compute_plan(members, held=(), nodes={"n1", "n9"}, instance_hosts={"n9": "gone"},
                         host="c1")
-    assert host.rehome_orphans(plan) == ["i1", "i2"]
+    assert host.rehome_orphans(plan, STANDING) == ["i1", "i2"]
     assert rehomer.steps == [([Member("c1", 1, False), Member("c2", 2, True)], {"n9": "gone"},
                               42)]
     records = audit_log.read(audit_path)
     assert [(r["event"], r["instance"], r["member_epoch"]) for r in records] == \
         [("rehome", "i1", 42), ("rehome", "i2", 42)]
     assert host.resume_due()
-    assert host.rehome_orphans(plan) == [] and not host.resume_due()
+    assert host.rehome_orphans(plan, STANDING) == [] and not host.resume_due()
 
 
 def test_instance_hosts_keep_the_last_answer_when_the_database_fails(engine, audit_path,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from computed.fleet.audit import AuditLog, read
 from computed.fleet.fence import Fence, SessionState
 from computed.fleet.reconciler import Fleet, FleetState
@@ -252,3 +254,49 @@ def test_run_joins_follows_events_then_drains_and_leaves(tmp_path):
     assert not thread.is_alive()
     assert a.fleet.state is FleetState.STOPPED
     assert a.held() == set() and ensemble.claims == {} and "a" not in ensemble.members
+
+
+# --- the guard of in-flight actions, and the standing the re-homing asks for ------------------
+
+def test_a_guard_holds_while_the_claim_is_held_and_the_fence_allows(tmp_path):
+    from computed.fleet.claims import NotOurs
+    ensemble, a = settled_alone(tmp_path)
+    node = sorted(a.held())[0]
+    guard = a.fleet.guard(a.claims.get(node))
+    guard.check()
+    a.clock.now += SESSION  # past the lease: no round trip renewed it
+    with pytest.raises(NotOurs, match=f"node {node}: .*fence refuses"):
+        guard.check()
+    assert a.fence.renew(lambda: None)
+    guard.check()
+    a.fence.suspended()
+    with pytest.raises(NotOurs, match="session suspended"):
+        guard.check()
+
+
+def test_a_guard_fails_once_its_claim_is_released_lost_or_replaced(tmp_path):
+    from computed.fleet.claims import NotOurs
+    ensemble, a = settled_alone(tmp_path)
+    first, second = sorted(a.held())[:2]
+    released = a.fleet.guard(a.claims.get(first))
+    a.claims.release([first])
+    with pytest.raises(NotOurs, match="no longer held"):
+        released.check()
+    a.fleet.reconcile()  # claimed again: a new claim epoch, the old guard stays dead
+    assert a.claims.get(first) is not None
+    with pytest.raises(NotOurs):
+        released.check()
+    a.fleet.guard(a.claims.get(first)).check()
+    lost = a.fleet.guard(a.claims.get(second))
+    a.claims.forget()
+    with pytest.raises(NotOurs):
+        lost.check()
+
+
+def test_may_act_as_only_under_the_current_member_epoch_while_the_fence_allows(tmp_path):
+    ensemble, a = settled_alone(tmp_path)
+    epoch = a.membership.member_epoch
+    assert a.fleet.may_act_as(epoch)
+    assert not a.fleet.may_act_as(epoch - 1)
+    a.fence.suspended()
+    assert not a.fleet.may_act_as(epoch)

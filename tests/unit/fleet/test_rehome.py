@@ -26,6 +26,7 @@ def plan(members, orphans, host):
 
 
 MEMBERS = [Member("a"), Member("b")]
+EPOCHS = {"a": 70, "b": 80}
 NODES = [f"00000000-0000-0000-0000-{i:012d}" for i in range(40)]
 INSTANCES = [f"11111111-0000-0000-0000-{i:012d}" for i in range(40)]
 
@@ -36,13 +37,12 @@ def test_orphans_are_adopted_only_after_the_grace_and_only_by_their_adopter(engi
     orphans = {node: "dead" for node in NODES}
     clock = Clock()
     rehomers = {name: Rehomer(engine, name, grace=30, clock=clock) for name in ("a", "b")}
-    assert rehomers["a"].step(plan(MEMBERS, orphans, "a"), member_epoch=70) == []
-    assert rehomers["b"].step(plan(MEMBERS, orphans, "b"), member_epoch=80) == []
+    assert rehomers["a"].step(plan(MEMBERS, orphans, "a"), 70, Standing(70)) == []
+    assert rehomers["b"].step(plan(MEMBERS, orphans, "b"), 80, Standing(80)) == []
     clock.now = 29.9
-    assert rehomers["a"].step(plan(MEMBERS, orphans, "a"), member_epoch=70) == []
+    assert rehomers["a"].step(plan(MEMBERS, orphans, "a"), 70, Standing(70)) == []
     clock.now = 30
-    adopted = {name: r.step(plan(MEMBERS, orphans, name),
-                            member_epoch=70 if name == "a" else 80)
+    adopted = {name: r.step(plan(MEMBERS, orphans, name), EPOCHS[name], Standing(EPOCHS[name]))
                for name, r in rehomers.items()}
     expected = adopters(MEMBERS, orphans)
     hosts = db_api.instance_hosts(engine)
@@ -55,13 +55,14 @@ def test_a_node_that_stops_being_orphaned_restarts_its_grace(engine):
     instance(engine, INSTANCES[0], NODES[0], "dead", 5)
     clock = Clock()
     rehomer = Rehomer(engine, "a", grace=10, clock=clock)
-    rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70)
+    rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70, Standing(70))
     clock.now = 8
-    rehomer.step(plan([Member("a")], {}, "a"), 70)  # its host came back
+    rehomer.step(plan([Member("a")], {}, "a"), 70, Standing(70))  # its host came back
     clock.now = 12
-    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70) == []
+    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70, Standing(70)) == []
     clock.now = 22
-    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70) == [INSTANCES[0]]
+    adopted = rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70, Standing(70))
+    assert adopted == [INSTANCES[0]]
 
 
 def test_a_returning_daemon_keeps_its_own_but_not_what_was_rehomed(engine):
@@ -82,9 +83,9 @@ def test_a_nodeless_instance_of_a_gone_host_is_adopted_too(engine):
     clock = Clock()
     rehomers = {name: Rehomer(engine, name, grace=5, clock=clock) for name in ("a", "b")}
     for name, rehomer in rehomers.items():
-        assert rehomer.step(plan(MEMBERS, {}, name), 70) == []
+        assert rehomer.step(plan(MEMBERS, {}, name), 70, Standing(70)) == []
     clock.now = 5
-    adopted = {name: rehomer.step(plan(MEMBERS, {}, name), 70)
+    adopted = {name: rehomer.step(plan(MEMBERS, {}, name), 70, Standing(70))
                for name, rehomer in rehomers.items()}
     assert sorted(adopted.values()) == [[], [INSTANCES[0]]]
     winner = next(name for name, got in adopted.items() if got)
@@ -99,5 +100,47 @@ def test_a_stale_view_never_takes_an_instance_from_its_new_host(engine):
     clock = Clock()
     rehomer = Rehomer(engine, "a", grace=0, clock=clock)
     # a still believes the node is orphaned from "dead" (its view is a pass behind).
-    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70) == []
+    assert rehomer.step(plan([Member("a")], {NODES[0]: "dead"}, "a"), 70, Standing(70)) == []
     assert db_api.get_instance(engine, INSTANCES[0]).host == "b"
+
+
+class Standing:
+    """The fleet as the re-homing asks it: may this daemon act under ``member_epoch`` now?"""
+
+    def __init__(self, member_epoch, allowed=True):
+        self.member_epoch = member_epoch
+        self.allowed = allowed
+        self.asked = 0
+
+    def may_act_as(self, member_epoch):
+        self.asked += 1
+        return self.allowed and member_epoch == self.member_epoch
+
+
+def test_the_compare_and_set_uses_the_member_epoch_seen_when_the_orphan_was_found(engine):
+    # "dead" is seen gone at member epoch 5; before the grace ends it comes back (its rejoin
+    # moves the instance to its new member epoch 12) but the adopter's plan is a pass behind.
+    instance(engine, INSTANCES[0], NODES[0], "dead", 5)
+    clock = Clock()
+    rehomer = Rehomer(engine, "a", grace=10, clock=clock)
+    stale = plan([Member("a")], {NODES[0]: "dead"}, "a")
+    assert rehomer.step(stale, 70, Standing(70)) == []
+    assert readopt_own(engine, "dead", 12) == [INSTANCES[0]]
+    clock.now = 10
+    assert rehomer.step(stale, 70, Standing(70)) == []
+    row = db_api.get_instance(engine, INSTANCES[0])
+    assert (row.host, row.member_epoch) == ("dead", 12)  # the live daemon keeps it
+
+
+def test_nothing_is_rehomed_while_the_fence_refuses(engine):
+    instance(engine, INSTANCES[0], NODES[0], "dead", 5)
+    clock = Clock()
+    rehomer = Rehomer(engine, "a", grace=0, clock=clock)
+    orphaned = plan([Member("a")], {NODES[0]: "dead"}, "a")
+    refusing = Standing(70, allowed=False)
+    assert rehomer.step(orphaned, 70, refusing) == []
+    assert refusing.asked and db_api.get_instance(engine, INSTANCES[0]).host == "dead"
+    # a member epoch that is no longer the fleet's (it rejoined since) is refused too
+    assert rehomer.step(orphaned, 69, Standing(70)) == []
+    assert db_api.get_instance(engine, INSTANCES[0]).host == "dead"
+    assert rehomer.step(orphaned, 70, Standing(70)) == [INSTANCES[0]]

@@ -45,7 +45,13 @@ class FakeDriver(BaremetalDriver):
     def get_node(self, uuid):
         return self._node(uuid) if uuid in self.nodes else None
 
-    def deploy(self, node_uuid, instance_uuid, image_source, *, timeout):
+    @staticmethod
+    def _check(guard):
+        if guard is not None:
+            guard.check()
+
+    def deploy(self, node_uuid, instance_uuid, image_source, *, timeout, guard=None):
+        self._check(guard)
         self.calls.append(('deploy', node_uuid, instance_uuid))
         n = self.nodes[node_uuid]
         if n['instance_uuid'] not in (None, instance_uuid):
@@ -59,7 +65,8 @@ class FakeDriver(BaremetalDriver):
         n.update(provision_state='active', power_state=POWER_ON)
         return self._node(node_uuid)
 
-    def undeploy(self, node_uuid, *, timeout):
+    def undeploy(self, node_uuid, *, timeout, guard=None):
+        self._check(guard)
         self.calls.append(('undeploy', node_uuid))
         if node_uuid in self.fail_undeploy:
             raise DriverError(f'node {node_uuid}', self.fail_undeploy[node_uuid])
@@ -67,22 +74,42 @@ class FakeDriver(BaremetalDriver):
                                      instance_info={}, power_state=POWER_OFF)
         return self._node(node_uuid)
 
-    def set_power(self, node_uuid, target, *, timeout):
+    def set_power(self, node_uuid, target, *, timeout, guard=None):
+        self._check(guard)
         self.calls.append(('power', node_uuid, target))
         if node_uuid in self.fail_power:
             raise DriverError(f'node {node_uuid}', self.fail_power[node_uuid])
         self.nodes[node_uuid]['power_state'] = POWER_ON if target == REBOOT else target
         return self._node(node_uuid)
 
-    def clear_instance(self, node_uuid, instance_uuid=None, *, timeout):
+    def clear_instance(self, node_uuid, instance_uuid=None, *, timeout, guard=None):
+        self._check(guard)
         self.calls.append(('clear', node_uuid, instance_uuid))
         n = self.nodes[node_uuid]
         if instance_uuid is not None and n['instance_uuid'] not in (None, instance_uuid):
             return self._node(node_uuid)
         if n['provision_state'] != 'available':
-            self.undeploy(node_uuid, timeout=timeout)
+            self.undeploy(node_uuid, timeout=timeout, guard=guard)
         n.update(instance_uuid=None, instance_info={})
         return self._node(node_uuid)
+
+
+class NotOurs(Exception):
+    pass
+
+
+class Guard:
+    """A write guard that allows the first ``allowed`` checks, then raises :class:`NotOurs` (the
+    daemon lost the node meanwhile)."""
+
+    def __init__(self, allowed=None):
+        self.allowed = allowed
+        self.checks = 0
+
+    def check(self):
+        self.checks += 1
+        if self.allowed is not None and self.checks > self.allowed:
+            raise NotOurs(f'check {self.checks}')
 
 
 @dataclasses.dataclass

@@ -1,6 +1,7 @@
 """computed.instances.lifecycle: every transition, its fencing, and resume from each
 transitional state."""
 
+import dataclasses
 import uuid
 
 import pytest
@@ -9,7 +10,7 @@ from computed.baremetal.driver import POWER_OFF, POWER_ON, DeployFailed
 from computed.db import api, models
 from computed.db.api import InstanceConflict, InstanceNotFound
 from computed.instances import lifecycle, scheduler
-from tests.unit.instance.fakes import FakeDriver, FakePlacement
+from tests.unit.instance.fakes import FakeDriver, FakePlacement, Guard, NotOurs
 
 RC = 'CUSTOM_GOLD'
 NODE = '11111111-1111-1111-1111-111111111111'
@@ -226,3 +227,33 @@ def test_resume_leaves_stable_states_alone_and_resume_all_takes_only_its_own(wor
     other = lifecycle.Owner(world.engine, world.driver, world.placement, 'c1', 8)
     _force(world, row, models.REBOOTING)
     assert lifecycle.resume_all(other) == []  # an older epoch's instance is not this epoch's
+
+
+# -- guarded writes: a daemon that lost the node stops writing to it ---------------------------
+
+def test_a_failed_build_whose_node_was_lost_meanwhile_does_not_wipe_it(world):
+    # The deploy failed on this daemon's side (its view); meanwhile the node went to a peer,
+    # which deployed the instance again. Unwinding here would undeploy the peer's deployment.
+    world.driver.fail_deploy[NODE] = 'timed out'
+    guard = Guard(allowed=1)  # the deploy's write; lost after it
+    row = scheduled(world)
+    with pytest.raises(NotOurs):
+        lifecycle.build(dataclasses.replace(world, guard=guard), row.uuid)
+    assert [c[0] for c in world.driver.calls] == ['deploy']  # no clear, no undeploy
+    assert world.driver.nodes[NODE]['instance_uuid'] == row.uuid
+    assert api.get_instance(world.engine, row.uuid).state == models.BUILDING  # for the next owner
+    assert world.placement.allocations == {row.uuid: NODE}
+
+
+@pytest.mark.parametrize('operation', ['delete', 'stop', 'reboot'])
+def test_an_operation_whose_guard_refuses_writes_nothing_to_ironic(world, operation):
+    row = active(world)
+    calls = len(world.driver.calls)
+    with pytest.raises(NotOurs):
+        getattr(lifecycle, operation)(dataclasses.replace(world, guard=Guard(allowed=0)),
+                                      row.uuid)
+    assert len(world.driver.calls) == calls
+    assert world.driver.nodes[NODE]['provision_state'] == 'active'
+    assert world.placement.allocations == {row.uuid: NODE}
+    # left in its transitional state, which the owner of the node resumes
+    assert api.get_instance(world.engine, row.uuid).state in models.TRANSITIONAL_STATES

@@ -134,23 +134,30 @@ def test_racing_builds_for_the_last_node_never_share_it(engine):
 
 
 class RecordingCompute:
-    def __init__(self):
+    """Records each cast with the instance's state in the database when it was cast."""
+
+    def __init__(self, engine):
+        self.engine = engine
         self.casts = []
 
     def __getattr__(self, name):
-        return lambda host, instance_uuid: self.casts.append((name, host, instance_uuid))
+        def cast(host, instance_uuid, member_epoch):
+            state = api.get_instance(self.engine, instance_uuid).state
+            self.casts.append((name, host, instance_uuid, member_epoch, state))
+        return cast
 
 
 def test_server_api_casts_build_to_the_owner_and_actions_to_the_current_host(engine):
     placement = FakePlacement()
     placement.add(A, RC)
-    compute = RecordingCompute()
+    compute = RecordingCompute(engine)
     servers = ServerAPI(engine, placement, compute, owners('c1', 3))
     row = servers.create('gold')
-    assert compute.casts == [('build_instance', 'c1', row.uuid)]
+    assert compute.casts == [('build_instance', 'c1', row.uuid, 3, 'BUILDING')]
+    api.set_instance_state(engine, row.uuid, models.ACTIVE)
     api.rehome_instance(engine, row.uuid, 'c1', 3, 'c3', 5)
     servers.action('reboot', row.uuid)
-    assert compute.casts[-1] == ('reboot_instance', 'c3', row.uuid)
+    assert compute.casts[-1] == ('reboot_instance', 'c3', row.uuid, 5, 'REBOOTING')
     api.set_instance_state(engine, row.uuid, models.DELETED)
     servers.action('delete', row.uuid)  # already deleted: nothing cast
     assert len(compute.casts) == 2
@@ -178,3 +185,51 @@ def test_when_every_candidate_was_taken_placement_is_asked_again(engine):
     assert row.node_uuid == C
     assert sum(1 for method, path in placement.requests
                if path.startswith('/allocation_candidates')) == 2
+
+
+@pytest.mark.parametrize('action, before, recorded', [
+    ('delete', 'ERROR', 'DELETING'), ('delete', 'BUILDING', 'DELETING'),
+    ('stop', 'ACTIVE', 'STOPPING'), ('start', 'STOPPED', 'STARTING'),
+    ('reboot', 'STOPPED', 'REBOOTING'), ('stop', 'STOPPING', 'STOPPING')])
+def test_an_action_is_recorded_as_a_transitional_state_before_it_is_cast(engine, action,
+                                                                         before, recorded):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    compute = RecordingCompute(engine)
+    servers = ServerAPI(engine, placement, compute, owners('c1', 3))
+    row = servers.create('gold')
+    api.set_instance_state(engine, row.uuid, before, 'an old fault')
+    after = servers.action(action, row.uuid)
+    assert after.state == recorded
+    assert compute.casts[-1] == (f'{action}_instance', 'c1', row.uuid, 3, recorded)
+    # a delete keeps the fault visible until DELETED; a power action starts afresh
+    assert after.fault == ('an old fault' if action == 'delete' or before == recorded
+                           else None)
+
+
+@pytest.mark.parametrize('action, state', [('stop', 'BUILDING'), ('start', 'DELETING'),
+                                           ('reboot', 'STOPPING'), ('stop', 'ERROR')])
+def test_an_action_the_state_does_not_allow_is_refused_and_never_cast(engine, action, state):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    compute = RecordingCompute(engine)
+    servers = ServerAPI(engine, placement, compute, owners('c1', 3))
+    row = servers.create('gold')
+    api.set_instance_state(engine, row.uuid, state)
+    with pytest.raises(api.InstanceConflict, match=f'found state {state}'):
+        servers.action(action, row.uuid)
+    assert [cast[0] for cast in compute.casts] == ['build_instance']
+    assert api.get_instance(engine, row.uuid).state == state
+
+
+@pytest.mark.parametrize('action, state', [('stop', 'STOPPED'), ('start', 'ACTIVE'),
+                                           ('delete', 'DELETED')])
+def test_an_action_with_nothing_to_do_records_and_casts_nothing(engine, action, state):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    compute = RecordingCompute(engine)
+    servers = ServerAPI(engine, placement, compute, owners('c1', 3))
+    row = servers.create('gold')
+    api.set_instance_state(engine, row.uuid, state)
+    assert servers.action(action, row.uuid).state == state
+    assert [cast[0] for cast in compute.casts] == ['build_instance']

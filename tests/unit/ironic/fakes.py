@@ -29,6 +29,8 @@ class FakeBaremetal:
         self.records = sorted(records, key=lambda r: str(r.get('uuid')))
         self.failures: list = []
         self.requests: list[tuple[str, dict]] = []
+        self.write_failures: list[int] = []  # statuses the next writes answer with
+        self.writes: list[tuple[str, str, object]] = []
 
     def get(self, path, params=None, microversion=None, raise_exc=True,
             connect_retries=None):
@@ -46,6 +48,18 @@ class FakeBaremetal:
             if record.get('uuid') == uuid:
                 return FakeResponse(200, record)
         return FakeResponse(404, {'error_message': 'not found'})
+
+    def put(self, path, json=None, microversion=None, raise_exc=True, connect_retries=None):
+        return self._write('PUT', path, json)
+
+    def patch(self, path, json=None, microversion=None, raise_exc=True, connect_retries=None):
+        return self._write('PATCH', path, json)
+
+    def _write(self, method, path, body):
+        self.writes.append((method, path, body))
+        if self.write_failures:
+            return FakeResponse(self.write_failures.pop(0), {'error_message': 'injected'})
+        return FakeResponse(202, {})
 
     def _list(self, params):
         records = [r for r in self.records

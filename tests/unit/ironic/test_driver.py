@@ -189,3 +189,62 @@ def test_other_keystoneauth_errors_are_configuration_errors():
         driver.list_nodes()
     assert not isinstance(info.value, DriverUnavailable) and slept == []
     assert 'EndpointNotFound' in str(info.value)
+
+
+# -- the caller's write guard: checked before every write, each retry included ---------------
+
+I1, I2 = '11111111-2222-3333-4444-000000000001', '11111111-2222-3333-4444-000000000002'
+
+
+class Revoked(Exception):
+    pass
+
+
+class Guard:
+    """Allows the first ``allowed`` checks, then raises (the caller lost the node)."""
+
+    def __init__(self, allowed):
+        self.allowed = allowed
+        self.checks = 0
+
+    def check(self):
+        self.checks += 1
+        if self.checks > self.allowed:
+            raise Revoked(f'check {self.checks}')
+
+
+def test_a_retried_write_is_not_sent_once_the_guard_refuses():
+    node = record(power_state='power on')
+    driver, baremetal, slept = make([node])
+    baremetal.write_failures = [503, 503]
+    with pytest.raises(Revoked):
+        driver.set_power(node['uuid'], 'power off', timeout=10, guard=Guard(allowed=1))
+    assert [w[0] for w in baremetal.writes] == ['PUT']  # the retry was never sent
+    assert len(slept) == 1
+
+
+@pytest.mark.parametrize('operation', ['undeploy', 'clear_instance', 'deploy', 'set_power'])
+def test_nothing_is_written_when_the_guard_refuses_from_the_start(operation):
+    node = record(provision_state='active', instance_uuid=I1,
+                  uuid='7f6ad5a2-6b52-4f47-9d61-0d6f1b1f2a01')
+    driver, baremetal, _ = make([node])
+    call = {'undeploy': lambda g: driver.undeploy(node['uuid'], timeout=10, guard=g),
+            'clear_instance': lambda g: driver.clear_instance(node['uuid'], I1, timeout=10,
+                                                              guard=g),
+            'deploy': lambda g: driver.deploy(node['uuid'], I2, None, timeout=10, guard=g),
+            'set_power': lambda g: driver.set_power(node['uuid'], 'power off', timeout=10,
+                                                    guard=g)}[operation]
+    if operation == 'deploy':
+        node.update(instance_uuid=None, provision_state='available')
+    with pytest.raises(Revoked):
+        call(Guard(allowed=0))
+    assert baremetal.writes == []
+
+
+def test_a_wait_stops_once_the_guard_refuses():
+    node = record(provision_state='deploying', instance_uuid=I1)
+    driver, baremetal, slept = make([node])
+    guard = Guard(allowed=3)
+    with pytest.raises(Revoked):
+        driver.deploy(node['uuid'], I1, None, timeout=3600, guard=guard)
+    assert baremetal.writes == [] and len(slept) < 5

@@ -1,0 +1,114 @@
+"""ClaimTable's watch on the claims it holds, driven by a stand-in kazoo client whose answers
+the test delivers by hand (the order of ZooKeeper's events and replies is the point)."""
+
+from __future__ import annotations
+
+import types
+
+from kazoo.protocol.states import EventType
+
+from computed.fleet.audit import AuditLog, read
+from computed.fleet.claims import ClaimTable
+
+
+class Answer:
+    """A kazoo async result the test resolves: ``resolve(stat)`` runs the rawlinked callbacks."""
+
+    def __init__(self):
+        self.callbacks = []
+        self.value = None
+
+    def rawlink(self, callback):
+        self.callbacks.append(callback)
+
+    def get(self):
+        return self.value
+
+    def get_nowait(self):
+        return self.value
+
+    def resolve(self, value):
+        self.value = value
+        for callback in self.callbacks:
+            callback(self)
+
+
+class Client:
+    """create_async succeeds with the next zxid; exists_async answers are queued per path."""
+
+    client_id = (1, b"")
+
+    def __init__(self):
+        self.zxid = 100
+        self.watches = {}
+        self.exists = []  # (path, Answer) in request order
+
+    def create_async(self, path, value, ephemeral, include_data):
+        self.zxid += 1
+        answer = Answer()
+        answer.value = (path, types.SimpleNamespace(czxid=self.zxid))
+        return answer
+
+    def exists_async(self, path, watch=None):
+        self.watches[path] = watch
+        answer = Answer()
+        self.exists.append((path, answer))
+        return answer
+
+    def delete_async(self, path):
+        answer = Answer()
+        return answer
+
+    def fire(self, path, event_type):
+        watch = self.watches.pop(path)
+        watch(types.SimpleNamespace(type=event_type, path=path, state="CONNECTED"))
+
+
+def table(tmp_path, freed):
+    client = Client()
+    return ClaimTable(client, "/computed/fleet", "c1", AuditLog(str(tmp_path / "a"), "c1"),
+                      on_freed=freed.append), client
+
+
+def stat(czxid):
+    return types.SimpleNamespace(czxid=czxid)
+
+
+def test_a_held_claim_deleted_behind_our_back_is_dropped_and_the_reconciler_woken(tmp_path):
+    freed = []
+    claims, client = table(tmp_path, freed)
+    [claim] = claims.acquire(["n1"], member_epoch=7, term=1).acquired
+    path, answer = client.exists[-1]
+    answer.resolve(stat(claim.epoch))  # the watch is set, the claim is ours
+    assert claims.get("n1") == claim
+    client.fire(path, EventType.DELETED)
+    client.exists[-1][1].resolve(None)  # looked again: gone
+    assert claims.get("n1") is None and freed == ["n1"]
+    assert [(r["event"], r.get("lost")) for r in read(tmp_path / "a")] == [
+        ("claim", None), ("release", True)]
+
+
+def test_a_late_event_of_a_released_claim_never_drops_the_claim_taken_since(tmp_path):
+    freed = []
+    claims, client = table(tmp_path, freed)
+    [first] = claims.acquire(["n1"], member_epoch=7, term=1).acquired
+    path, answer = client.exists[-1]
+    answer.resolve(stat(first.epoch))
+    claims.release(["n1"])
+    [second] = claims.acquire(["n1"], member_epoch=7, term=1).acquired
+    client.fire(path, EventType.DELETED)  # the first claim's deletion, delivered late
+    for _, pending in client.exists:
+        pending.resolve(stat(second.epoch))
+    assert claims.get("n1") == second and freed == []
+
+
+def test_a_claim_released_by_us_is_not_watched_again(tmp_path):
+    freed = []
+    claims, client = table(tmp_path, freed)
+    claims.acquire(["n1"], member_epoch=7, term=1)
+    path, answer = client.exists[-1]
+    answer.resolve(stat(101))
+    claims.release(["n1"])
+    requests = len(client.exists)
+    client.fire(path, EventType.DELETED)
+    assert len(client.exists) == requests and freed == []

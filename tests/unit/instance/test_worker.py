@@ -1,0 +1,190 @@
+"""computed.instances.worker: the member epoch a cast carries, guarded operations, and the
+resume that makes a lost cast harmless. A stand-in fleet (always holding the claim) and the
+in-memory driver and Placement; a real (sqlite) database."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from computed.db import api, models
+from computed.fleet.claims import Claim, NotOurs
+from computed.instances import lifecycle, scheduler
+from computed.instances.rpcapi import ServerAPI
+from computed.instances.worker import InstanceWorker
+from tests.unit.instance.fakes import FakeDriver, FakePlacement
+
+RC = 'CUSTOM_GOLD'
+NODE = '11111111-1111-1111-1111-111111111111'
+EPOCH = 7
+
+
+class Fleet:
+    """Holds every claim; ``lost`` makes every guard refuse (the claim went meanwhile)."""
+
+    def __init__(self):
+        self.lost = False
+        self.acts = []
+
+    def claim_for(self, node):
+        return Claim(node, 1, 1)
+
+    def wake(self):
+        pass
+
+    def act(self, node, action, do, **details):
+        self.acts.append((node, action))
+        do(self.claim_for(node))
+        return True
+
+    def guard(self, claim):
+        fleet = self
+
+        class Guard:
+            def check(self):
+                if fleet.lost:
+                    raise NotOurs(claim.node, claim.epoch, 'the claim is no longer held')
+        return Guard()
+
+
+class Dropped:
+    """A bus that loses every cast (acked, never delivered)."""
+
+    def __getattr__(self, name):
+        return lambda host, instance_uuid, member_epoch: None
+
+
+@pytest.fixture
+def world(engine):
+    driver, placement = FakeDriver(NODE), FakePlacement()
+    placement.add(NODE, RC)
+    owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=EPOCH)
+    fleet = Fleet()
+    worker = InstanceWorker(fleet, lambda: owner, workers=2, claim_wait=1)
+    yield owner, fleet, worker
+    worker.stop()
+
+
+def active(owner):
+    row = scheduler.schedule(owner.placement, owner.engine, RC,
+                             owner_of=lambda node: (owner.host, owner.member_epoch))
+    return lifecycle.build(owner, row.uuid)
+
+
+def wait_state(owner, uuid, states, timeout=10):
+    deadline = time.monotonic() + timeout
+    while True:
+        row = api.get_instance(owner.engine, uuid)
+        if row.state in states or time.monotonic() > deadline:
+            return row
+        time.sleep(0.01)
+
+
+def test_a_cast_for_another_member_epoch_is_refused_in_one_line(world, caplog):
+    owner, fleet, worker = world
+    row = active(owner)
+    caplog.set_level(logging.WARNING)
+    worker.stop_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH - 1)
+    assert fleet.acts == []
+    refusals = [r for r in caplog.records if 'refusing' in r.getMessage()]
+    assert len(refusals) == 1 and row.uuid in refusals[0].getMessage()
+    assert f'member epoch {EPOCH - 1}' in refusals[0].getMessage()
+    assert refusals[0].exc_info is None
+    assert api.get_instance(owner.engine, row.uuid).state == models.ACTIVE
+
+
+@pytest.mark.parametrize('epoch', ['7', 7.0, True, [7], {'e': 7}])
+def test_a_member_epoch_that_is_not_an_integer_is_dropped(world, caplog, epoch):
+    owner, fleet, worker = world
+    row = active(owner)
+    assert worker.submit('stop_instance', row.uuid, epoch) is False
+    assert fleet.acts == []
+    assert [r.levelno for r in caplog.records if 'not an integer' in r.getMessage()] == [
+        logging.ERROR]
+
+
+@pytest.mark.parametrize('epoch', [EPOCH, None])  # None: a 1.0 sender, which sends none
+def test_a_cast_for_the_current_member_epoch_or_none_runs(world, epoch):
+    owner, fleet, worker = world
+    row = active(owner)
+    worker.stop_instance({}, instance_uuid=row.uuid, member_epoch=epoch)
+    assert wait_state(owner, row.uuid, {models.STOPPED}).state == models.STOPPED
+
+
+def test_an_operation_that_loses_its_claim_stops_writing_and_says_so(world, caplog):
+    owner, fleet, worker = world
+    row = active(owner)
+    fleet.lost = True
+    calls = len(owner.driver.calls)
+    caplog.set_level(logging.WARNING)
+    worker.delete_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH)
+    deadline = time.monotonic() + 10
+    while not any('stopped' in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stopped = [r for r in caplog.records if 'stopped' in r.getMessage()]
+    assert len(stopped) == 1 and stopped[0].exc_info is None
+    assert 'no longer held' in stopped[0].getMessage()
+    assert len(owner.driver.calls) == calls  # nothing written to Ironic
+    assert api.get_instance(owner.engine, row.uuid).state == models.DELETING  # resumable
+
+
+@pytest.mark.parametrize('action, final', [('stop', models.STOPPED), ('reboot', models.ACTIVE),
+                                           ('delete', models.DELETED)])
+def test_a_lost_cast_is_carried_out_by_the_next_resume(world, action, final):
+    owner, fleet, worker = world
+    row = active(owner)
+    servers = ServerAPI(owner.engine, owner.placement, Dropped(),
+                        lambda node: (owner.host, owner.member_epoch))
+    assert servers.action(action, row.uuid).state in models.TRANSITIONAL_STATES
+    worker.resume_all()  # what the daemon does every [fleet] resume_interval
+    assert wait_state(owner, row.uuid, {final}).state == final
+
+
+def test_a_lost_cast_whose_node_is_gone_ends_in_a_visible_error(world):
+    owner, fleet, worker = world
+    row = active(owner)
+    servers = ServerAPI(owner.engine, owner.placement, Dropped(),
+                        lambda node: (owner.host, owner.member_epoch))
+    servers.action('stop', row.uuid)
+    owner.driver.fail_power[NODE] = 'BMC unreachable'
+    owner.driver.nodes[NODE]['power_state'] = None
+    worker.resume_all()
+    row = wait_state(owner, row.uuid, {models.ERROR})
+    assert row.state == models.ERROR and 'BMC unreachable' in row.fault
+
+
+def test_resume_leaves_alone_what_is_queued_or_running_here(world):
+    owner, fleet, worker = world
+    row = active(owner)
+    api.set_instance_state(owner.engine, row.uuid, models.STOPPING)
+    release = threading.Event()
+    started = threading.Event()
+    blocked = owner.driver.set_power
+
+    def slow_power(node_uuid, target, *, timeout, guard=None):
+        started.set()
+        release.wait(10)
+        return blocked(node_uuid, target, timeout=timeout, guard=guard)
+    owner.driver.set_power = slow_power
+    worker.stop_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH)
+    assert started.wait(10)
+    assert worker.busy() == {row.uuid}
+    acts = len(fleet.acts)
+    worker.resume_all()
+    time.sleep(0.2)  # give a (wrong) resume the chance to be queued
+    assert len(fleet.acts) == acts and worker.busy() == {row.uuid}
+    release.set()
+    assert wait_state(owner, row.uuid, {models.STOPPED}).state == models.STOPPED
+
+
+def test_a_huge_bad_field_makes_a_short_line(world, caplog):
+    owner, fleet, worker = world
+    assert worker.submit('stop_instance', 'x' * 10**6) is False
+    assert worker.submit('stop_instance', '11111111-2222-3333-4444-555555555555',
+                         'x' * 10**6) is False
+    lines = [r.getMessage() for r in caplog.records if 'dropping' in r.getMessage()]
+    assert len(lines) == 2 and all(len(line) < 300 for line in lines)
