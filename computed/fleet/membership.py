@@ -173,9 +173,11 @@ class Membership:
                      if (entry.name, entry.czxid) not in self._reported]
             self._reported = {(entry.name, entry.czxid) for entry in view.ignored}
         for entry in fresh:
+            # The name is anybody's choice: cut it to fit one line.
+            name = entry.name if len(entry.name) <= 80 else _short(entry.name)
             LOG.error("group %s: ignoring %s/%s, it is not a live computed daemon (%s); it "
                       "gets no nodes. Delete it if nobody should have put it there.",
-                      self.group, self.members_path, entry.name, entry.reason)
+                      self.group, self.members_path, name, entry.reason)
         return view.members
 
     def ignored(self) -> list[IgnoredEntry]:

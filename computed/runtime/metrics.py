@@ -117,6 +117,9 @@ class DaemonCollector:
                       fence.state, SessionState)
         yield _gauge("lease_remaining_seconds", "Seconds the fence may still act without a "
                      "ZooKeeper round trip (0: acting on nothing).", fence.lease_remaining())
+        yield _gauge("zookeeper_session_timeout_seconds", "The session timeout ZooKeeper "
+                     "granted (it clamps the one backend_url asks for); the lease is 2/3 of it.",
+                     fence.session_timeout)
         yield _gauge("member_epoch", "Epoch of this daemon's fleet membership (new on every "
                      "join).", float(service.membership.member_epoch))
         yield from self._members()

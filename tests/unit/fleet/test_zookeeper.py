@@ -17,6 +17,7 @@ from computed.fleet.zookeeper import (
     granted_session_timeout,
     group_path,
     kazoo_client,
+    protect,
     session_timeout_bounds,
 )
 
@@ -134,3 +135,39 @@ def test_granted_session_timeout_asks_a_server_over_tls_with_the_clients_setting
 def test_a_server_that_does_not_say_is_an_error_never_a_guess(answers, message):
     with pytest.raises(SessionTimeoutUnknown, match=message):
         granted_session_timeout(Ensemble(*answers), 90)
+
+
+class Acls:
+    """Znodes with ACLs, as kazoo's client reads and sets them."""
+
+    def __init__(self, default_acl, acls):
+        self.default_acl, self.acls, self.set = default_acl, dict(acls), []
+
+    def ensure_path(self, path):
+        self.acls.setdefault(path, list(self.default_acl or [OPEN]))
+
+    def get_acls(self, path):
+        return list(self.acls[path]), None
+
+    def set_acls(self, path, acl):
+        self.set.append(path)
+        self.acls[path] = list(acl)
+
+
+OPEN = ("world", "anyone", "cdrwa")
+DIGEST = ("digest", "computed:hash", "cdrwa")
+
+
+def test_protect_closes_open_containers_to_the_sessions_acl_only():
+    client = Acls((DIGEST,), {"/computed/g": [OPEN], "/computed/g/claims": [DIGEST]})
+    assert protect(client, ["/computed/g", "/computed/g/claims", "/computed/g/draining"]) == \
+        ["/computed/g"]
+    assert client.acls == {path: [DIGEST] for path in
+                           ("/computed/g", "/computed/g/claims", "/computed/g/draining")}
+    assert protect(client, ["/computed/g"]) == []  # idempotent
+
+
+def test_protect_without_credentials_changes_nothing():
+    client = Acls(None, {"/computed/g": [OPEN]})
+    assert protect(client, ["/computed/g", "/computed/g/claims"]) == []
+    assert client.set == [] and "/computed/g/claims" not in client.acls

@@ -112,6 +112,7 @@ def test_daemon_metrics_read_the_service_at_scrape_time():
     assert values["computed_zookeeper_session_state{state=connected}"] == 1
     assert values["computed_lease_remaining_seconds"] == pytest.approx(10 * 2 / 3 - 4)
     assert values["computed_member_epoch"] == 77
+    assert values["computed_zookeeper_session_timeout_seconds"] == 10.0
     assert values["computed_fleet_members"] == 2
     assert values["computed_fleet_members_draining"] == 1
     assert values["computed_fleet_group_entries_ignored"] == 1
