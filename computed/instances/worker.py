@@ -27,7 +27,8 @@ Guarantees:
   whose cast was lost, or whose previous owner died mid-operation.
 * Every database write of an operation is a compare-and-set on (host, member epoch)
   (:mod:`computed.instances.lifecycle`), so an operation started by a daemon that lost the
-  instance stops at its first write.
+  instance stops at its first write (one warning line: fencing at work, not a failure; so does a
+  build whose instance a delete moved to DELETING meanwhile, the delete then tearing it down).
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
 * A malformed request (not a uuid, a member epoch that is not an integer) is logged in one line
@@ -51,6 +52,7 @@ import oslo_messaging
 
 from computed.db import api as db_api
 from computed.db import models
+from computed.db.api import InstanceConflict
 from computed.fleet.claims import Claim, NotOurs
 from computed.instances import lifecycle
 
@@ -156,7 +158,9 @@ class InstanceWorker:
             with self._stripes[hash(instance_uuid) % len(self._stripes)]:
                 try:
                     self._run_locked(operation, instance_uuid)
-                except NotOurs as exc:
+                except (NotOurs, InstanceConflict) as exc:
+                    # Fencing at work (the node or the instance changed hands, or another
+                    # request changed its state first): expected, one line.
                     LOG.warning("%s of instance %s stopped: %s", operation, instance_uuid, exc)
                 except Exception:
                     LOG.exception("%s of instance %s failed", operation, instance_uuid)
@@ -229,7 +233,7 @@ class InstanceWorker:
                                         lambda claim: lifecycle.resume(self._guarded(claim),
                                                                        instance_uuid),
                                         instance=instance_uuid)
-                except NotOurs as exc:
+                except (NotOurs, InstanceConflict) as exc:
                     LOG.warning("resuming instance %s stopped: %s", instance_uuid, exc)
                 except Exception:
                     LOG.exception("resuming instance %s failed", instance_uuid)

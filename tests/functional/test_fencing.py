@@ -37,6 +37,7 @@ from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import fleet_root
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.runtime import rpc
+from computed_ironic import IronicDriver
 from tests.functional.daemons import dump_logs, ironic, make_available, wait_converged, wait_for
 
 WORLD_NODES = 4
@@ -120,6 +121,14 @@ def servers(stack, world):
     transport.cleanup()
 
 
+def converged(stack, zk, world, hosts):
+    """Wait until ``hosts`` hold every node the daemons list (the world's, and whatever else the
+    stack's Ironic has: the daemons share out all of them) as the rules say."""
+    with IronicDriver.for_endpoint(stack["ironic"].url) as driver:
+        nodes = [node.uuid for node in driver.list_nodes()]
+    wait_converged(zk, nodes, hosts, group=world.group)
+
+
 def held_by(zk, world, host):
     """{node: claim record} of the claims ``host`` holds."""
     return {node: record for node, record in read_claims(zk, fleet_root(world.group)).items()
@@ -144,40 +153,47 @@ def test_a_daemon_frozen_past_its_session_never_writes_to_ironic_after_waking(
     make_available(stack, world.nodes)
     proxy = IronicProxy(stack["ironic"].url)
     try:
+        # Both daemons reach Ironic through the proxy, retrying writes for as long as it fails
+        # them; the victim is whichever holds the world's first node.
         retrying = (f"[ironic]\nendpoint_override = {proxy.url}\napi_max_retries = 1000\n"
                     f"api_retry_interval = 1\n")
-        c1 = world.daemon("c1", session_timeout=SESSION, rehome_grace=GRACE, extra=retrying)
-        c2 = world.daemon("c2", session_timeout=SESSION, rehome_grace=GRACE)
-        wait_converged(zk, world.nodes, {"c1", "c2"}, group=world.group)
-        node, record = sorted(held_by(zk, world, "c1").items())[0]
+        daemons = {host: world.daemon(host, session_timeout=SESSION, rehome_grace=GRACE,
+                                      extra=retrying) for host in ("c1", "c2")}
+        converged(stack, zk, world, set(daemons))
+        node = world.nodes[0]
+        record = read_claims(zk, fleet_root(world.group))[node]
+        victim = daemons[record.host]
+        peer = next(d for d in daemons.values() if d is not victim)
         powered(stack, node, "power on")
-        row = instance_on(world, node, "c1", record.member_epoch)
+        row = instance_on(world, node, victim.host, record.member_epoch)
 
-        # c1 starts powering the node off; Ironic (the proxy) keeps failing: c1 retries.
+        # The victim starts powering the node off; Ironic (the proxy) keeps failing: it retries.
         proxy.fail_writes = True
         api.action("stop", row.uuid)
-        wait_for(lambda: proxy.writes(node=node), 60, "c1 writing to the node", [c1, c2])
-        c1.signal(signal.SIGSTOP)
+        wait_for(lambda: proxy.writes(node=node), 60, "the victim writing to the node",
+                 [victim, peer])
+        victim.signal(signal.SIGSTOP)
         try:
-            # c1's session expires: c2 adopts the instance, finishes the stop, and its user
-            # starts it again: the node is powered on, the instance ACTIVE, all c2's doing.
-            wait_for(lambda: api.get(row.uuid).host == "c2", 60, "instance re-homed to c2",
-                     [c1, c2])
-            wait_for(lambda: api.get(row.uuid).state == "STOPPED", 60, "c2 finished the stop",
-                     [c1, c2])
-            api.action("start", row.uuid)
-            wait_for(lambda: api.get(row.uuid).state == "ACTIVE", 60, "c2 started it",
-                     [c1, c2])
-            assert ironic(stack, "GET", f"/nodes/{node}")["power_state"] == "power on"
             proxy.fail_writes = False
+            # Its session expires: the peer adopts the instance, finishes the stop, and its
+            # user starts it again: the node is powered on, the instance ACTIVE, all the peer's
+            # doing.
+            wait_for(lambda: api.get(row.uuid).host == peer.host, 60, "instance re-homed",
+                     [victim, peer])
+            wait_for(lambda: api.get(row.uuid).state == "STOPPED", 60,
+                     "the peer finished the stop", [victim, peer])
+            api.action("start", row.uuid)
+            wait_for(lambda: api.get(row.uuid).state == "ACTIVE", 60, "the peer started it",
+                     [victim, peer])
+            assert ironic(stack, "GET", f"/nodes/{node}")["power_state"] == "power on"
             woken = len(proxy.requests)
         finally:
-            c1.signal(signal.SIGCONT)
-        # c1 wakes in the middle of its retries: it must stop, not power the node off.
-        c1.wait_log(f"stop_instance of instance {row.uuid} stopped", timeout=60)
-        assert proxy.writes(since=woken) == [], dump_logs([c1])
+            victim.signal(signal.SIGCONT)
+        # The victim wakes in the middle of its retries: it must stop, not power the node off.
+        victim.wait_log(f"stop_instance of instance {row.uuid} stopped", timeout=60)
+        assert proxy.writes(since=woken) == [], dump_logs([victim])
         assert ironic(stack, "GET", f"/nodes/{node}")["power_state"] == "power on"
-        assert api.get(row.uuid).state == "ACTIVE" and api.get(row.uuid).host == "c2"
+        assert api.get(row.uuid).state == "ACTIVE" and api.get(row.uuid).host == peer.host
     finally:
         proxy.close()
 
@@ -186,7 +202,7 @@ def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stac
                                                                            zk):
     c1 = world.daemon("c1", session_timeout=SESSION)
     c2 = world.daemon("c2", session_timeout=SESSION)
-    wait_converged(zk, world.nodes, {"c1", "c2"}, group=world.group)
+    converged(stack, zk, world, {"c1", "c2"})
     node, record = sorted(held_by(zk, world, "c1").items())[0]
     deleted_at = time.time()
     zk.delete(f"{claims_path(fleet_root(world.group))}/{node}")
@@ -204,15 +220,16 @@ def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stac
               if r.get("node") == node and r["event"] in ("claim", "release")]
     assert events[-3:] == [("claim", record.epoch), ("release", record.epoch),
                            ("claim", held_by(zk, world, "c1")[node].epoch)]
-    wait_converged(zk, world.nodes, {"c1", "c2"}, group=world.group)
+    converged(stack, zk, world, {"c1", "c2"})
 
 
 def test_a_lost_cast_is_still_carried_out(stack, world, zk, servers):
     api, transport = servers
     make_available(stack, world.nodes)
     c1 = world.daemon("c1", session_timeout=SESSION, extra="[fleet]\nresume_interval = 2\n")
-    wait_converged(zk, world.nodes, {"c1"}, group=world.group)
-    node, record = sorted(held_by(zk, world, "c1").items())[0]
+    converged(stack, zk, world, {"c1"})
+    node = world.nodes[0]
+    record = held_by(zk, world, "c1")[node]
     powered(stack, node, "power on")
     row = instance_on(world, node, "c1", record.member_epoch)
     # The bus acknowledges the cast, nobody ever gets it: a queue no daemon consumes.
@@ -229,8 +246,9 @@ def test_a_cast_for_another_member_epoch_is_refused_through_the_bus(stack, world
     api, transport = servers
     make_available(stack, world.nodes)
     c1 = world.daemon("c1", session_timeout=SESSION)
-    wait_converged(zk, world.nodes, {"c1"}, group=world.group)
-    node, record = sorted(held_by(zk, world, "c1").items())[0]
+    converged(stack, zk, world, {"c1"})
+    node = world.nodes[0]
+    record = held_by(zk, world, "c1")[node]
     powered(stack, node, "power on")
     row = instance_on(world, node, "c1", record.member_epoch)
     ComputeAPI(transport).stop_instance("c1", row.uuid, record.member_epoch - 1)

@@ -188,3 +188,39 @@ def test_a_huge_bad_field_makes_a_short_line(world, caplog):
                          'x' * 10**6) is False
     lines = [r.getMessage() for r in caplog.records if 'dropping' in r.getMessage()]
     assert len(lines) == 2 and all(len(line) < 300 for line in lines)
+
+
+def test_a_delete_recorded_during_a_build_ends_deleted_with_no_traceback(world, caplog):
+    owner, fleet, worker = world
+    row = scheduler.schedule(owner.placement, owner.engine, RC,
+                             owner_of=lambda node: (owner.host, owner.member_epoch))
+    release, started = threading.Event(), threading.Event()
+    deploy = owner.driver.deploy
+
+    def slow_deploy(*args, **kwargs):
+        started.set()
+        release.wait(10)
+        return deploy(*args, **kwargs)
+    owner.driver.deploy = slow_deploy
+    worker.build_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH)
+    assert started.wait(10)
+    servers = ServerAPI(owner.engine, owner.placement, worker_bus(worker),
+                        lambda node: (owner.host, owner.member_epoch))
+    assert servers.action('delete', row.uuid).state == models.DELETING
+    release.set()
+    assert wait_state(owner, row.uuid, {models.DELETED}).state == models.DELETED
+    assert owner.driver.nodes[NODE]['instance_uuid'] is None
+    assert not [r for r in caplog.records if r.exc_info]
+    assert [r.getMessage() for r in caplog.records if 'stopped' in r.getMessage()] == [
+        f'build_instance of instance {row.uuid} stopped: instance {row.uuid}: expected state '
+        f'BUILDING, host c1, member epoch {EPOCH}, found state DELETING, host c1, member epoch '
+        f'{EPOCH}']
+
+
+def worker_bus(worker):
+    """A bus that delivers every cast to ``worker`` at once."""
+    class Bus:
+        def __getattr__(self, name):
+            return lambda host, instance_uuid, member_epoch: getattr(worker, name)(
+                {}, instance_uuid=instance_uuid, member_epoch=member_epoch)
+    return Bus()
