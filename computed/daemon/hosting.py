@@ -42,8 +42,6 @@ from computed.fleet.rehome import Rehomer, Standing, readopt_own
 
 LOG = logging.getLogger(__name__)
 
-# Seconds between two looks for this host's instances left in a transitional state.
-RESUME_INTERVAL = 60.0
 # Backoff of a failed re-adoption: 1 s, doubling, at most this many seconds between two tries
 # (a database back after an outage is used within this bound).
 READOPT_MAX_DELAY = 30.0
@@ -58,8 +56,7 @@ class Hosting:
     """Stickiness for the fleet, re-adoption on join, re-homing of orphans, resume schedule."""
 
     def __init__(self, engine: Engine, membership: Membership, rehomer: Rehomer, audit: AuditLog,
-                 clock: Callable[[], float] = time.monotonic,
-                 resume_interval: float = RESUME_INTERVAL):
+                 resume_interval: float, clock: Callable[[], float] = time.monotonic):
         self._engine = engine
         self._membership = membership
         self._rehomer = rehomer

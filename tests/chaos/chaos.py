@@ -37,7 +37,6 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed import db
-from computed.daemon.hosting import RESUME_INTERVAL
 from computed.db import api as db_api
 from computed.db import models
 from computed.fleet.audit import fencing_violations
@@ -713,7 +712,7 @@ class Chaos:
         def transitional():
             return [f"{r.uuid} {r.state} on {r.host}" for r in db_api.live_instances(self.engine)
                     if r.state in models.TRANSITIONAL_STATES]
-        deadline = time.monotonic() + RESUME_INTERVAL + 30
+        deadline = time.monotonic() + self.conf.fleet.resume_interval + 30
         while transitional() and time.monotonic() < deadline:
             time.sleep(1)
         stuck = transitional()

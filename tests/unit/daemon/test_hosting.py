@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from computed.daemon.hosting import RESUME_INTERVAL, Hosting
+from computed.daemon.hosting import Hosting
 from computed.db import api as db_api
 from computed.fleet import audit as audit_log
 from computed.fleet.audit import AuditLog
@@ -32,6 +32,9 @@ class Rehomer:
 STANDING = object()  # the fleet, passed through to the re-homing
 
 
+RESUME_INTERVAL = 60.0
+
+
 @pytest.fixture
 def audit_path(tmp_path):
     return tmp_path / "audit.jsonl"
@@ -40,7 +43,7 @@ def audit_path(tmp_path):
 def hosting(engine, audit_path, rehomer=None, clock=None):
     membership = types.SimpleNamespace(host="c1", member_epoch=42)
     return Hosting(engine, membership, rehomer or Rehomer(), AuditLog(str(audit_path), "c1"),
-                   clock=clock or Clock())
+                   resume_interval=RESUME_INTERVAL, clock=clock or Clock())
 
 
 def test_resume_is_due_every_interval_and_not_in_between(engine, audit_path):
