@@ -87,7 +87,6 @@ class Serving:
         self._started = False  # the server serves
         self._stopped = False  # stop() stopped a server that served: wait() waits for it
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def started(self) -> bool:
@@ -95,9 +94,8 @@ class Serving:
         return self._started
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._start, name=f"start {self.what}",
-                                        daemon=True)
-        self._thread.start()
+        """Start the server in a thread of its own; returns at once."""
+        threading.Thread(target=self._start, name=f"start {self.what}", daemon=True).start()
 
     def _start(self) -> None:
         delay = _RESTART_DELAY
