@@ -27,7 +27,8 @@ from computed.testing.process import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LOCAL = ROOT / "tools" / "run-local"
-SMALL = ("--nodes", "6", "--daemons", "2")
+NODES = 6
+SMALL = ("--nodes", str(NODES), "--daemons", "2")
 # Starting a stack takes 10-60 s on a loaded 2-core machine; a first run also builds the
 # OpenStack services' virtualenvs.
 READY_TIMEOUT = 600
@@ -213,6 +214,8 @@ def test_every_exit_stops_everything_it_started(runs, workdir, how):
 def test_sigterm_stops_everything_and_the_shown_prefix_builds_an_instance(runs, workdir):
     run = start(runs, workdir)
     run.wait_ready()
+    # Every node reported to Placement and schedulable, as the screen says.
+    run.output.wait_for(f"free {NODES},", run.proc, READY_TIMEOUT)
     found = re.search(r"computed-manage: (\S+computed-manage --config-file \S+)",
                       run.output.text)
     assert found, run.output.text[-3000:]
