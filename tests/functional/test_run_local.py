@@ -54,9 +54,10 @@ class Output:
                 return
             self.text += chunk.decode(errors="replace")
 
-    def wait_for(self, text: str, proc: subprocess.Popen, timeout: float) -> None:
+    def wait_for(self, text: str, proc: subprocess.Popen, timeout: float, since: int = 0) -> None:
+        """Wait until ``text`` appears (after offset ``since`` of what was read)."""
         deadline = time.monotonic() + timeout
-        while text not in self.text:
+        while text not in self.text[since:]:
             if proc.poll() is not None:
                 time.sleep(0.5)  # the last words
                 raise AssertionError(f"run-local exited {proc.returncode} before {text!r}:\n"
@@ -216,18 +217,55 @@ def test_sigterm_stops_everything_and_the_shown_prefix_builds_an_instance(runs, 
     run.wait_ready()
     # Every node reported to Placement and schedulable, as the screen says.
     run.output.wait_for(f"free {NODES},", run.proc, READY_TIMEOUT)
-    found = re.search(r"computed-manage: (\S+computed-manage --config-file \S+)",
-                      run.output.text)
-    assert found, run.output.text[-3000:]
-    prefix = found.group(1).split()
-    created = subprocess.run([*prefix, "server", "create", "--resource-class", "baremetal-demo",
-                              "--image", "http://127.0.0.1/images/demo.qcow2", "--wait"],
-                             capture_output=True, text=True, timeout=300, cwd="/")
-    assert created.returncode == 0, created.stdout + created.stderr
+    prefix = shown_prefix(run)
+    create_server(prefix)
     listed = subprocess.run([*prefix, "server", "list", "--json"], capture_output=True,
                             text=True, timeout=60)
     assert [s["state"] for s in json.loads(listed.stdout)] == ["ACTIVE"], listed.stdout
     run.proc.send_signal(signal.SIGTERM)
+    run.wait_exit()
+    assert_nothing_left(run)
+
+
+def shown_prefix(run: RunLocal) -> list[str]:
+    found = re.search(r"computed-manage: (\S+computed-manage --config-file \S+)", run.output.text)
+    assert found, run.output.text[-3000:]
+    return found.group(1).split()
+
+
+def create_server(prefix: list[str]) -> None:
+    created = subprocess.run([*prefix, "server", "create", "--resource-class", "baremetal-demo",
+                              "--image", "http://127.0.0.1/images/demo.qcow2", "--wait"],
+                             capture_output=True, text=True, timeout=300, cwd="/")
+    assert created.returncode == 0, created.stdout + created.stderr
+
+
+def test_the_view_shows_maintenance_a_kill_and_a_graceful_stop(runs, workdir):
+    run = start(runs, workdir, terminal=True)
+    run.wait_ready()
+    out = run.output
+
+    def press(key: str, *expected: str, timeout: float = 120) -> None:
+        since = len(out.text)
+        run.send(key)
+        for text in expected:
+            out.wait_for(text, run.proc, timeout, since)
+
+    out.wait_for(f"free {NODES},", run.proc, READY_TIMEOUT)
+    press("m", "maintenance on in Ironic; its provider in Placement: reserved 1",
+          f"free {NODES - 1},")
+    press("m", "maintenance off in Ironic; its provider in Placement: reserved 0",
+          f"free {NODES},")
+    create_server(shown_prefix(run))
+    out.wait_for("instances: ACTIVE 1", run.proc, 60)
+    # k kills the daemon hosting the instance: its node waits for re-homing, and says so.
+    press("k", "killed", "host instances of computed-", "(gone): a peer adopts them in")
+    since = len(out.text)
+    out.wait_for(f"nodes: claimed {NODES}, unclaimed 0", run.proc, 120, since)
+    # t stops the other one gracefully: draining, then stopped (not "dead").
+    press("t", "draining", "stopped")
+    assert not re.search(r"computed-\d+ +(dead|exited)", out.text), out.text[-3000:]
+    press("q", "stopped")
     run.wait_exit()
     assert_nothing_left(run)
 

@@ -1,4 +1,4 @@
-"""A local computed fleet to watch and poke: ``tools/run-local`` runs this.
+"""A local computed fleet to watch and poke: real services, fake nodes, daemons, a live view.
 
 Run through ``tools/run-local`` (which installs what is missing first), or from the repository
 root as ``.venv/bin/python -m tools.demo``. Brings up ZooKeeper, RabbitMQ, PostgreSQL (when
@@ -26,13 +26,20 @@ import sys
 import termios
 import time
 import tty
+import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from computed.testing.process import ServiceError, stop
 from computed.testing.stack import Stack
-from tools.demo.fleet import LocalFleet
 from tools.demo.lock import Busy, RunLock
-from tools.demo.view import render
+
+# futurist (through tooz) warns that eventlet is deprecated when it finds it installed; the local
+# run does not use eventlet, and the warning would only sit on top of its screen.
+warnings.filterwarnings("ignore", module="futurist")
+
+if TYPE_CHECKING:
+    from tools.demo.fleet import LocalFleet
 
 ROOT = Path(__file__).resolve().parents[2]
 PROG = "tools/run-local"
@@ -88,6 +95,7 @@ def clean_leftovers(lock_leftovers: list, workdir: Path, say) -> None:
 
 def watch(fleet: LocalFleet, out: Terminal, seconds: float | None) -> None:
     """Show the view until ``q``, a signal, or ``seconds``; keys act on the fleet."""
+    from tools.demo.view import render
     interactive = seconds is None and sys.stdin.isatty() and sys.stdout.isatty()
     deadline = None if seconds is None else time.monotonic() + seconds
     keys = {"k": fleet.kill, "t": fleet.terminate, "a": fleet.add, "m": fleet.maintenance}
@@ -134,6 +142,8 @@ def main() -> int:
     except Busy as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    # Imported once the lock is held: a second run refuses without loading the fleet's libraries.
+    from tools.demo.fleet import LocalFleet
     out = Terminal()
     fleet = LocalFleet(workdir, args.nodes, args.daemons, lock, out.say)
     for signum in EXIT_SIGNALS:

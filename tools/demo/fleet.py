@@ -230,8 +230,12 @@ class LocalFleet:
         self.log(f"started {name}")
 
     def kill(self) -> None:
-        if self.running_daemons():
-            victim = random.choice(self.running_daemons())
+        # A daemon hosting an instance when there is one: its re-homing is the thing to watch.
+        hosting = {row.host for row in db_api.live_instances(self.engine)}
+        candidates = [d for d in self.running_daemons() if d.name in hosting] or \
+            self.running_daemons()
+        if candidates:
+            victim = random.choice(candidates)
             victim.signal(signal.SIGKILL)
             self.log(f"killed {victim.name} with SIGKILL: its free nodes move when its "
                      f"ZooKeeper session expires, its instances' nodes after "

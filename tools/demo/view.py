@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from computed.fleet.membership import MemberInfo
 
 BAR = 40
-KEYS = ("keys: k kill -9 a daemon | t stop one (SIGTERM: it drains) | a add a daemon | "
-        "m toggle maintenance on a node | q quit")
+KEYS = ("keys: k kill -9 a daemon (one hosting an instance first) | t stop one (SIGTERM: it "
+        "drains)\n      a add a daemon | m toggle maintenance on a node | q quit")
 EPOCH_NOTE = ("MEMBER EPOCH: the ZooKeeper transaction id of the daemon's join, new on every "
               "(re)join; instances record it, and re-homing compares it.")
 
@@ -145,7 +145,7 @@ def placement_line(snapshot: Snapshot) -> str:
     if snapshot.providers is None:
         return line + "; Placement does not answer"
     held = snapshot.providers - snapshot.free
-    return (f"{line}; free {snapshot.free}, reserved or in use {held} (reserved: maintenance, "
+    return (f"{line}\n  free {snapshot.free}, reserved or in use {held} (reserved: maintenance, "
             f"no power state, not available, or hosting an instance)")
 
 
@@ -157,7 +157,7 @@ def render(snapshot: Snapshot) -> str:
              "http://127.0.0.1/images/demo.qcow2 --wait",
              "       ... fleet status | server list | server show UUID",
              f"configs and logs: {snapshot.workdir}",
-             "services: " + ", ".join(snapshot.services), "",
+             "services: " + "\n          ".join(snapshot.services), "",
              f"{'PROCESS':<16}{'STATE':<22}{'MEMBER EPOCH':>14}{'NODES':>7}  METRICS"]
     lines += _table(snapshot.processes)
     lines += _table(snapshot.outsiders, mark="*")
