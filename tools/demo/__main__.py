@@ -116,7 +116,10 @@ def watch(fleet: LocalFleet, out: Terminal, seconds: float | None) -> None:
                 if key in ("q", ""):  # "": the terminal is gone
                     return
                 if key in keys:
-                    keys[key]()
+                    try:
+                        keys[key]()
+                    except Exception as exc:  # noqa: BLE001 - a key that failed is an event
+                        fleet.log(f"{key}: failed: {type(exc).__name__}: {exc}")
     finally:
         if saved is not None:
             with contextlib.suppress(OSError, termios.error):

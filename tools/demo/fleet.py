@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from computed.fleet.membership import fleet_root, read_members
 from computed.providers.state import normalise_resource_class
 from computed.testing.ironic import request
 from computed.testing.process import free_port
-from computed.testing.stack import Stack
+from computed.testing.stack import ORDER, Stack
 from tools.demo import view
 from tools.demo.lock import RunLock
 
@@ -174,6 +175,7 @@ class LocalFleet:
     # --- up -------------------------------------------------------------------------------
 
     def up(self) -> None:
+        self._forget_previous_run()
         self.say("starting ZooKeeper, RabbitMQ, PostgreSQL, Placement, Ironic ...")
         self.stack = Stack.up(self.workdir)
         for name, service in self.stack.services.items():
@@ -209,6 +211,16 @@ class LocalFleet:
             self._start(Child(name, kind, self.workdir, self.conf))
         for _ in range(self.daemon_count):
             self.add()
+
+    def _forget_previous_run(self) -> None:
+        """Remove the data an earlier run left in the work directory (its services are stopped by
+        then): every run starts from empty services, as its nodes and database are new."""
+        for name in ORDER:
+            shutil.rmtree(self.workdir / name, ignore_errors=True)
+        (self.workdir / "computed.sqlite").unlink(missing_ok=True)
+        for pattern in ("computed-*.audit", "computed-*.log", "computed-*.conf", "reporter-*"):
+            for path in self.workdir.glob(pattern):
+                path.unlink()
 
     def _start(self, child: Child) -> Child:
         self.children.append(child.start())
@@ -301,11 +313,15 @@ class LocalFleet:
         free = placement_get(f"{placement}/resource_providers?resources={rc}:1")
         watched = None
         if self.watched:
-            node = request("GET", f"{self.stack['ironic'].url}/v1/nodes/{self.watched}")
+            try:
+                node = request("GET", f"{self.stack['ironic'].url}/v1/nodes/{self.watched}")
+            except OSError:  # urllib's errors: Ironic busy; the next refresh asks again
+                node = None
             inventory = placement_get(
                 f"{placement}/resource_providers/{self.watched}/inventories") or {}
             reserved = inventory.get("inventories", {}).get(rc, {}).get("reserved")
-            watched = view.Watched(self.watched, bool(node["maintenance"]), reserved)
+            watched = view.Watched(self.watched, None if node is None else
+                                   bool(node["maintenance"]), reserved)
         return view.Snapshot(
             node_count=len(self.nodes), manage=self.manage, workdir=str(self.workdir),
             services=self.services, processes=processes, outsiders=outsiders,

@@ -47,7 +47,7 @@ class Watched:
     """The node the last ``m`` toggled, as Ironic and Placement have it now."""
 
     node: str
-    maintenance: bool
+    maintenance: bool | None  # None: Ironic did not answer
     reserved: int | None  # None: Placement has no inventory for it (yet)
 
 
@@ -173,9 +173,9 @@ def render(snapshot: Snapshot) -> str:
         watched = snapshot.watched
         reserved = "no inventory yet" if watched.reserved is None else \
             f"reserved {watched.reserved}"
-        lines.append(f"m: node {watched.node[:8]} maintenance "
-                     f"{'on' if watched.maintenance else 'off'} in Ironic; its provider in "
-                     f"Placement: {reserved}")
+        maintenance = {True: "on", False: "off", None: "unknown"}[watched.maintenance]
+        lines.append(f"m: node {watched.node[:8]} maintenance {maintenance} in Ironic; its "
+                     f"provider in Placement: {reserved}")
     lines += ["", "recent:"]
     lines += [f"  {event}" for event in snapshot.events]
     lines += ["", KEYS]
