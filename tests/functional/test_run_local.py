@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -89,10 +90,11 @@ class RunLocal:
             self.output = Output(self.proc.stdout.fileno())
         self.pids: set[int] = set()
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, inherited: set[int] = frozenset()) -> None:
+        """Wait for the view; ``inherited``: a crashed run's processes, still in the record."""
         self.output.wait_for("providers in Placement", self.proc, READY_TIMEOUT)
         # Every process it started, as its files record them (read now: they go on exit).
-        self.pids = recorded_pids(self.workdir)
+        self.pids = recorded_pids(self.workdir) - inherited
         assert len(self.pids) >= 3, f"too few recorded processes: {self.pids}"
         assert all(alive(pid) for pid in self.pids), self.pids
 
@@ -217,6 +219,12 @@ def test_sigterm_stops_everything_and_the_shown_prefix_builds_an_instance(runs, 
     run.wait_ready()
     # Every node reported to Placement and schedulable, as the screen says.
     run.output.wait_for(f"free {NODES},", run.proc, READY_TIMEOUT)
+    # Each process's metrics endpoint, as the screen shows it, answers.
+    endpoints = set(re.findall(r"http://127\.0\.0\.1:\d+/metrics", run.output.text))
+    assert len(endpoints) == 3, endpoints  # the reporter and two daemons
+    for url in endpoints:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert b"computed_" in resp.read(), url
     prefix = shown_prefix(run)
     create_server(prefix)
     listed = subprocess.run([*prefix, "server", "list", "--json"], capture_output=True,
@@ -285,7 +293,7 @@ def test_a_second_run_refuses_and_a_crashed_run_is_cleaned_by_the_next(runs, wor
     first.proc.wait(10)
     assert all(alive(pid) for pid in first.pids)
     third = start(runs, workdir)
-    third.wait_ready()
+    third.wait_ready(inherited=first.pids)
     assert not {pid for pid in first.pids if alive(pid)}, "the crashed run's processes live on"
     third.proc.send_signal(signal.SIGTERM)
     third.wait_exit()

@@ -145,14 +145,15 @@ def main() -> int:
     except Busy as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    # Imported once the lock is held: a second run refuses without loading the fleet's libraries.
-    from tools.demo.fleet import LocalFleet
-    out = Terminal()
-    fleet = LocalFleet(workdir, args.nodes, args.daemons, lock, out.say)
     for signum in EXIT_SIGNALS:
         signal.signal(signum, _stop_on)
+    out = Terminal()
+    fleet = None
     status, why = 0, "q"
     try:
+        # Imported once the lock is held: a second run refuses without loading these libraries.
+        from tools.demo.fleet import LocalFleet
+        fleet = LocalFleet(workdir, args.nodes, args.daemons, lock, out.say)
         clean_leftovers(leftovers, workdir, out.say)
         fleet.up()
         watch(fleet, out, args.seconds)
@@ -169,7 +170,8 @@ def main() -> int:
             signal.signal(signum, signal.SIG_IGN)
         with contextlib.suppress(Stopped):
             out.say(f"\n{PROG}: stopping everything this run started ({why}) ...")
-        fleet.down()
+        if fleet is not None:
+            fleet.down()
         lock.release()
         with contextlib.suppress(Stopped):
             out.say(f"{PROG}: stopped")

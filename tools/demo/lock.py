@@ -8,7 +8,8 @@ to an unrelated program is never signalled.
 
 :meth:`RunLock.acquire` refuses (:class:`Busy`, naming the holder's PID) while another run holds
 the lock. A lock file nobody holds is the leftover of a crashed run: ``acquire`` takes it over and
-returns the processes that run recorded and that still run, for the caller to stop.
+returns the processes that run recorded and that still run, for the caller to stop; they stay
+recorded until this run ends, in case it crashes too.
 """
 
 from __future__ import annotations
@@ -82,11 +83,14 @@ class RunLock:
                 if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
                     break
             os.close(fd)
-        leftover = [Started(**p) for p in _read(fd).get("processes", [])]
+        leftover = [p for p in (Started(**p) for p in _read(fd).get("processes", []))
+                    if still_running(p)]
         self._fd = fd
-        self._processes = []
+        # Still recorded, now as this run's: should this run die before stopping them, the next
+        # one finds them here.
+        self._processes = list(leftover)
         self._write()
-        return [p for p in leftover if still_running(p)]
+        return leftover
 
     def record(self, name: str, pid: int) -> None:
         """Note a process this run started (written at once: the run may be killed next)."""

@@ -46,8 +46,10 @@ def test_a_crashed_holder_leaves_a_lock_the_next_run_takes_with_its_processes(tm
         lock = RunLock(tmp_path / "run.lock")
         left = lock.acquire()
         assert left == [Started("computed-1", sleeper.pid, start_ticks(sleeper.pid))]
-        assert json.loads((tmp_path / "run.lock").read_text()) == {"pid": os.getpid(),
-                                                                   "processes": []}
+        # Still recorded, now as this run's, until it has stopped them.
+        assert json.loads((tmp_path / "run.lock").read_text()) == {
+            "pid": os.getpid(), "processes": [{"name": "computed-1", "pid": sleeper.pid,
+                                               "start_ticks": start_ticks(sleeper.pid)}]}
         lock.release()
         assert not (tmp_path / "run.lock").exists()
     finally:
