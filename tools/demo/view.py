@@ -127,13 +127,21 @@ def unclaimed_line(snapshot: Snapshot) -> str:
     if not snapshot.unclaimed:
         return line
     held = sum(w.nodes for w in snapshot.waiting)
-    parts = [f"{w.nodes} host instances of {w.host} (gone): a peer adopts them in "
-             f"{w.seconds_left:.0f} s" if w.seconds_left >= 0.5 else
-             f"{w.nodes} host instances of {w.host} (gone): being adopted now"
-             for w in snapshot.waiting]
+    members = any(row.member_epoch is not None for row in snapshot.processes + snapshot.outsiders)
+    parts = []
+    for w in snapshot.waiting:
+        if not members:
+            when = "no member left to adopt them"
+        elif w.seconds_left >= 0.5:
+            when = f"a peer adopts them in {w.seconds_left:.0f} s"
+        else:
+            when = "any moment now"
+        parts.append(f"{w.nodes} hosting instances of {w.host} (gone), waiting for re-homing: "
+                     f"{when}")
     if snapshot.unclaimed > held:
-        parts.append(f"{snapshot.unclaimed - held} not yet claimed (a daemon joining, or the "
-                     f"session of a dead one not yet expired)")
+        parts.append(f"{snapshot.unclaimed - held} not yet claimed " + (
+            "(a daemon joining, or the session of a dead one not yet expired)" if members else
+            "(no daemon is a member: a adds one)"))
     note = f" ([fleet] rehome_grace {snapshot.rehome_grace:.0f} s)" if snapshot.waiting else ""
     return f"{line}: " + "; ".join(parts) + note
 

@@ -45,7 +45,8 @@ def test_unclaimed_nodes_of_a_gone_host_wait_for_rehoming_with_the_seconds_left(
         members=["computed-1"], gone_since={"computed-2": 100.0}, now=110.0, grace=30.0)
     assert waiting == [view.Waiting("computed-2", 2, 20.0)]
     line = view.unclaimed_line(snapshot(claimed=7, unclaimed=3, waiting=waiting))
-    assert "2 host instances of computed-2 (gone): a peer adopts them in 20 s" in line
+    assert ("2 hosting instances of computed-2 (gone), waiting for re-homing: a peer adopts them "
+            "in 20 s") in line
     assert "1 not yet claimed" in line and "rehome_grace 30 s" in line
 
 
@@ -54,7 +55,17 @@ def test_no_waiting_while_the_host_is_a_member_and_never_negative():
                                    30.0) == []
     late = view.waiting_for_rehome(["n1"], {"n1": "c2"}, [], {"c2": 0.0}, 99.0, 30.0)
     assert late == [view.Waiting("c2", 1, 0.0)]
-    assert "being adopted now" in view.unclaimed_line(snapshot(unclaimed=1, waiting=late))
+    line = view.unclaimed_line(snapshot(unclaimed=1, waiting=late))
+    assert "waiting for re-homing: any moment now" in line
+
+
+def test_with_no_member_left_the_view_says_nothing_will_claim():
+    waiting = [view.Waiting("c2", 1, 0.0)]
+    line = view.unclaimed_line(snapshot(
+        processes=[view.ProcessRow("computed-1", "stopped")], claimed=0, unclaimed=3,
+        waiting=waiting))
+    assert "waiting for re-homing: no member left to adopt them" in line
+    assert "2 not yet claimed (no daemon is a member: a adds one)" in line
 
 
 def test_the_screen_keeps_the_prefix_metrics_and_explains_epoch():
