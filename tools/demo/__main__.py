@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import os
 import select
+import shutil
 import signal
 import sys
 import termios
@@ -104,8 +105,12 @@ def watch(fleet: LocalFleet, out: Terminal, seconds: float | None) -> None:
         if interactive:
             tty.setcbreak(sys.stdin.fileno())
         while deadline is None or time.monotonic() < deadline:
-            screen = render(fleet.snapshot())
-            out.say(CLEAR + screen if interactive else screen + "\n")
+            if interactive:
+                # One row short: the cursor's line after the last one would scroll the top off.
+                size = shutil.get_terminal_size()
+                out.say(CLEAR + render(fleet.snapshot(), size.lines - 1, size.columns), end="")
+            else:
+                out.say(render(fleet.snapshot()) + "\n")
             if not interactive:
                 time.sleep(QUIET_REFRESH if deadline is None else
                            max(0.0, min(QUIET_REFRESH, deadline - time.monotonic())))

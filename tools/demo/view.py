@@ -157,34 +157,47 @@ def placement_line(snapshot: Snapshot) -> str:
             f"no power state, not available, or hosting an instance)")
 
 
-def render(snapshot: Snapshot) -> str:
-    lines = [f"computed local fleet: {snapshot.node_count} fake-hardware nodes in Ironic   "
-             f"{snapshot.clock}", "",
-             f"computed-manage: {snapshot.manage}",
-             "  e.g. ... server create --resource-class baremetal-demo --image "
-             "http://127.0.0.1/images/demo.qcow2 --wait",
-             "       ... fleet status | server list | server show UUID",
-             f"configs and logs: {snapshot.workdir}",
-             "services: " + "\n          ".join(snapshot.services), "",
-             f"{'PROCESS':<16}{'STATE':<22}{'MEMBER EPOCH':>14}{'NODES':>7}  METRICS"]
-    lines += _table(snapshot.processes)
-    lines += _table(snapshot.outsiders, mark="*")
+def render(snapshot: Snapshot, height: int | None = None, width: int = 80) -> str:
+    """The screen; with ``height`` and ``width`` (the terminal's rows and columns, long lines
+    wrap) it fits by showing fewer recent events, then the services' URLs in one line, never by
+    losing the command prefix or the table."""
+    head = [f"computed local fleet: {snapshot.node_count} fake-hardware nodes in Ironic   "
+            f"{snapshot.clock}", "",
+            f"computed-manage: {snapshot.manage}",
+            "  e.g. ... server create --resource-class baremetal-demo --image "
+            "http://127.0.0.1/images/demo.qcow2 --wait",
+            "       ... fleet status | server list | server show UUID",
+            f"configs and logs: {snapshot.workdir}"]
+    services = ["services: " + "\n          ".join(snapshot.services)]
+    body = ["", f"{'PROCESS':<16}{'STATE':<22}{'MEMBER EPOCH':>14}{'NODES':>7}  METRICS"]
+    body += _table(snapshot.processes)
+    body += _table(snapshot.outsiders, mark="*")
     if snapshot.outsiders:
-        lines.append("* a member that joined from outside this run (same ZooKeeper and group)")
-    lines += [EPOCH_NOTE, "", unclaimed_line(snapshot), placement_line(snapshot)]
+        body.append("* a member that joined from outside this run (same ZooKeeper and group)")
+    body += [EPOCH_NOTE, "", unclaimed_line(snapshot), placement_line(snapshot)]
     if snapshot.instances:
-        lines.append("instances: " + ", ".join(f"{state} {count}" for state, count
-                                                in sorted(snapshot.instances.items())))
+        body.append("instances: " + ", ".join(f"{state} {count}" for state, count
+                                               in sorted(snapshot.instances.items())))
     else:
-        lines.append("instances: none yet (see the server create command above)")
+        body.append("instances: none yet (see the server create command above)")
     if snapshot.watched is not None:
         watched = snapshot.watched
         reserved = "no inventory yet" if watched.reserved is None else \
             f"reserved {watched.reserved}"
         maintenance = {True: "on", False: "off", None: "unknown"}[watched.maintenance]
-        lines.append(f"m: node {watched.node[:8]} maintenance {maintenance} in Ironic; its "
-                     f"provider in Placement: {reserved}")
-    lines += ["", "recent:"]
-    lines += [f"  {event}" for event in snapshot.events]
-    lines += ["", KEYS]
-    return "\n".join(lines)
+        body.append(f"m: node {watched.node[:8]} maintenance {maintenance} in Ironic; its "
+                    f"provider in Placement: {reserved}")
+    events = [f"  {event}" for event in snapshot.events]
+    tail = ["", KEYS]
+
+    def rows(parts: list[str]) -> int:
+        return sum(max(1, -(-len(line) // width)) for part in parts
+                   for line in part.split("\n"))
+
+    if height is not None:
+        fixed = rows(head) + rows(body) + rows(tail) + 2  # "", "recent:"
+        if fixed + rows(services) + 1 > height:
+            services = ["services: " + ", ".join(s.split()[0] for s in snapshot.services) +
+                        f" (URLs in {snapshot.workdir}/state.json)"]
+        events = events[-max(1, height - fixed - rows(services)):]
+    return "\n".join(head + services + body + ["", "recent:"] + events + tail)

@@ -87,3 +87,15 @@ def test_reserved_and_free_counts_and_the_maintenance_flip():
     assert "free 9, reserved or in use 1" in text
     assert "node abcdef01 maintenance on in Ironic; its provider in Placement: reserved 1" in text
     assert "Placement does not answer" in view.render(snapshot(providers=None, free=None))
+
+
+def test_a_small_terminal_loses_events_and_service_urls_never_the_prefix_or_table():
+    crowded = snapshot(events=[f"07:00:0{i} event {i}" for i in range(8)],
+                       services=[f"svc{i} http://127.0.0.1:{9000 + i}" for i in range(5)])
+    tall = view.render(crowded, height=60)
+    assert "event 0" in tall and "http://127.0.0.1:9004" in tall
+    short = view.render(crowded, height=30, width=80)
+    assert sum(-(-len(line) // 80) or 1 for line in short.splitlines()) <= 30
+    assert "computed-manage: /x/.venv/bin/computed-manage" in short
+    assert "http://127.0.0.1:9001/metrics" in short and "event 7" in short
+    assert "event 0" not in short
