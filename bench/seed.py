@@ -12,7 +12,7 @@ every one of them (``GET /v1/nodes``, paginated), and raises otherwise.
 A template with no ports, traits or tags has no rows in other tables, so a copied row is a whole
 node. The copies share the template's ``created_at``/states; Ironic sees them as any other node.
 
-Every stack benchmark and tools/demo.py seed through it (``seed_nodes(stack, 10000,
+Every stack benchmark and the local run (tools/demo) seed through it (``seed_nodes(stack, 10000,
 prefix="placement")``). Seeding is idempotent per prefix: nodes already seeded with that prefix
 are kept and only the missing ones are added. :func:`unseed_nodes` deletes a prefix's nodes again
 (straight from the database, for a stack that other people keep using).
