@@ -19,11 +19,12 @@ import sys
 from collections.abc import Sequence
 
 import oslo_messaging.opts
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from computed import conf as computed_conf
-from computed.conf import checks
+from computed.conf import checks, unknown
 from computed.conf.errors import ConfigError
 from computed.runtime import keystone
 
@@ -137,18 +138,60 @@ def read_all(conf: cfg.ConfigOpts) -> None:
                 raise _value_error(name, option, exc)
 
 
+# Options naming a file read at start, by group: a missing CA bundle was only found at the
+# first TLS handshake.
+_READ_FILES = {
+    **{group: ('cafile', 'certfile', 'keyfile') for group in KEYSTONE_SECTIONS},
+    'oslo_messaging_rabbit': ('ssl_ca_file', 'ssl_cert_file', 'ssl_key_file'),
+}
+# Options naming a file created at start, whose directory must exist.
+_CREATED_FILES = (('DEFAULT', 'log_file'), ('fleet', 'audit_log'))
+# Names that must not be set empty (their defaults are names).
+_NAMES = (('reporter', 'topic'), ('ironic', 'notification_topic'),
+          ('ironic', 'notification_exchange'))
+# keystoneauth endpoints: a URL without a scheme fails only at the first request.
+_ENDPOINTS = ('endpoint_override', 'auth_url', 'endpoint')
+
+
+def _plugin_opts(conf: cfg.ConfigOpts) -> list[tuple[str, cfg.Opt]]:
+    """The options of the auth plugins chosen in the keystoneauth sections, by group."""
+    found = []
+    for group in KEYSTONE_SECTIONS:
+        name = keystone.register_plugin_opts(conf, group)
+        if name is not None:
+            auth_group = conf[group].auth_section or group
+            found += [(auth_group, opt)
+                      for opt in ks_loading.get_auth_plugin_conf_options(name)]
+    return found
+
+
 def validate(conf: cfg.ConfigOpts) -> None:
     """Check a parsed configuration; raise ``ConfigError`` on the first fault.
     """
-    for group in KEYSTONE_SECTIONS:
-        # Auth plugin options exist only once the plugin is known; register
-        # them first so read_all parses them too.
-        keystone.register_plugin_opts(conf, group)
+    # Auth plugin options exist only once the plugin is known; registering
+    # them first lets read_all parse them and the unknown check know them.
+    plugin_opts = _plugin_opts(conf)
     read_all(conf)
+    unknown.check(conf, plugin_opts)
     for group in KEYSTONE_SECTIONS:
         keystone.check_section(conf, group)
+        options = conf[conf[group].auth_section or group]
+        for option in _ENDPOINTS:
+            if option in options:
+                checks.check_http_url(group, option, options[option])
     checks.check_host(conf.host)
+    checks.check_group(conf.coordination.group)
+    checks.check_entry_point('DEFAULT', 'baremetal_driver', 'computed.baremetal.drivers',
+                             conf.baremetal_driver)
     checks.check_backend_url(conf.coordination.backend_url)
+    for group, options in _READ_FILES.items():
+        for option in options:
+            checks.check_readable_file(group, option, conf[group][option])
+    for group, option in _CREATED_FILES:
+        value = conf[option] if group == 'DEFAULT' else conf[group][option]
+        checks.check_writable_directory(group, option, value)
+    for group, option in _NAMES:
+        checks.check_not_empty(group, option, conf[group][option])
     checks.check_transport_url('DEFAULT', conf.transport_url)
     notifications_url = conf.oslo_messaging_notifications.transport_url
     if notifications_url:
