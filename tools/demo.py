@@ -170,7 +170,7 @@ def run(demo: Demo, seconds: float | None) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--nodes", type=int, default=300, help="fake nodes (default %(default)s)")
     parser.add_argument("--daemons", type=int, default=3, help="daemons (default %(default)s)")
     parser.add_argument("--seconds", type=float, help="run this long without a terminal, then exit")

@@ -16,7 +16,7 @@ import importlib.metadata
 import io
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import oslo_messaging.opts
 from keystoneauth1 import loading as ks_loading
@@ -64,35 +64,70 @@ _CLI_VALUE_ERROR = re.compile(
     r'argument --(?P<dest>\S+): Invalid (?P<type>.*) value: (?P<value>.*)')
 
 
-def _call(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
+def _call(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str,
+          usage: str | None = None) -> None:
     """Run oslo.config's parser, turning its own stderr-and-exit for a bad
-    command-line option value into a ConfigError."""
+    command-line option value into a ConfigError, and argparse's usage
+    errors into their one ``prog: error: ...`` line."""
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
             conf(args=list(argv), project=PROJECT, prog=prog,
-                 version=_version())
-    except SystemExit:
-        match = _CLI_VALUE_ERROR.match(captured.getvalue().strip())
-        if match is None:
-            # argparse's own usage errors (exit 2) and the like: the user
-            # sees them as argparse wrote them.
+                 version=_version(), usage=usage)
+    except SystemExit as exc:
+        written = captured.getvalue().strip()
+        match = _CLI_VALUE_ERROR.match(written)
+        if match is not None:
+            raise ConfigError('DEFAULT', match['dest'],
+                              f'invalid value {match["value"]!r} '
+                              f'(expected a {match["type"].lower()} value)')
+        if exc.code in (0, None) or not written:
             sys.stderr.write(captured.getvalue())
             raise
-        raise ConfigError('DEFAULT', match['dest'],
-                          f'invalid value {match["value"]!r} '
-                          f'(expected a {match["type"].lower()} value)')
+        # argparse writes its usage (the whole command list for
+        # computed-manage) before the error: keep the error line, which
+        # names the command it is about.
+        print(f'{written.splitlines()[-1]} (see --help)', file=sys.stderr)
+        raise
     # Anything else written while parsing still reaches the user.
     sys.stderr.write(captured.getvalue())
 
 
-def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
+# An option string in argparse's help: "--name" not inside a longer word.
+_OPTION_STRING = re.compile(r'(?<![\w-])--[A-Za-z0-9][\w-]*')
+
+
+def refuse_abbreviations(conf: cfg.ConfigOpts, argv: Sequence[str],
+                         commands: Collection[str] = ()) -> None:
+    """Refuse an option of the top-level parser that is not written in full.
+
+    argparse expands unambiguous prefixes (``--deb`` for ``--debug``, and in
+    tools/run-local ``--daemon 4`` for ``--daemons 4``); oslo.config builds
+    that parser without ``allow_abbrev=False``, so the options argparse
+    accepted are compared, after parsing, with the option strings its help
+    lists. Only the tokens before the first of ``commands`` belong to that
+    parser (sub-command parsers are built with ``allow_abbrev=False``).
+    """
+    helped = io.StringIO()
+    conf.print_help(helped)
+    known = set(_OPTION_STRING.findall(helped.getvalue()))
+    for arg in argv:
+        if arg in commands or arg == '--':
+            return
+        name = arg.split('=', 1)[0]
+        if name.startswith('--') and name not in known:
+            raise ConfigError(None, None, f'unrecognized arguments: {name} (options are '
+                                          'not abbreviated; see --help)')
+
+
+def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str,
+          usage: str | None = None) -> None:
     """Parse the command line and the config files it names (or defaults).
 
     argparse itself still handles --help and malformed command lines.
     """
     try:
-        _call(conf, argv, prog)
+        _call(conf, argv, prog, usage)
     except (cfg.ConfigFilesNotFoundError,
             cfg.ConfigFilesPermissionDeniedError) as exc:
         raise ConfigError(None, None, 'config file '
@@ -226,15 +261,19 @@ def config_options_first(argv: Sequence[str]) -> list[str]:
 
 
 def load(argv: Sequence[str], prog: str,
-         conf: cfg.ConfigOpts | None = None) -> cfg.ConfigOpts:
+         conf: cfg.ConfigOpts | None = None, usage: str | None = None,
+         commands: Collection[str] = ()) -> cfg.ConfigOpts:
     """Register, parse and validate; exit with status 2 on bad configuration.
 
-    Pass ``conf`` to add command-line options (e.g. sub-commands) first.
+    Pass ``conf`` to add command-line options (e.g. sub-commands) first,
+    ``usage`` to head ``--help``, ``commands`` for the names that end the
+    top-level options (see :func:`refuse_abbreviations`).
     """
     conf = conf if conf is not None else cfg.ConfigOpts()
     register_all(conf)
     try:
-        parse(conf, argv, prog)
+        parse(conf, argv, prog, usage)
+        refuse_abbreviations(conf, argv, commands)
         validate(conf)
     except ConfigError as exc:
         print(f'{prog}: error: {exc}', file=sys.stderr)
