@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -46,6 +47,17 @@ class Command:
 class Category:
     help: str
     commands: dict[str, Command]
+
+
+def seconds(value: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f'{value!r} is not a positive number of seconds')
+    return number
 
 
 def config_check(conf: cfg.ConfigOpts) -> int:
@@ -109,7 +121,7 @@ CATEGORIES: dict[str, Category] = {
                     (('--image',), {'metavar': 'URL', 'help': 'image_source to deploy'}),
                     (('--wait',), {'action': 'store_true',
                                    'help': 'wait until ACTIVE or ERROR (exit 1 on ERROR)'}),
-                    (('--timeout',), {'type': float, 'default': 1800.0,
+                    (('--timeout',), {'type': seconds, 'default': 1800.0,
                                       'help': 'seconds --wait waits (default 1800)'}))),
             'list': Command(
                 run=server.server_list, help='The live (not deleted) instances.',
@@ -127,7 +139,7 @@ CATEGORIES: dict[str, Category] = {
                                    'help': 'wait until the instance has settled after the '
                                            'action (exit 1 unless it is where the action '
                                            'leads)'}),
-                    (('--timeout',), {'type': float, 'default': 1800.0,
+                    (('--timeout',), {'type': seconds, 'default': 1800.0,
                                       'help': 'seconds --wait waits (default 1800)'})))
                for action in ('delete', 'reboot', 'stop', 'start')},
         }),

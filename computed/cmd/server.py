@@ -5,11 +5,12 @@ instance and casts the build to the daemon owning the chosen node
 (:mod:`computed.instances.rpcapi`); ``--wait`` polls the database until the instance is ACTIVE
 or ERROR (exit 1 on ERROR). ``delete``, ``reboot``, ``stop`` and ``start`` cast to the
 instance's current host as the database says, after checking that the instance's state allows
-the action (``stop`` of a STOPPED instance is refused here, in one line, rather than dropped by
-the daemon); with ``--wait`` they poll until the instance has settled after the action (exit 1
-when it did not end where the action leads: ERROR, or a power action that failed). Only
-``create`` needs ZooKeeper (to find the owner of the chosen node) and Placement.
-``list`` and ``show`` read the database only (``--json``: stable documents, see
+the action (``stop`` of a DELETED instance is refused here, in one line, rather than dropped
+by the daemon; ``stop`` of a STOPPED one is, as in the lifecycle, a no-op); with ``--wait`` they
+poll until the instance has settled after the action (exit 1 when it did not end where the
+action leads: ERROR, or a power action that failed). Only ``create`` needs ZooKeeper (to find
+the owner of the chosen node) and Placement. ``list`` and ``show`` read the database only
+(``--json``: stable documents, see
 :func:`document`).
 
 Bad input (an unknown resource class or trait, a malformed uuid, an unknown instance) and
@@ -107,9 +108,20 @@ def _no_owner(node: str) -> Any:
     raise AssertionError(f'node {node}: an action on an existing instance schedules nothing')
 
 
+def _check_request(args: Any) -> None:
+    """Refuse a bad resource class or trait before any service is reached."""
+    from computed.instances import scheduler
+    from computed.providers.state import is_trait_name
+    scheduler.placement_class(args.resource_class)
+    for trait in args.trait or ():
+        if not is_trait_name(trait):
+            raise scheduler.BadRequest(f'not a trait name: {trait!r}')
+
+
 def server_create(conf: cfg.ConfigOpts) -> int:
     from computed.db import models
     args = conf.category
+    _guard(lambda: _check_request(args))
     engine = _engine(conf)
 
     def create() -> Any:
@@ -160,15 +172,15 @@ def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
     def run(conf: cfg.ConfigOpts) -> int:
         import time
 
-        from computed.db import models
         args = conf.category
         engine = _engine(conf)
 
         def act() -> Any:
             with _server_api(conf, engine, scheduling=False) as api:
                 row = api.get(args.instance)
-                if name == 'delete' and row.state == models.DELETED:
-                    print(f'instance {row.uuid}: already deleted')
+                if name != 'reboot' and row.state == _target(name):
+                    # No-ops in the lifecycle too: nothing to send, nothing to wait for.
+                    print(f'instance {row.uuid}: already {str(row.state).lower()}')
                     return row, row
                 allowed = _allowed_from(name)
                 if row.state not in allowed:

@@ -23,6 +23,9 @@ from computed.conf.errors import ConfigError
 #: fake driver for tests (kafka only carries notifications, not RPC).
 TRANSPORT_SCHEMES = ('rabbit', 'fake')
 
+#: What oslo.log accepts as a level in default_log_levels.
+_LOG_LEVELS = ('CRITICAL', 'ERROR', 'WARNING', 'WARN', 'INFO', 'DEBUG', 'TRACE', 'NOTSET')
+
 #: kazoo connection handlers tooz accepts in a ZooKeeper URL.
 ZOOKEEPER_HANDLERS = ('eventlet', 'threading')
 
@@ -49,7 +52,22 @@ def _check_name(group: str, option: str, value: str | None) -> None:
 
 
 def check_host(value: str) -> None:
-    _check_name('DEFAULT', 'host', normalise_host(value or ''))
+    from computed.db.models import HOST_LENGTH  # the column instances record it in
+    host = normalise_host(value or '')
+    _check_name('DEFAULT', 'host', host)
+    if len(host) > HOST_LENGTH:
+        raise ConfigError('DEFAULT', 'host', f'longer than {HOST_LENGTH} characters')
+
+
+def check_log_levels(values: list[str]) -> None:
+    """``[DEFAULT] default_log_levels``: ``logger=LEVEL`` pairs; oslo.log raised a ValueError
+    at start for anything else."""
+    for pair in values:
+        logger, sep, level = pair.partition('=')
+        if not (logger and sep) or level.upper() not in _LOG_LEVELS:
+            raise ConfigError('DEFAULT', 'default_log_levels',
+                              f'{pair!r} is not logger=LEVEL (LEVEL one of '
+                              f'{", ".join(_LOG_LEVELS)})')
 
 
 def check_group(value: str) -> None:

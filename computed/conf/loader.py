@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import io
+import math
+import os
 import re
 import sys
 from collections.abc import Collection, Sequence
@@ -142,11 +144,34 @@ def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str,
     except cfg.RequiredOptError as exc:
         # Report the name as written in a file (keystoneauth's options
         # are named with dashes, e.g. auth-url for auth_url).
-        raise ConfigError(_group_name(exc.group),
-                          exc.opt_name.replace('-', '_'),
-                          'required but not set')
+        group = _group_name(exc.group)
+        # A mistyped line ("backend_url zookeeper://..." lacks its "=") is
+        # the likely cause when the same section has an unknown key.
+        strays = unknown.unknown_keys(conf, group)
+        raise ConfigError(group, exc.opt_name.replace('-', '_'),
+                          'required but not set' + (
+                              f' (the section has an unknown key {strays[0]!r})'
+                              if strays else ''))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(None, None, f'config file {_undecodable(argv)}: cannot parse: '
+                                      f'not UTF-8 text ({exc.reason} at byte {exc.start})')
     except (cfg.Error, ValueError) as exc:
         raise ConfigError(None, None, str(exc))
+
+
+def _undecodable(argv: Sequence[str]) -> str:
+    """The first config file named in ``argv`` that is not UTF-8 text."""
+    files = [arg.split('=', 1)[1] for arg in argv if arg.startswith('--config-file=')]
+    files += [value for flag, value in zip(argv, argv[1:]) if flag == '--config-file']
+    for path in files:
+        try:
+            with open(path, encoding='utf-8') as text:
+                text.read()
+        except UnicodeDecodeError:
+            return path
+        except OSError:
+            continue
+    return '(in --config-dir)'
 
 
 def _value_error(group: str, option: str, exc: Exception) -> ConfigError:
@@ -157,6 +182,13 @@ def _value_error(group: str, option: str, exc: Exception) -> ConfigError:
     return ConfigError(group, option, f'invalid value: {reason}')
 
 
+def _check_number(group: str, option: str, value: object) -> None:
+    # oslo.config's FloatOpt takes "inf" and "nan" and its bounds let them through (nan
+    # compares false with min): an infinite refresh interval or grace never elapses.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(group, option, f'invalid value: {value} is not a finite number')
+
+
 def read_all(conf: cfg.ConfigOpts) -> None:
     """Read every option of every group, forcing oslo.config to parse it."""
     for name in list(conf):
@@ -165,10 +197,11 @@ def read_all(conf: cfg.ConfigOpts) -> None:
         except (cfg.Error, ValueError) as exc:
             raise _value_error('DEFAULT', name, exc)
         if not isinstance(value, cfg.ConfigOpts.GroupAttr):
+            _check_number('DEFAULT', name, value)
             continue
         for option in list(value):
             try:
-                value[option]
+                _check_number(name, option, value[option])
             except (cfg.Error, ValueError) as exc:
                 raise _value_error(name, option, exc)
 
@@ -181,6 +214,10 @@ _READ_FILES = {
 }
 # Options naming a file created at start, whose directory must exist.
 _CREATED_FILES = (('DEFAULT', 'log_file'), ('fleet', 'audit_log'))
+# keystoneauth's session and adapter numbers, which it takes negative and then fails (or
+# retries never) at the first request.
+_NON_NEGATIVE = ('timeout', 'connect_retries', 'connect_retry_delay', 'status_code_retries',
+                 'status_code_retry_delay')
 # Names that must not be set empty (their defaults are names).
 _NAMES = (('reporter', 'topic'), ('ironic', 'notification_topic'),
           ('ironic', 'notification_exchange'))
@@ -208,12 +245,22 @@ def validate(conf: cfg.ConfigOpts) -> None:
     plugin_opts = _plugin_opts(conf)
     read_all(conf)
     unknown.check(conf, plugin_opts)
+    written = set(conf.list_all_sections())
     for group in KEYSTONE_SECTIONS:
+        auth_section = conf[group].auth_section
+        if auth_section and auth_section not in written:
+            # keystoneauth would read an empty section: no auth, silently.
+            raise ConfigError(group, 'auth_section',
+                              f'names [{auth_section}], which no config file has')
         keystone.check_section(conf, group)
-        options = conf[conf[group].auth_section or group]
+        options = conf[auth_section or group]
         for option in _ENDPOINTS:
             if option in options:
                 checks.check_http_url(group, option, options[option])
+        for option in _NON_NEGATIVE:
+            value = conf[group][option]
+            if value is not None and value < 0:
+                raise ConfigError(group, option, f'invalid value: {value} is negative')
     checks.check_host(conf.host)
     checks.check_group(conf.coordination.group)
     checks.check_entry_point('DEFAULT', 'baremetal_driver', 'computed.baremetal.drivers',
@@ -222,6 +269,9 @@ def validate(conf: cfg.ConfigOpts) -> None:
     for group, options in _READ_FILES.items():
         for option in options:
             checks.check_readable_file(group, option, conf[group][option])
+    checks.check_log_levels(conf.default_log_levels)
+    if conf.log_dir and not os.path.isdir(conf.log_dir):
+        raise ConfigError('DEFAULT', 'log_dir', f'directory {conf.log_dir} does not exist')
     for group, option in _CREATED_FILES:
         value = conf[option] if group == 'DEFAULT' else conf[group][option]
         checks.check_writable_directory(group, option, value)

@@ -98,6 +98,23 @@ def check(conf: cfg.ConfigOpts, extra: Iterable[tuple[str, cfg.Opt]] = ()) -> No
                                                        f' in {path}')
 
 
+def unknown_keys(conf: cfg.ConfigOpts, group: str) -> list[str]:
+    """The keys of section ``group`` in the files read that are no option of that group (to
+    explain a required option found missing, before :func:`check` can run)."""
+    try:
+        known = known_options(conf).get(group, set())
+        found = []
+        for path in config_files(conf):
+            sections: dict[str, dict[str, list[str]]] = {}
+            cfg.ConfigParser(path, sections).parse()
+            for written, options in sections.items():
+                if _section(written) == group:
+                    found += [key for key in options if _key(key) not in known]
+        return found
+    except (cfg.Error, OSError, ValueError):
+        return []
+
+
 def _hint(name: str, candidates: Iterable[str], form: str = "'{}'") -> str:
     close = difflib.get_close_matches(name, sorted(candidates), n=1)
     return f' (did you mean {form.format(close[0])}?)' if close else ''

@@ -19,8 +19,9 @@ Guarantees:
   instance stops at its first write.
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
-* A malformed request (not a uuid) is logged and dropped; an operation that fails is logged with
-  the instance uuid and never kills the worker.
+* A malformed request (not a canonical uuid, an unknown argument) is logged and dropped, and an
+  operation the instance's state or owner does not allow is logged as refused, in one line; an
+  operation that fails is logged with the instance uuid and never kills the worker.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 from computed.db import api as db_api
 from computed.db import models
+from computed.db.api import InstanceConflict, InstanceNotFound
 from computed.instances import lifecycle
 
 LOG = logging.getLogger(__name__)
@@ -62,27 +64,31 @@ class InstanceWorker:
 
     # --- RPC endpoint (oslo.messaging dispatches on these names) --------------------------
 
-    def build_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("build_instance", instance_uuid)
+    def build_instance(self, ctxt: Any, instance_uuid: Any = None, **unknown: Any) -> None:
+        self.submit("build_instance", instance_uuid, unknown)
 
-    def delete_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("delete_instance", instance_uuid)
+    def delete_instance(self, ctxt: Any, instance_uuid: Any = None, **unknown: Any) -> None:
+        self.submit("delete_instance", instance_uuid, unknown)
 
-    def reboot_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("reboot_instance", instance_uuid)
+    def reboot_instance(self, ctxt: Any, instance_uuid: Any = None, **unknown: Any) -> None:
+        self.submit("reboot_instance", instance_uuid, unknown)
 
-    def stop_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("stop_instance", instance_uuid)
+    def stop_instance(self, ctxt: Any, instance_uuid: Any = None, **unknown: Any) -> None:
+        self.submit("stop_instance", instance_uuid, unknown)
 
-    def start_instance(self, ctxt: Any, instance_uuid: Any = None) -> None:
-        self.submit("start_instance", instance_uuid)
+    def start_instance(self, ctxt: Any, instance_uuid: Any = None, **unknown: Any) -> None:
+        self.submit("start_instance", instance_uuid, unknown)
 
     # --- running operations ----------------------------------------------------------------
 
-    def submit(self, operation: str, instance_uuid: Any) -> bool:
-        try:
-            instance_uuid = str(uuid_lib.UUID(str(instance_uuid)))
-        except ValueError:
+    def submit(self, operation: str, instance_uuid: Any, unknown: dict | None = None) -> bool:
+        """Queue ``operation``; False (logged, one line) when the request is refused."""
+        if unknown:
+            # oslo.messaging would otherwise fail the cast with a TypeError and a traceback.
+            LOG.error("dropping %s: unknown argument(s) %s", operation, ", ".join(sorted(unknown)))
+            return False
+        if not _is_canonical_uuid(instance_uuid):
+            # The server API sends str(uuid.UUID(...)); any other spelling is not ours.
             LOG.error("dropping %s: %r is not an instance uuid", operation, instance_uuid)
             return False
         if self._stopping:
@@ -95,6 +101,9 @@ class InstanceWorker:
         with self._stripes[hash(instance_uuid) % len(self._stripes)]:
             try:
                 self._run_locked(operation, instance_uuid)
+            except (InstanceConflict, InstanceNotFound) as exc:
+                # The instance's state or owner does not allow it: a refusal, not a failure.
+                LOG.warning("%s of instance %s refused: %s", operation, instance_uuid, exc)
             except Exception:
                 LOG.exception("%s of instance %s failed", operation, instance_uuid)
 
@@ -154,3 +163,10 @@ class InstanceWorker:
     def stop(self) -> None:
         self._stopping = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _is_canonical_uuid(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and str(uuid_lib.UUID(value)) == value
+    except ValueError:
+        return False

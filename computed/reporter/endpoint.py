@@ -24,5 +24,8 @@ class ReporterEndpoint:
     def __init__(self, applier: ReportApplier):
         self._applier = applier
 
-    def apply_reports(self, ctxt: Any, reports: Any = None) -> list[list[Any]]:
+    def apply_reports(self, ctxt: Any, reports: Any = None, **unknown: Any) -> list[list[Any]]:
+        if unknown:
+            # oslo.messaging would otherwise fail the call with a TypeError and a traceback.
+            return self._applier.drop(f"unknown argument(s) {', '.join(sorted(unknown))}")
         return self._applier.apply(reports)

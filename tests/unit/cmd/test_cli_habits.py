@@ -161,8 +161,18 @@ def instance_db(tmp_path):
 
 def test_an_action_the_state_does_not_allow_is_refused_in_one_line(tmp_path, instance_db):
     engine, row, conf = instance_db
+    row = db_api.set_instance_state(engine, row.uuid, models.DELETED)
     result = run(tmp_path, 'computed-manage', 'server', 'start', row.uuid, '--config-file', conf)
-    one_line(result, 1, f'instance {row.uuid} is ACTIVE: start needs STOPPED')
+    one_line(result, 1, f'instance {row.uuid} is DELETED: start needs STOPPED')
+    assert db_api.get_instance(engine, row.uuid) == row
+
+
+def test_an_action_already_done_is_a_no_op_as_in_the_lifecycle(tmp_path, instance_db):
+    engine, row, conf = instance_db
+    result = run(tmp_path, 'computed-manage', 'server', 'start', row.uuid, '--wait',
+                 '--config-file', conf)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f'instance {row.uuid}: already active\n'
     assert db_api.get_instance(engine, row.uuid) == row
 
 
