@@ -23,10 +23,14 @@ from oslo_config import cfg
 
 from computed.conf.errors import ConfigError
 
-#: The ``oslo.config.opts`` namespaces whose options computed registers (as in
-#: etc/computed/computed-config-generator.conf): their lists carry the
-#: deprecated names, which a registered ``ConfigOpts`` does not show.
-NAMESPACES = ('computed', 'oslo.log', 'oslo.messaging')
+#: The ``oslo.config.opts`` namespaces of every computed program that reads the
+#: same file (as in etc/computed/computed-config-generator.conf), those not
+#: installed skipped: their lists carry the deprecated names, which a registered
+#: ``ConfigOpts`` does not show, and the sections a program registers only for
+#: itself (keystonemiddleware's [keystone_authtoken] in an API server) are not
+#: unknown to the others.
+NAMESPACES = ('computed', 'oslo.log', 'oslo.messaging', 'keystonemiddleware.auth_token',
+              'oslo.policy', 'oslo.middleware')
 
 DEFAULT = 'DEFAULT'
 
@@ -65,6 +69,7 @@ def known_options(conf: cfg.ConfigOpts, extra: Iterable[tuple[str, cfg.Opt]] = (
         else:
             known[DEFAULT].add(_key(name))
     for group, opt in [*_listed_opts(), *extra]:
+        known.setdefault(group, set()).add(_key(opt.dest))
         for deprecated in opt.deprecated_opts:
             if deprecated.name:
                 known.setdefault(deprecated.group or group, set()).add(_key(deprecated.name))

@@ -243,3 +243,11 @@ def test_the_documented_database_urls_have_their_drivers_installed(tmp_path):
     parse(tmp_path, with_section('database', 'connection = postgresql+psycopg2://u:p@db/c'))
     requirements = (pathlib.Path(__file__).parents[3] / 'requirements.txt').read_text()
     assert 'psycopg2' in requirements
+
+
+def test_sections_of_the_other_programs_sharing_the_file_are_known(tmp_path):
+    # One computed.conf serves every program; a section one of them registers only for
+    # itself (oslo.middleware's, keystonemiddleware's in an API server) is no typo here.
+    parse(tmp_path, with_section('oslo_middleware', 'enable_proxy_headers_parsing = true'))
+    error = fault(tmp_path, with_section('oslo_middleware', 'enable_proxy_header = true'))
+    assert error.option == 'enable_proxy_header'
