@@ -20,7 +20,7 @@ Guarantees:
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
 * A malformed request (not a canonical uuid, an unknown argument) is logged and dropped, and an
-  operation the instance's state or owner does not allow is logged as refused, in one line; an
+  operation the instance's state or owner does not allow is logged as stopped, in one line; an
   operation that fails is logged with the instance uuid and never kills the worker.
 """
 
@@ -103,7 +103,7 @@ class InstanceWorker:
                 self._run_locked(operation, instance_uuid)
             except (InstanceConflict, InstanceNotFound) as exc:
                 # The instance's state or owner does not allow it: a refusal, not a failure.
-                LOG.warning("%s of instance %s refused: %s", operation, instance_uuid, exc)
+                LOG.warning("%s of instance %s stopped: %s", operation, instance_uuid, exc)
             except Exception:
                 LOG.exception("%s of instance %s failed", operation, instance_uuid)
 
