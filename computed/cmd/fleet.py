@@ -62,7 +62,9 @@ def fleet_status(conf: cfg.ConfigOpts) -> int:
     try:
         ironic = _ironic_nodes(conf)
     except DriverUnavailable as exc:
-        raise common.ServiceUnreachable("Ironic", _ironic_address(conf), exc.reason) from None
+        # The driver's reason starts by saying what this line already says.
+        reason = exc.reason.removeprefix("Ironic unreachable: ")
+        raise common.ServiceUnreachable("Ironic", _ironic_address(conf), reason) from None
     except DriverError as exc:
         common.fail("computed-manage", f"Ironic at {_ironic_address(conf)}: cannot list nodes: "
                     f"{exc.reason}", EXIT_BACKEND)
