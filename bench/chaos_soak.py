@@ -55,7 +55,7 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--daemons", type=int, default=3)

@@ -47,7 +47,7 @@ def say(text: str) -> None:
 def arguments(doc: str) -> argparse.ArgumentParser:
     """A parser with the flags every stack benchmark takes; its description is ``doc``'s first
     paragraph."""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--stack-dir", type=Path, help="reuse a stack (tools/services up)")
     parser.add_argument("--workdir", type=Path, help="where logs go (default: a tmp dir)")
     parser.add_argument("--write-md", action="store_true",

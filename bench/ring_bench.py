@@ -274,7 +274,7 @@ def bounded_speed(factors):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--max-loads", default="1.02,1.05,1.10",

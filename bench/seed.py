@@ -158,7 +158,7 @@ def unseed_nodes(stack, prefix: str = "bench") -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from computed.testing.stack import Stack
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--stack-dir", required=True, type=Path,
                         help="workdir of a running stack (tools/services up: .services)")
     parser.add_argument("--count", type=int, default=3000)

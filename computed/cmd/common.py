@@ -1,7 +1,8 @@
-"""What every console script shares: one-line failures and logging setup.
+"""What every console script shares: one-line failures, logging setup, reaching ZooKeeper.
 
-Guarantees: no traceback reaches the terminal for a bad configuration
-(exit 2) or Ctrl-C (exit 130).
+Guarantees: no traceback reaches the terminal for a bad configuration (exit 2), a service that
+cannot be reached (:class:`ServiceUnreachable`: one line naming the service and its address,
+exit 1) or Ctrl-C (exit 130).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging as std_logging
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 from urllib import parse
@@ -24,6 +26,27 @@ from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
 from computed.runtime import secrets
 
 EXIT_INTERRUPTED = 130
+EXIT_UNREACHABLE = 1
+#: Seconds a one-shot command waits for a ZooKeeper session: a reachable ensemble answers in
+#: milliseconds, and an operator waiting on a dead one wants to hear so soon.
+CLI_CONNECT_TIMEOUT = 10.0
+
+
+class ServiceUnreachable(Exception):
+    """A service this program needs did not answer; names the service and where it was sought
+    (never credentials)."""
+
+    def __init__(self, service: str, address: str, reason: str):
+        self.service = service
+        self.address = address
+        self.reason = reason
+        super().__init__(f'{service} at {address} unreachable: {reason}')
+
+
+def zookeeper_address(url: str) -> str:
+    """The servers of a ``zookeeper://`` URL, without credentials, for messages."""
+    netloc = parse.urlsplit(url).netloc
+    return ','.join(server.rpartition('@')[2] for server in netloc.split(','))
 
 
 def fail(prog: str, message: str, status: int) -> NoReturn:
@@ -44,6 +67,8 @@ def run(prog: str, body: Callable[[], int]) -> NoReturn:
     except ConfigError as exc:
         # Late configuration problems (e.g. a section a command needs).
         fail(prog, str(exc), EXIT_CONFIG)
+    except ServiceUnreachable as exc:
+        fail(prog, str(exc), EXIT_UNREACHABLE)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(status)
@@ -81,19 +106,41 @@ def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
     return driver_class.from_conf(conf)
 
 
-@contextlib.contextmanager
-def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage'
-                          ) -> Iterator[coordination.CoordinationDriver]:
+def connect_zookeeper(conf: cfg.ConfigOpts, member: str,
+                      timeout: float = CLI_CONNECT_TIMEOUT,
+                      give_up: Callable[[], bool] = lambda: False
+                      ) -> coordination.CoordinationDriver:
     """A tooz coordinator on ``[coordination] backend_url`` whose ZooKeeper session is started,
-    without joining any group: read and write through its kazoo client, and find where tooz
-    keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does."""
+    without joining any group. Raises :class:`ServiceUnreachable` when no session could be had
+    within ``timeout`` seconds, or as soon as ``give_up()`` (polled) is true; kazoo stops
+    trying then."""
     url = conf.coordination.backend_url
     coordinator = coordination.get_coordinator(coordinator_url(url), member.encode())
     try:
         client = kazoo_client(coordinator)
     except NotZooKeeper as exc:
         raise ConfigError("coordination", "backend_url", str(exc)) from None
-    client.start(timeout=15)
+    # kazoo's start(timeout) cannot be interrupted; its start_async's event can be polled.
+    connected = client.start_async()
+    deadline = time.monotonic() + timeout
+    while not connected.wait(0.2) and not give_up() and time.monotonic() < deadline:
+        pass
+    if not client.connected:
+        client.stop()
+        client.close()
+        reason = 'gave up' if give_up() else f'no session within {timeout:g} s'
+        raise ServiceUnreachable('ZooKeeper', zookeeper_address(url), reason)
+    return coordinator
+
+
+@contextlib.contextmanager
+def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage',
+                          timeout: float = CLI_CONNECT_TIMEOUT
+                          ) -> Iterator[coordination.CoordinationDriver]:
+    """:func:`connect_zookeeper` as a context: read and write through its kazoo client, and
+    find where tooz keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does."""
+    coordinator = connect_zookeeper(conf, member, timeout)
+    client = kazoo_client(coordinator)
     try:
         yield coordinator
     finally:
@@ -102,7 +149,8 @@ def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage'
 
 
 @contextlib.contextmanager
-def zookeeper(conf: cfg.ConfigOpts, member: str = 'computed-manage') -> Iterator[Any]:
+def zookeeper(conf: cfg.ConfigOpts, member: str = 'computed-manage',
+              timeout: float = CLI_CONNECT_TIMEOUT) -> Iterator[Any]:
     """A started KazooClient on ``[coordination] backend_url`` (no group membership)."""
-    with zookeeper_coordinator(conf, member) as coordinator:
+    with zookeeper_coordinator(conf, member, timeout) as coordinator:
         yield kazoo_client(coordinator)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -46,6 +47,17 @@ class Command:
 class Category:
     help: str
     commands: dict[str, Command]
+
+
+def seconds(value: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f'{value!r} is not a positive number of seconds')
+    return number
 
 
 def config_check(conf: cfg.ConfigOpts) -> int:
@@ -109,7 +121,7 @@ CATEGORIES: dict[str, Category] = {
                     (('--image',), {'metavar': 'URL', 'help': 'image_source to deploy'}),
                     (('--wait',), {'action': 'store_true',
                                    'help': 'wait until ACTIVE or ERROR (exit 1 on ERROR)'}),
-                    (('--timeout',), {'type': float, 'default': 1800.0,
+                    (('--timeout',), {'type': seconds, 'default': 1800.0,
                                       'help': 'seconds --wait waits (default 1800)'}))),
             'list': Command(
                 run=server.server_list, help='The live (not deleted) instances.',
@@ -121,19 +133,30 @@ CATEGORIES: dict[str, Category] = {
             **{action: Command(
                 run=getattr(server, f'server_{action}'),
                 help=f'{action.capitalize()} an instance (cast to its current host).',
-                arguments=((('instance',), {'metavar': 'UUID'}),))
+                arguments=(
+                    (('instance',), {'metavar': 'UUID'}),
+                    (('--wait',), {'action': 'store_true',
+                                   'help': 'wait until the instance has settled after the '
+                                           'action (exit 1 unless it is where the action '
+                                           'leads)'}),
+                    (('--timeout',), {'type': seconds, 'default': 1800.0,
+                                      'help': 'seconds --wait waits (default 1800)'})))
                for action in ('delete', 'reboot', 'stop', 'start')},
         }),
 }
 
 
 def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    # allow_abbrev=False: argparse would take "--time 5" for "--timeout 5" (and once took
+    # "--daemon 4" for "--daemons 4"); an option is written in full or refused.
     for name, category in CATEGORIES.items():
-        parser = subparsers.add_parser(name, help=category.help)
-        actions = parser.add_subparsers(dest='action', metavar='ACTION')
+        # prog given: argparse would derive it from the top-level usage, the command list.
+        parser = subparsers.add_parser(name, help=category.help, allow_abbrev=False,
+                                       prog=f'{PROG} {name}')
+        actions = parser.add_subparsers(dest='action', metavar='ACTION', prog=f'{PROG} {name}')
         actions.required = True
         for action, command in category.commands.items():
-            sub = actions.add_parser(action, help=command.help)
+            sub = actions.add_parser(action, help=command.help, allow_abbrev=False)
             for args, kwargs in command.arguments:
                 sub.add_argument(*args, **kwargs)
             sub.set_defaults(command=command)
@@ -147,8 +170,35 @@ def build_conf() -> cfg.ConfigOpts:
     return conf
 
 
+def usage() -> str:
+    """The top of ``--help``: the commands first, before the ~70 lines of oslo.config's and
+    oslo.log's options (argparse prints a given usage as written)."""
+    lines = [f'{PROG} [--config-file PATH] [--config-dir DIR] CATEGORY ACTION [ARGS]', '',
+             'commands:']
+    for name, category in CATEGORIES.items():
+        for action, command in category.commands.items():
+            arguments = ' '.join(_synopsis(args, kwargs) for args, kwargs in command.arguments)
+            lines.append(f'  {f"{name} {action} {arguments}".rstrip()}')
+            lines.append(f'      {command.help}')
+    lines += ['', f'"{PROG} CATEGORY ACTION --help" explains an action; the options below '
+                  '(configuration files, logging) apply to every command.']
+    return '\n'.join(lines)
+
+
+def _synopsis(args: tuple[str, ...], kwargs: dict[str, Any]) -> str:
+    name = args[0]
+    if not name.startswith('-'):
+        return kwargs.get('metavar', name.upper())
+    if kwargs.get('action') == 'store_true':
+        shown = name
+    else:
+        shown = f"{name} {kwargs.get('metavar', name.lstrip('-').upper())}"
+    return shown if kwargs.get('required') else f'[{shown}]'
+
+
 def _body(argv: Sequence[str]) -> int:
-    conf = loader.load(loader.config_options_first(argv), PROG, build_conf())
+    conf = loader.load(loader.config_options_first(argv), PROG, build_conf(), usage=usage(),
+                       commands=CATEGORIES)
     return conf.category.command.run(conf)
 
 

@@ -12,17 +12,25 @@ the database engine, served by a :class:`~computed.reporter.endpoint.ReporterEnd
 :class:`~computed.reporter.resync.Resync` thread (``[placement] resync_interval``), with a
 Placement client of its own, the same claims, database and per-provider locks.
 
-Exit status: 0 after a clean stop, 1 when a backend cannot be used, 2 for bad configuration.
+ZooKeeper not answering at start is waited for, not fatal: the reporter tries again and again
+(:func:`wait_for_zookeeper`), one log line per attempt naming the service and its address, the
+pauses doubling up to :data:`RETRY_CAP` seconds, and SIGTERM or SIGINT ends the wait at once.
+
+Exit status: 0 after a clean stop (also while waiting for ZooKeeper), 1 when a backend cannot be
+used, 2 for bad configuration.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging as std_logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
+from kazoo.client import KazooClient
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -32,6 +40,7 @@ from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
 from computed.db import api as db_api
 from computed.fleet.membership import fleet_root
+from computed.fleet.zookeeper import kazoo_client
 from computed.placement.client import PlacementClient
 from computed.providers.report import Limits
 from computed.reporter.applier import ClaimReader, ReportApplier
@@ -44,6 +53,11 @@ EXIT_BACKEND = 1
 LOG = logging.getLogger(__name__)
 # Seconds between two log lines with the outcome counters.
 STATS_INTERVAL = 60.0
+#: Waiting for ZooKeeper at start: seconds one attempt may take, the pause after the first
+#: failed attempt, and the longest pause (so at most one log line per RETRY_CAP seconds).
+ATTEMPT_TIMEOUT = 5.0
+RETRY_FIRST = 1.0
+RETRY_CAP = 30.0
 
 
 class _Stop:
@@ -57,6 +71,46 @@ class _Stop:
         self.requested = True
 
 
+@contextlib.contextmanager
+def _kazoo_quiet() -> Iterator[None]:
+    """kazoo logs each refused connection of an attempt (a dozen lines in 5 s); while waiting,
+    the one line per attempt above says it all, so only kazoo's errors get through."""
+    logger = std_logging.getLogger('kazoo.client')
+    level = logger.level
+    logger.setLevel(std_logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _pause(seconds: float, stop: _Stop) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop.requested and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def wait_for_zookeeper(conf: cfg.ConfigOpts, member: str, stop: _Stop) -> KazooClient | None:
+    """A started KazooClient on ``[coordination] backend_url``, after as many attempts as it
+    takes; None when a stop was requested first."""
+    delay, attempt = RETRY_FIRST, 0
+    while not stop.requested:
+        attempt += 1
+        with _kazoo_quiet():
+            try:
+                return kazoo_client(common.connect_zookeeper(
+                    conf, member, ATTEMPT_TIMEOUT, give_up=lambda: stop.requested))
+            except common.ServiceUnreachable as exc:
+                failure = str(exc)
+        if stop.requested:
+            break
+        # Logged outside the except: oslo.log would append the exception again.
+        LOG.warning('%s (attempt %d); trying again in %g s', failure, attempt, delay)
+        _pause(delay, stop)
+        delay = min(delay * 2, RETRY_CAP)
+    return None
+
+
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     if not conf.database.connection:
         raise ConfigError('database', 'connection',
@@ -64,7 +118,12 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     host = normalise_host(conf.host)
     placement = PlacementClient(keystone.load_adapter(conf, 'placement'))
     engine = db_api.engine_from_url(conf.database.connection)
-    with common.zookeeper(conf, member=f'reporter-{host}') as client:
+    client = wait_for_zookeeper(conf, f'reporter-{host}', stop)
+    if client is None:
+        LOG.info('computed-reporter stopped before ZooKeeper answered')
+        engine.dispose()
+        return 0
+    try:
         claims = ClaimReader(client, fleet_root(conf.coordination.group))
         applier = ReportApplier(placement, claims, engine, workers=conf.reporter.workers)
         resync = Resync(PlacementClient(keystone.load_adapter(conf, 'placement')), claims,
@@ -110,6 +169,9 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
             applier.close()
             transport.cleanup()
             engine.dispose()
+    finally:
+        client.stop()
+        client.close()
     LOG.info('computed-reporter stopped; reports: %s', dict(applier.counts))
     return 0
 

@@ -4,8 +4,13 @@
 instance and casts the build to the daemon owning the chosen node
 (:mod:`computed.instances.rpcapi`); ``--wait`` polls the database until the instance is ACTIVE
 or ERROR (exit 1 on ERROR). ``delete``, ``reboot``, ``stop`` and ``start`` cast to the
-instance's current host as the database says.
-``list`` and ``show`` read the database only (``--json``: stable documents, see
+instance's current host as the database says, after checking that the instance's state allows
+the action (``stop`` of a DELETED instance is refused here, in one line, rather than dropped
+by the daemon; ``stop`` of a STOPPED one is, as in the lifecycle, a no-op); with ``--wait`` they
+poll until the instance has settled after the action (exit 1 when it did not end where the
+action leads: ERROR, or a power action that failed). Only ``create`` needs ZooKeeper (to find
+the owner of the chosen node) and Placement. ``list`` and ``show`` read the database only
+(``--json``: stable documents, see
 :func:`document`).
 
 Bad input (an unknown resource class or trait, a malformed uuid, an unknown instance) and
@@ -26,6 +31,8 @@ from computed.conf.errors import ConfigError
 
 PROG = 'computed-manage'
 EXIT_FAILED = 1
+#: Seconds between two reads of the instance while ``--wait`` waits.
+WAIT_INTERVAL = 0.2
 
 T = TypeVar('T')
 
@@ -65,7 +72,7 @@ def _guard(body: Callable[[], T]) -> T:
     try:
         return body()
     except (scheduler.BadRequest, scheduler.NoValidHost, DatabaseError, PlacementError, NoHost,
-            DriverError, TimeoutError) as exc:
+            DriverError, TimeoutError, Refused) as exc:
         common.fail(PROG, str(exc), EXIT_FAILED)
     except sa_exc.SQLAlchemyError as exc:
         common.fail(PROG, f'database: {" ".join(str(getattr(exc, "orig", exc)).split())}',
@@ -77,13 +84,18 @@ def _guard(body: Callable[[], T]) -> T:
 
 
 @contextlib.contextmanager
-def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
+def _server_api(conf: cfg.ConfigOpts, engine: Any, scheduling: bool = True) -> Iterator[Any]:
+    """A ServerAPI; without ``scheduling`` (the actions on an existing instance) it reaches
+    neither ZooKeeper nor Placement."""
     from computed.fleet.membership import fleet_root
     from computed.instances import scheduler
     from computed.instances.rpcapi import ComputeAPI, ServerAPI
     from computed.runtime import keystone, rpc
     transport = rpc.get_transport(conf)
     try:
+        if not scheduling:
+            yield ServerAPI(engine, None, ComputeAPI(transport), _no_owner)
+            return
         with common.zookeeper(conf) as client:
             owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
             yield ServerAPI(engine, keystone.load_adapter(conf, 'placement'),
@@ -92,9 +104,24 @@ def _server_api(conf: cfg.ConfigOpts, engine: Any) -> Iterator[Any]:
         transport.cleanup()
 
 
+def _no_owner(node: str) -> Any:
+    raise AssertionError(f'node {node}: an action on an existing instance schedules nothing')
+
+
+def _check_request(args: Any) -> None:
+    """Refuse a bad resource class or trait before any service is reached."""
+    from computed.instances import scheduler
+    from computed.providers.state import is_trait_name
+    scheduler.placement_class(args.resource_class)
+    for trait in args.trait or ():
+        if not is_trait_name(trait):
+            raise scheduler.BadRequest(f'not a trait name: {trait!r}')
+
+
 def server_create(conf: cfg.ConfigOpts) -> int:
     from computed.db import models
     args = conf.category
+    _guard(lambda: _check_request(args))
     engine = _engine(conf)
 
     def create() -> Any:
@@ -115,23 +142,70 @@ def server_create(conf: cfg.ConfigOpts) -> int:
     return EXIT_FAILED if row.state == models.ERROR else 0
 
 
+class Refused(Exception):
+    """The instance's state does not allow the action; names both."""
+
+
+def _allowed_from(action: str) -> frozenset:
+    from computed.instances import lifecycle
+    return {'delete': lifecycle.DELETE_FROM, 'reboot': lifecycle.REBOOT_FROM,
+            'stop': lifecycle.STOP_FROM, 'start': lifecycle.START_FROM}[action]
+
+
+def _target(action: str) -> Any:
+    from computed.db import models
+    return {'delete': models.DELETED, 'reboot': models.ACTIVE, 'stop': models.STOPPED,
+            'start': models.ACTIVE}[action]
+
+
+def _settled(before: Any, row: Any) -> bool:
+    """Whether ``row`` is where the action cast on ``before`` ended: written since, and in a
+    state that is not transitional (a reboot of an ACTIVE instance ends ACTIVE again, so the
+    state alone cannot tell)."""
+    from computed.db import models
+    changed = (row.state, row.updated_at, row.fault) != (before.state, before.updated_at,
+                                                        before.fault)
+    return changed and row.state not in models.TRANSITIONAL_STATES
+
+
 def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
     def run(conf: cfg.ConfigOpts) -> int:
-        from computed.db import models
+        import time
+
+        args = conf.category
         engine = _engine(conf)
 
         def act() -> Any:
-            with _server_api(conf, engine) as api:
-                return api.action(name, conf.category.instance)
+            with _server_api(conf, engine, scheduling=False) as api:
+                row = api.get(args.instance)
+                if name != 'reboot' and row.state == _target(name):
+                    # No-ops in the lifecycle too: nothing to send, nothing to wait for.
+                    print(f'instance {row.uuid}: already {str(row.state).lower()}')
+                    return row, row
+                allowed = _allowed_from(name)
+                if row.state not in allowed:
+                    raise Refused(f'instance {row.uuid} is {row.state}: {name} needs '
+                                  f"{' or '.join(sorted(allowed))}")
+                before = api.action(name, row.uuid)
+                print(f'instance {before.uuid}: {name} sent to {before.host}')
+                if not args.wait:
+                    return before, before
+                deadline = time.monotonic() + args.timeout
+                while not _settled(before, row := api.get(before.uuid)):
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f'instance {row.uuid}: still {row.state} '
+                                           f'{args.timeout:g} s after {name}')
+                    time.sleep(WAIT_INTERVAL)
+                print(f'instance {row.uuid}: {row.state}'
+                      + (f': {row.fault}' if row.fault and row.fault != before.fault else ''))
+                return before, row
         try:
-            row = _guard(act)
+            before, row = _guard(act)
         finally:
             engine.dispose()
-        if name == 'delete' and row.state == models.DELETED:
-            print(f'instance {row.uuid}: already deleted')
-        else:
-            print(f'instance {row.uuid}: {name} sent to {row.host}')
-        return 0
+        if before is row or row.state == _target(name):
+            return 0
+        return EXIT_FAILED
     return run
 
 

@@ -2,13 +2,17 @@
 
 Each check takes the value, returns nothing and raises ``ConfigError``
 naming the option when the value cannot work: a URL scheme computed does not
-support or has no installed driver for, a URL that does not parse, an empty
-host. None of them touches the network.
+support or has no installed driver for, a URL that does not parse, a database
+driver that cannot be imported, a host or group name that cannot be a
+ZooKeeper node name, a session timeout ZooKeeper cannot use, a file that is
+not there. None of them touches the network; the file checks only look at
+the local file system.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from urllib import parse
 
 from computed.conf import coordination
@@ -18,6 +22,9 @@ from computed.conf.errors import ConfigError
 #: oslo.messaging drivers computed supports: RabbitMQ, and the in-process
 #: fake driver for tests (kafka only carries notifications, not RPC).
 TRANSPORT_SCHEMES = ('rabbit', 'fake')
+
+#: What oslo.log accepts as a level in default_log_levels.
+_LOG_LEVELS = ('CRITICAL', 'ERROR', 'WARNING', 'WARN', 'INFO', 'DEBUG', 'TRACE', 'NOTSET')
 
 #: kazoo connection handlers tooz accepts in a ZooKeeper URL.
 ZOOKEEPER_HANDLERS = ('eventlet', 'threading')
@@ -32,9 +39,88 @@ def _schemes(schemes: tuple[str, ...]) -> str:
     return ' or '.join(f'{s}://' for s in schemes)
 
 
+def _check_name(group: str, option: str, value: str | None) -> None:
+    """A name that becomes one ZooKeeper node name (a member, a group)."""
+    if not value:
+        raise ConfigError(group, option, 'must not be empty')
+    if '/' in value:
+        # ZooKeeper would read it as a path: another folder, not this name.
+        raise ConfigError(group, option, f"{value!r} must not contain '/'")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ConfigError(group, option,
+                          f'{value!r} must not contain blanks or control characters')
+
+
 def check_host(value: str) -> None:
-    if not normalise_host(value or ''):
-        raise ConfigError('DEFAULT', 'host', 'must not be empty')
+    from computed.db.models import HOST_LENGTH  # the column instances record it in
+    host = normalise_host(value or '')
+    _check_name('DEFAULT', 'host', host)
+    if len(host) > HOST_LENGTH:
+        raise ConfigError('DEFAULT', 'host', f'longer than {HOST_LENGTH} characters')
+
+
+def check_log_levels(values: list[str]) -> None:
+    """``[DEFAULT] default_log_levels``: ``logger=LEVEL`` pairs; oslo.log raised a ValueError
+    at start for anything else."""
+    for pair in values:
+        logger, sep, level = pair.partition('=')
+        if not (logger and sep) or level.upper() not in _LOG_LEVELS:
+            raise ConfigError('DEFAULT', 'default_log_levels',
+                              f'{pair!r} is not logger=LEVEL (LEVEL one of '
+                              f'{", ".join(_LOG_LEVELS)})')
+
+
+def check_group(value: str) -> None:
+    """``[coordination] group``: the tooz group, also a folder name in ZooKeeper."""
+    _check_name('coordination', 'group', value)
+
+
+def check_not_empty(group: str, option: str, value: str | None) -> None:
+    """A string option whose default is a name (a topic, an exchange): set empty it names
+    nothing, and the messaging library would take it anyway."""
+    if value is not None and not value.strip():
+        raise ConfigError(group, option, 'must not be empty')
+
+
+def check_readable_file(group: str, option: str, path: str | None) -> None:
+    """A file read at start (a CA bundle, a certificate, a key): unset is fine."""
+    if not path:
+        return
+    if not os.path.isfile(path):
+        raise ConfigError(group, option, f'{path}: not found')
+    if not os.access(path, os.R_OK):
+        raise ConfigError(group, option, f'{path}: not readable by this user')
+
+
+def check_writable_directory(group: str, option: str, path: str | None) -> None:
+    """A file created at start (a log, the audit log): its directory must exist."""
+    if not path:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigError(group, option, f'directory {directory} does not exist')
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(group, option, f'directory {directory} is not writable by this user')
+
+
+def check_http_url(group: str, option: str, value: str | None) -> None:
+    """An endpoint keystoneauth will send requests to: unset is fine."""
+    if not value:
+        return
+    url = parse.urlsplit(value)
+    if url.scheme not in ('http', 'https') or not url.hostname:
+        raise ConfigError(group, option,
+                          f'{value!r} is not an http:// or https:// URL with a host')
+
+
+def check_entry_point(group: str, option: str, entry_point_group: str,
+                      value: str) -> None:
+    """A plugin named by ``value`` must be installed in ``entry_point_group``."""
+    if not _has_entry_point(entry_point_group, value):
+        names = sorted(ep.name for ep in importlib.metadata.entry_points(
+            group=entry_point_group))
+        raise ConfigError(group, option, f'no {entry_point_group} plugin named {value!r} '
+                                         f'(installed: {", ".join(names) or "none"})')
 
 
 def _check_servers(group: str, option: str, netloc: str) -> None:
@@ -83,16 +169,14 @@ def check_backend_url(value: str) -> None:
             raise ConfigError('coordination', 'backend_url',
                               f'handler={values[-1]!r} is not one of '
                               f'{", ".join(ZOOKEEPER_HANDLERS)}')
-        # tooz reads this one as the ZooKeeper session timeout in seconds.
+        # tooz reads this one as the ZooKeeper session timeout in seconds;
+        # a fraction or inf passed this check once and then failed (or
+        # never expired) in kazoo at start.
         if key == 'timeout':
-            try:
-                ok = float(values[-1]) > 0
-            except ValueError:
-                ok = False
-            if not ok:
+            if not (values[-1].isdigit() and int(values[-1]) > 0):
                 raise ConfigError('coordination', 'backend_url',
                                   f'timeout={values[-1]!r} is not a '
-                                  'positive number of seconds')
+                                  'positive whole number of seconds')
 
 
 def check_transport_url(group: str, value: str) -> None:
@@ -118,6 +202,7 @@ def check_transport_url(group: str, value: str) -> None:
 def check_database_connection(value: str) -> None:
     """``[database] connection``: an SQLAlchemy URL of a known dialect."""
     # Imported here: only this check needs SQLAlchemy, and it is costly.
+    from sqlalchemy import create_engine
     from sqlalchemy import exc as sa_exc
     from sqlalchemy.engine import make_url
 
@@ -133,3 +218,14 @@ def check_database_connection(value: str) -> None:
     except sa_exc.NoSuchModuleError:
         raise ConfigError('database', 'connection',
                           f'unknown SQLAlchemy dialect {url.drivername!r}')
+    try:
+        # create_engine imports the DBAPI driver and connects to nothing.
+        create_engine(url).dispose()
+    except ImportError as exc:
+        raise ConfigError('database', 'connection',
+                          f'the driver of {url.drivername}:// is not installed '
+                          f'(No module named {exc.name!r})')
+    except (sa_exc.ArgumentError, TypeError, ValueError) as exc:
+        raise ConfigError('database', 'connection',
+                          f'{url.drivername}:// cannot use this URL: '
+                          f'{type(exc).__name__}')

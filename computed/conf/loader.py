@@ -14,16 +14,19 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import io
+import math
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import oslo_messaging.opts
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from computed import conf as computed_conf
-from computed.conf import checks
+from computed.conf import checks, unknown
 from computed.conf.errors import ConfigError
 from computed.runtime import keystone
 
@@ -63,35 +66,70 @@ _CLI_VALUE_ERROR = re.compile(
     r'argument --(?P<dest>\S+): Invalid (?P<type>.*) value: (?P<value>.*)')
 
 
-def _call(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
+def _call(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str,
+          usage: str | None = None) -> None:
     """Run oslo.config's parser, turning its own stderr-and-exit for a bad
-    command-line option value into a ConfigError."""
+    command-line option value into a ConfigError, and argparse's usage
+    errors into their one ``prog: error: ...`` line."""
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
             conf(args=list(argv), project=PROJECT, prog=prog,
-                 version=_version())
-    except SystemExit:
-        match = _CLI_VALUE_ERROR.match(captured.getvalue().strip())
-        if match is None:
-            # argparse's own usage errors (exit 2) and the like: the user
-            # sees them as argparse wrote them.
+                 version=_version(), usage=usage)
+    except SystemExit as exc:
+        written = captured.getvalue().strip()
+        match = _CLI_VALUE_ERROR.match(written)
+        if match is not None:
+            raise ConfigError('DEFAULT', match['dest'],
+                              f'invalid value {match["value"]!r} '
+                              f'(expected a {match["type"].lower()} value)')
+        if exc.code in (0, None) or not written:
             sys.stderr.write(captured.getvalue())
             raise
-        raise ConfigError('DEFAULT', match['dest'],
-                          f'invalid value {match["value"]!r} '
-                          f'(expected a {match["type"].lower()} value)')
+        # argparse writes its usage (the whole command list for
+        # computed-manage) before the error: keep the error line, which
+        # names the command it is about.
+        print(f'{written.splitlines()[-1]} (see --help)', file=sys.stderr)
+        raise
     # Anything else written while parsing still reaches the user.
     sys.stderr.write(captured.getvalue())
 
 
-def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
+# An option string in argparse's help: "--name" not inside a longer word.
+_OPTION_STRING = re.compile(r'(?<![\w-])--[A-Za-z0-9][\w-]*')
+
+
+def refuse_abbreviations(conf: cfg.ConfigOpts, argv: Sequence[str],
+                         commands: Collection[str] = ()) -> None:
+    """Refuse an option of the top-level parser that is not written in full.
+
+    argparse expands unambiguous prefixes (``--deb`` for ``--debug``, and in
+    tools/run-local ``--daemon 4`` for ``--daemons 4``); oslo.config builds
+    that parser without ``allow_abbrev=False``, so the options argparse
+    accepted are compared, after parsing, with the option strings its help
+    lists. Only the tokens before the first of ``commands`` belong to that
+    parser (sub-command parsers are built with ``allow_abbrev=False``).
+    """
+    helped = io.StringIO()
+    conf.print_help(helped)
+    known = set(_OPTION_STRING.findall(helped.getvalue()))
+    for arg in argv:
+        if arg in commands or arg == '--':
+            return
+        name = arg.split('=', 1)[0]
+        if name.startswith('--') and name not in known:
+            raise ConfigError(None, None, f'unrecognized arguments: {name} (options are '
+                                          'not abbreviated; see --help)')
+
+
+def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str,
+          usage: str | None = None) -> None:
     """Parse the command line and the config files it names (or defaults).
 
     argparse itself still handles --help and malformed command lines.
     """
     try:
-        _call(conf, argv, prog)
+        _call(conf, argv, prog, usage)
     except (cfg.ConfigFilesNotFoundError,
             cfg.ConfigFilesPermissionDeniedError) as exc:
         raise ConfigError(None, None, 'config file '
@@ -106,11 +144,34 @@ def parse(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str) -> None:
     except cfg.RequiredOptError as exc:
         # Report the name as written in a file (keystoneauth's options
         # are named with dashes, e.g. auth-url for auth_url).
-        raise ConfigError(_group_name(exc.group),
-                          exc.opt_name.replace('-', '_'),
-                          'required but not set')
+        group = _group_name(exc.group)
+        # A mistyped line ("backend_url zookeeper://..." lacks its "=") is
+        # the likely cause when the same section has an unknown key.
+        strays = unknown.unknown_keys(conf, group)
+        raise ConfigError(group, exc.opt_name.replace('-', '_'),
+                          'required but not set' + (
+                              f' (the section has an unknown key {strays[0]!r})'
+                              if strays else ''))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(None, None, f'config file {_undecodable(argv)}: cannot parse: '
+                                      f'not UTF-8 text ({exc.reason} at byte {exc.start})')
     except (cfg.Error, ValueError) as exc:
         raise ConfigError(None, None, str(exc))
+
+
+def _undecodable(argv: Sequence[str]) -> str:
+    """The first config file named in ``argv`` that is not UTF-8 text."""
+    files = [arg.split('=', 1)[1] for arg in argv if arg.startswith('--config-file=')]
+    files += [value for flag, value in zip(argv, argv[1:]) if flag == '--config-file']
+    for path in files:
+        try:
+            with open(path, encoding='utf-8') as text:
+                text.read()
+        except UnicodeDecodeError:
+            return path
+        except OSError:
+            continue
+    return '(in --config-dir)'
 
 
 def _value_error(group: str, option: str, exc: Exception) -> ConfigError:
@@ -121,6 +182,13 @@ def _value_error(group: str, option: str, exc: Exception) -> ConfigError:
     return ConfigError(group, option, f'invalid value: {reason}')
 
 
+def _check_number(group: str, option: str, value: object) -> None:
+    # oslo.config's FloatOpt takes "inf" and "nan" and its bounds let them through (nan
+    # compares false with min): an infinite refresh interval or grace never elapses.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(group, option, f'invalid value: {value} is not a finite number')
+
+
 def read_all(conf: cfg.ConfigOpts) -> None:
     """Read every option of every group, forcing oslo.config to parse it."""
     for name in list(conf):
@@ -129,26 +197,86 @@ def read_all(conf: cfg.ConfigOpts) -> None:
         except (cfg.Error, ValueError) as exc:
             raise _value_error('DEFAULT', name, exc)
         if not isinstance(value, cfg.ConfigOpts.GroupAttr):
+            _check_number('DEFAULT', name, value)
             continue
         for option in list(value):
             try:
-                value[option]
+                _check_number(name, option, value[option])
             except (cfg.Error, ValueError) as exc:
                 raise _value_error(name, option, exc)
+
+
+# Options naming a file read at start, by group: a missing CA bundle was only found at the
+# first TLS handshake.
+_READ_FILES = {
+    **{group: ('cafile', 'certfile', 'keyfile') for group in KEYSTONE_SECTIONS},
+    'oslo_messaging_rabbit': ('ssl_ca_file', 'ssl_cert_file', 'ssl_key_file'),
+}
+# Options naming a file created at start, whose directory must exist.
+_CREATED_FILES = (('DEFAULT', 'log_file'), ('fleet', 'audit_log'))
+# keystoneauth's session and adapter numbers, which it takes negative and then fails (or
+# retries never) at the first request.
+_NON_NEGATIVE = ('timeout', 'connect_retries', 'connect_retry_delay', 'status_code_retries',
+                 'status_code_retry_delay')
+# Names that must not be set empty (their defaults are names).
+_NAMES = (('reporter', 'topic'), ('ironic', 'notification_topic'),
+          ('ironic', 'notification_exchange'))
+# keystoneauth endpoints: a URL without a scheme fails only at the first request.
+_ENDPOINTS = ('endpoint_override', 'auth_url', 'endpoint')
+
+
+def _plugin_opts(conf: cfg.ConfigOpts) -> list[tuple[str, cfg.Opt]]:
+    """The options of the auth plugins chosen in the keystoneauth sections, by group."""
+    found = []
+    for group in KEYSTONE_SECTIONS:
+        name = keystone.register_plugin_opts(conf, group)
+        if name is not None:
+            auth_group = conf[group].auth_section or group
+            found += [(auth_group, opt)
+                      for opt in ks_loading.get_auth_plugin_conf_options(name)]
+    return found
 
 
 def validate(conf: cfg.ConfigOpts) -> None:
     """Check a parsed configuration; raise ``ConfigError`` on the first fault.
     """
-    for group in KEYSTONE_SECTIONS:
-        # Auth plugin options exist only once the plugin is known; register
-        # them first so read_all parses them too.
-        keystone.register_plugin_opts(conf, group)
+    # Auth plugin options exist only once the plugin is known; registering
+    # them first lets read_all parse them and the unknown check know them.
+    plugin_opts = _plugin_opts(conf)
     read_all(conf)
+    unknown.check(conf, plugin_opts)
+    written = set(conf.list_all_sections())
     for group in KEYSTONE_SECTIONS:
+        auth_section = conf[group].auth_section
+        if auth_section and auth_section not in written:
+            # keystoneauth would read an empty section: no auth, silently.
+            raise ConfigError(group, 'auth_section',
+                              f'names [{auth_section}], which no config file has')
         keystone.check_section(conf, group)
+        options = conf[auth_section or group]
+        for option in _ENDPOINTS:
+            if option in options:
+                checks.check_http_url(group, option, options[option])
+        for option in _NON_NEGATIVE:
+            value = conf[group][option]
+            if value is not None and value < 0:
+                raise ConfigError(group, option, f'invalid value: {value} is negative')
     checks.check_host(conf.host)
+    checks.check_group(conf.coordination.group)
+    checks.check_entry_point('DEFAULT', 'baremetal_driver', 'computed.baremetal.drivers',
+                             conf.baremetal_driver)
     checks.check_backend_url(conf.coordination.backend_url)
+    for group, options in _READ_FILES.items():
+        for option in options:
+            checks.check_readable_file(group, option, conf[group][option])
+    checks.check_log_levels(conf.default_log_levels)
+    if conf.log_dir and not os.path.isdir(conf.log_dir):
+        raise ConfigError('DEFAULT', 'log_dir', f'directory {conf.log_dir} does not exist')
+    for group, option in _CREATED_FILES:
+        value = conf[option] if group == 'DEFAULT' else conf[group][option]
+        checks.check_writable_directory(group, option, value)
+    for group, option in _NAMES:
+        checks.check_not_empty(group, option, conf[group][option])
     checks.check_transport_url('DEFAULT', conf.transport_url)
     notifications_url = conf.oslo_messaging_notifications.transport_url
     if notifications_url:
@@ -183,15 +311,19 @@ def config_options_first(argv: Sequence[str]) -> list[str]:
 
 
 def load(argv: Sequence[str], prog: str,
-         conf: cfg.ConfigOpts | None = None) -> cfg.ConfigOpts:
+         conf: cfg.ConfigOpts | None = None, usage: str | None = None,
+         commands: Collection[str] = ()) -> cfg.ConfigOpts:
     """Register, parse and validate; exit with status 2 on bad configuration.
 
-    Pass ``conf`` to add command-line options (e.g. sub-commands) first.
+    Pass ``conf`` to add command-line options (e.g. sub-commands) first,
+    ``usage`` to head ``--help``, ``commands`` for the names that end the
+    top-level options (see :func:`refuse_abbreviations`).
     """
     conf = conf if conf is not None else cfg.ConfigOpts()
     register_all(conf)
     try:
-        parse(conf, argv, prog)
+        parse(conf, argv, prog, usage)
+        refuse_abbreviations(conf, argv, commands)
         validate(conf)
     except ConfigError as exc:
         print(f'{prog}: error: {exc}', file=sys.stderr)

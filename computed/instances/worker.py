@@ -31,9 +31,10 @@ Guarantees:
   build whose instance a delete moved to DELETING meanwhile, the delete then tearing it down).
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
-* A malformed request (not a uuid, a member epoch that is not an integer) is logged in one line
-  and dropped; an operation that fails is logged with the instance uuid and never kills the
-  worker.
+* A malformed request (not a canonical uuid, a member epoch that is not an integer, an unknown
+  argument) is logged in one line and dropped, and an operation the instance's state or owner
+  does not allow is logged as stopped, in one line; an operation that fails is logged with the
+  instance uuid and never kills the worker.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import oslo_messaging
 
 from computed.db import api as db_api
 from computed.db import models
-from computed.db.api import InstanceConflict
+from computed.db.api import InstanceConflict, InstanceNotFound
 from computed.fleet.claims import Claim, NotOurs
 from computed.instances import lifecycle
 
@@ -87,33 +88,37 @@ class InstanceWorker:
 
     # --- RPC endpoint (oslo.messaging dispatches on these names) --------------------------
 
-    def build_instance(self, ctxt: Any, instance_uuid: Any = None,
-                       member_epoch: Any = None) -> None:
-        self.submit("build_instance", instance_uuid, member_epoch)
+    def build_instance(self, ctxt: Any, instance_uuid: Any = None, member_epoch: Any = None,
+                       **unknown: Any) -> None:
+        self.submit("build_instance", instance_uuid, member_epoch, unknown)
 
-    def delete_instance(self, ctxt: Any, instance_uuid: Any = None,
-                        member_epoch: Any = None) -> None:
-        self.submit("delete_instance", instance_uuid, member_epoch)
+    def delete_instance(self, ctxt: Any, instance_uuid: Any = None, member_epoch: Any = None,
+                        **unknown: Any) -> None:
+        self.submit("delete_instance", instance_uuid, member_epoch, unknown)
 
-    def reboot_instance(self, ctxt: Any, instance_uuid: Any = None,
-                        member_epoch: Any = None) -> None:
-        self.submit("reboot_instance", instance_uuid, member_epoch)
+    def reboot_instance(self, ctxt: Any, instance_uuid: Any = None, member_epoch: Any = None,
+                        **unknown: Any) -> None:
+        self.submit("reboot_instance", instance_uuid, member_epoch, unknown)
 
-    def stop_instance(self, ctxt: Any, instance_uuid: Any = None,
-                      member_epoch: Any = None) -> None:
-        self.submit("stop_instance", instance_uuid, member_epoch)
+    def stop_instance(self, ctxt: Any, instance_uuid: Any = None, member_epoch: Any = None,
+                      **unknown: Any) -> None:
+        self.submit("stop_instance", instance_uuid, member_epoch, unknown)
 
-    def start_instance(self, ctxt: Any, instance_uuid: Any = None,
-                       member_epoch: Any = None) -> None:
-        self.submit("start_instance", instance_uuid, member_epoch)
+    def start_instance(self, ctxt: Any, instance_uuid: Any = None, member_epoch: Any = None,
+                       **unknown: Any) -> None:
+        self.submit("start_instance", instance_uuid, member_epoch, unknown)
 
     # --- running operations ----------------------------------------------------------------
 
-    def submit(self, operation: str, instance_uuid: Any, member_epoch: Any = None) -> bool:
+    def submit(self, operation: str, instance_uuid: Any, member_epoch: Any = None,
+               unknown: dict | None = None) -> bool:
         """Queue ``operation``; False (and one log line) when the request is refused."""
-        try:
-            instance_uuid = str(uuid_lib.UUID(str(instance_uuid)))
-        except ValueError:
+        if unknown:
+            # oslo.messaging would otherwise fail the cast with a TypeError and a traceback.
+            LOG.error("dropping %s: unknown argument(s) %s", operation, ", ".join(sorted(unknown)))
+            return False
+        if not _is_canonical_uuid(instance_uuid):
+            # The server API sends str(uuid.UUID(...)); any other spelling is not ours.
             LOG.error("dropping %s: %.80r is not an instance uuid", operation, instance_uuid)
             return False
         if member_epoch is not None:
@@ -158,9 +163,9 @@ class InstanceWorker:
             with self._stripes[hash(instance_uuid) % len(self._stripes)]:
                 try:
                     self._run_locked(operation, instance_uuid)
-                except (NotOurs, InstanceConflict) as exc:
+                except (NotOurs, InstanceConflict, InstanceNotFound) as exc:
                     # Fencing at work (the node or the instance changed hands, or another
-                    # request changed its state first): expected, one line.
+                    # request changed its state first) or a refusal: expected, one line.
                     LOG.warning("%s of instance %s stopped: %s", operation, instance_uuid, exc)
                 except Exception:
                     LOG.exception("%s of instance %s failed", operation, instance_uuid)
@@ -243,3 +248,10 @@ class InstanceWorker:
     def stop(self) -> None:
         self._stopping = True
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _is_canonical_uuid(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and str(uuid_lib.UUID(value)) == value
+    except ValueError:
+        return False

@@ -89,10 +89,16 @@ class Report:
         if not isinstance(data, dict):
             raise MalformedReport(f"report: expected an object, got {type(data).__name__}")
         uuid = data.get("uuid")
-        try:
-            uuid = str(uuid_lib.UUID(str(uuid)))
-        except ValueError:
-            raise MalformedReport(f"report: field 'uuid': not a UUID: {uuid!r}") from None
+        if not _is_canonical_uuid(uuid):
+            # A sender writes str(uuid.UUID(...)); any other spelling is not one of ours.
+            raise MalformedReport(f"report: field 'uuid': not a canonical UUID: {uuid!r}")
+        unknown = sorted(str(key) for key in data if key not in _FIELDS)
+        if unknown:
+            # A field this version would drop could change what the report means.
+            raise MalformedReport(f"report {uuid}: unknown field {unknown[0]!r}")
+        if "state" not in data:
+            # An absent state would read as None, which means "delete the provider".
+            raise MalformedReport(f"report {uuid}: field 'state': missing (null deletes)")
         epoch_key = _claim_epoch_key(uuid, data)
         for field in (epoch_key, "seq"):
             value = data.get(field)
@@ -114,6 +120,17 @@ class Report:
             raise MalformedReport(f"report {uuid}: field 'state': describes provider "
                                   f"{state.get('uuid')!r}")
         return cls(uuid, data[epoch_key], data["seq"], host, state)
+
+
+#: The fields of a report on the wire ("epoch": the claim epoch as API 1.0 named it).
+_FIELDS = frozenset({"uuid", "claim_epoch", "epoch", "seq", "host", "state"})
+
+
+def _is_canonical_uuid(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and str(uuid_lib.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def _claim_epoch_key(uuid: str, data: Mapping[str, Any]) -> str:

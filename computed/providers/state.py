@@ -174,8 +174,12 @@ def is_trait_name(name: Any) -> bool:
     Custom traits are created on demand; a standard (non-CUSTOM_) trait must
     be one of os-traits', which only Placement can tell.
     """
-    return (isinstance(name, str) and 0 < len(name) <= _MAX_NAME
-            and _STANDARD_TRAIT_RE.fullmatch(name) is not None)
+    if not (isinstance(name, str) and 0 < len(name) <= _MAX_NAME):
+        return False
+    if name.startswith(CUSTOM_PREFIX):
+        # "CUSTOM_" alone passed as a standard name, which Placement refuses for good.
+        return is_custom_name(name)
+    return _STANDARD_TRAIT_RE.fullmatch(name) is not None
 
 
 def normalise_resource_class(name: str) -> str:

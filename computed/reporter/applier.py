@@ -96,10 +96,7 @@ class ReportApplier:
     def apply(self, raw_reports: Any) -> list[list[Any]]:
         """Outcomes as ``[uuid, seq, outcome]`` triples, one per well-formed report."""
         if not isinstance(raw_reports, list):
-            LOG.error("dropping a message whose 'reports' is a %s, not a list",
-                      type(raw_reports).__name__)
-            self._count(Outcome.INVALID)
-            return []
+            return self.drop(f"its 'reports' is a {type(raw_reports).__name__}, not a list")
         reports, answers = self._parse(raw_reports)
         try:
             holders = (self._claims.claim_holders([r.uuid for r, _ in reports])
@@ -126,6 +123,12 @@ class ReportApplier:
         for (report, _), outcome in zip(current, outcomes):
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers
+
+    def drop(self, reason: str) -> list[list[Any]]:
+        """Refuse a whole message (logged with ``reason``, counted invalid); the empty answer."""
+        LOG.error("dropping a message of reports: %s", reason)
+        self._count(Outcome.INVALID)
+        return []
 
     def _parse(self, raw_reports: list) -> tuple[list, list[list[Any]]]:
         reports, answers = [], []

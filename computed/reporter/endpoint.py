@@ -31,7 +31,10 @@ class ReporterEndpoint:
         self._applier = applier
         self._limits = limits
 
-    def apply_reports(self, ctxt: Any, reports: Any = None) -> list[list[Any]]:
+    def apply_reports(self, ctxt: Any, reports: Any = None, **unknown: Any) -> list[list[Any]]:
+        if unknown:
+            # oslo.messaging would otherwise fail the call with a TypeError and a traceback.
+            return self._applier.drop(f"unknown argument(s) {', '.join(sorted(unknown))}")
         if not isinstance(reports, list):
             return self._applier.apply(reports)  # the applier refuses it in its own words
         admission = admit(reports, self._limits)

@@ -132,7 +132,8 @@ def watch(fleet: LocalFleet, out: Terminal, seconds: float | None) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
     parser.add_argument("--nodes", type=int, default=300, help="fake nodes (default %(default)s)")
     parser.add_argument("--daemons", type=int, default=3, help="daemons (default %(default)s)")
     parser.add_argument("--seconds", type=float,

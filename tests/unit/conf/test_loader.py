@@ -1,5 +1,6 @@
 """The loader: parse, force every value, and report faults by option."""
 
+import pathlib
 import textwrap
 
 import pytest
@@ -173,3 +174,80 @@ def test_config_options_move_before_the_command_and_nothing_else_does():
         ['--config-file', 'a.conf', '--config-dir=d', 'fleet', 'drain', 'c2', '--json']
     assert loader.config_options_first(['--config-file', 'a.conf', 'db', 'sync']) == \
         ['--config-file', 'a.conf', 'db', 'sync']
+
+
+# -- issue 16 item 15: what config check used to accept and a start then tripped on -----------
+
+@pytest.mark.parametrize('text, group, option, words', [
+    (with_section('coordination', 'backend_url = zookeeper://h:2181?timeout=2.5'),
+     'coordination', 'backend_url', 'whole number of seconds'),
+    (with_section('coordination', 'backend_url = zookeeper://h:2181?timeout=inf'),
+     'coordination', 'backend_url', 'whole number of seconds'),
+    (with_section('coordination', 'backend_url = zookeeper://h:2181?timeout=0'),
+     'coordination', 'backend_url', 'whole number of seconds'),
+    (with_section('coordination', 'group ='), 'coordination', 'group', 'empty'),
+    (with_section('coordination', 'group = a/b'), 'coordination', 'group', "'/'"),
+    (with_section('DEFAULT', 'host = ctl/1'), 'DEFAULT', 'host', "'/'"),
+    (with_section('DEFAULT', 'host = ctl 1'), 'DEFAULT', 'host', 'blank'),
+    (with_section('ironic', 'cafile = /nonexistent/ca.pem'),
+     'ironic', 'cafile', '/nonexistent/ca.pem'),
+    (with_section('placement', 'certfile = /nonexistent/cert.pem'),
+     'placement', 'certfile', 'not found'),
+    (with_section('oslo_messaging_rabbit', 'ssl_ca_file = /nonexistent/ca.pem'),
+     'oslo_messaging_rabbit', 'ssl_ca_file', 'not found'),
+    (with_section('database', 'connection = mysql+mysqldb://u:p@h/computed'),
+     'database', 'connection', "'MySQLdb'"),
+    (with_section('ironic', 'usernme = computed'), 'ironic', 'usernme',
+     "unknown option (did you mean 'username'?)"),
+    (with_section('coordination', 'backend = zookeeper://h:2181'), 'coordination', 'backend',
+     'unknown option'),
+    (with_section('DEFAULT', 'debg = true'), 'DEFAULT', 'debg', 'unknown option'),
+    (with_section('reporter', 'topic ='), 'reporter', 'topic', 'empty'),
+    (with_section('ironic', 'endpoint_override = ironic.example:6385'),
+     'ironic', 'endpoint_override', 'http:// or https://'),
+    (with_section('DEFAULT', 'baremetal_driver = nosuch'),
+     'DEFAULT', 'baremetal_driver', "'nosuch'"),
+    (with_section('fleet', 'audit_log = /nonexistent/dir/audit.log'),
+     'fleet', 'audit_log', '/nonexistent/dir'),
+    (with_section('DEFAULT', 'log_file = /nonexistent/dir/computed.log'),
+     'DEFAULT', 'log_file', '/nonexistent/dir'),
+])
+def test_fault_found_at_check_time(tmp_path, text, group, option, words):
+    error = fault(tmp_path, text)
+    assert (error.group, error.option) == (group, option), str(error)
+    assert words in str(error)
+    assert '\n' not in str(error)
+
+
+def test_an_unknown_section_is_an_error_naming_it(tmp_path):
+    error = fault(tmp_path, with_section('placment', 'auth_type = none'))
+    assert "unknown section [placment] (did you mean [placement]?)" in str(error)
+    assert 'computed.conf' in str(error)
+
+
+def test_deprecated_names_and_dashes_are_still_known(tmp_path):
+    # oslo.log's log_config is a deprecated name of log_config_append: not unknown.
+    parse(tmp_path, with_section('DEFAULT', 'log_config = /dev/null'))
+
+
+def test_unknown_options_in_a_config_dir_are_found_too(tmp_path):
+    confdir = tmp_path / 'computed.conf.d'
+    confdir.mkdir()
+    (confdir / '10-extra.conf').write_text('[fleet]\nwieght = 2\n')
+    with pytest.raises(ConfigError, match=r'\[fleet\] wieght: unknown option'):
+        parse(tmp_path, GOOD, '--config-dir', str(confdir))
+
+
+def test_the_documented_database_urls_have_their_drivers_installed(tmp_path):
+    # The README and docs/deployment.md show postgresql+psycopg2://: requirements.txt ships it.
+    parse(tmp_path, with_section('database', 'connection = postgresql+psycopg2://u:p@db/c'))
+    requirements = (pathlib.Path(__file__).parents[3] / 'requirements.txt').read_text()
+    assert 'psycopg2' in requirements
+
+
+def test_sections_of_the_other_programs_sharing_the_file_are_known(tmp_path):
+    # One computed.conf serves every program; a section one of them registers only for
+    # itself (oslo.middleware's, keystonemiddleware's in an API server) is no typo here.
+    parse(tmp_path, with_section('oslo_middleware', 'enable_proxy_headers_parsing = true'))
+    error = fault(tmp_path, with_section('oslo_middleware', 'enable_proxy_header = true'))
+    assert error.option == 'enable_proxy_header'

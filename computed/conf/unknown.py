@@ -1,0 +1,125 @@
+"""Sections and options in the config files that nothing registered.
+
+oslo.config ignores them: a typo (``usernme``, ``[placment]``) silently leaves
+the option at its default, and the program starts on a configuration the
+operator did not write. This module owns finding them. Guarantees: every file
+oslo.config read (``--config-file`` and each ``*.conf`` of ``--config-dir``, in
+oslo.config's order) is looked at; a section is known when a group of that
+name is registered, a key when it is the name of a registered option of its
+group or one of that option's deprecated names. The first unknown one is
+raised as a ``ConfigError`` naming the section, the option and the file, with
+the nearest known name as a hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import importlib.metadata
+import os
+from collections.abc import Iterable, Iterator
+
+from oslo_config import cfg
+
+from computed.conf.errors import ConfigError
+
+#: The ``oslo.config.opts`` namespaces of every computed program that reads the
+#: same file (as in etc/computed/computed-config-generator.conf), those not
+#: installed skipped: their lists carry the deprecated names, which a registered
+#: ``ConfigOpts`` does not show, and the sections a program registers only for
+#: itself (keystonemiddleware's [keystone_authtoken] in an API server) are not
+#: unknown to the others.
+NAMESPACES = ('computed', 'oslo.log', 'oslo.messaging', 'keystonemiddleware.auth_token',
+              'oslo.policy', 'oslo.middleware')
+
+DEFAULT = 'DEFAULT'
+
+
+def _key(name: str) -> str:
+    # oslo.config looks options up by dest, where dashes became underscores.
+    return name.replace('-', '_')
+
+
+def _section(name: str) -> str:
+    # oslo.config's reading of a section name: DEFAULT as written, others in lower case.
+    return name if name == DEFAULT else name.lower()
+
+
+def _listed_opts() -> Iterator[tuple[str, cfg.Opt]]:
+    for entry_point in importlib.metadata.entry_points(group='oslo.config.opts'):
+        if entry_point.name not in NAMESPACES:
+            continue
+        for group, opts in entry_point.load()():
+            name = DEFAULT if group is None else getattr(group, 'name', group)
+            for opt in opts:
+                yield name, opt
+
+
+def known_options(conf: cfg.ConfigOpts, extra: Iterable[tuple[str, cfg.Opt]] = ()
+                  ) -> dict[str, set[str]]:
+    """``{section: option names}`` a config file may use, for a registered ``conf``.
+
+    ``extra`` are options registered on the fly (an auth plugin's), for their deprecated names.
+    """
+    known: dict[str, set[str]] = {DEFAULT: set()}
+    for name in conf:
+        value = conf[name]
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            known.setdefault(name, set()).update(_key(option) for option in value)
+        else:
+            known[DEFAULT].add(_key(name))
+    for group, opt in [*_listed_opts(), *extra]:
+        known.setdefault(group, set()).add(_key(opt.dest))
+        for deprecated in opt.deprecated_opts:
+            if deprecated.name:
+                known.setdefault(deprecated.group or group, set()).add(_key(deprecated.name))
+    return known
+
+
+def config_files(conf: cfg.ConfigOpts) -> list[str]:
+    """The files oslo.config read, in its order: the ``--config-file``s, then every
+    ``*.conf`` of each ``--config-dir``, sorted."""
+    files = list(conf.config_file or ())
+    for directory in conf.config_dirs:
+        files += sorted(glob.glob(os.path.join(directory, '*.conf')))
+    return files
+
+
+def check(conf: cfg.ConfigOpts, extra: Iterable[tuple[str, cfg.Opt]] = ()) -> None:
+    """Raise ``ConfigError`` for the first unknown section or option of the files read."""
+    known = known_options(conf, extra)
+    for path in config_files(conf):
+        sections: dict[str, dict[str, list[str]]] = {}
+        cfg.ConfigParser(path, sections).parse()
+        for written, options in sections.items():
+            section = _section(written)
+            if section not in known:
+                raise ConfigError(None, None, f'config file {path}: unknown section '
+                                              f'[{written}]{_hint(section, known, "[{}]")}')
+            for option in options:
+                if _key(option) not in known[section]:
+                    raise ConfigError(section, option, f'unknown option'
+                                                       f'{_hint(_key(option), known[section])}'
+                                                       f' in {path}')
+
+
+def unknown_keys(conf: cfg.ConfigOpts, group: str) -> list[str]:
+    """The keys of section ``group`` in the files read that are no option of that group (to
+    explain a required option found missing, before :func:`check` can run)."""
+    try:
+        known = known_options(conf).get(group, set())
+        found = []
+        for path in config_files(conf):
+            sections: dict[str, dict[str, list[str]]] = {}
+            cfg.ConfigParser(path, sections).parse()
+            for written, options in sections.items():
+                if _section(written) == group:
+                    found += [key for key in options if _key(key) not in known]
+        return found
+    except (cfg.Error, OSError, ValueError):
+        return []
+
+
+def _hint(name: str, candidates: Iterable[str], form: str = "'{}'") -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return f' (did you mean {form.format(close[0])}?)' if close else ''

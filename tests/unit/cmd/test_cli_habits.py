@@ -1,0 +1,218 @@
+"""What an operator meets at the command line (issue 14 item 6, issue 16 item 14), run as
+subprocesses against services that are down on purpose (a port nothing listens on), so no
+service is needed; the console scripts are never imported here (computed.cmd monkey-patches).
+"""
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from computed import db
+from computed.db import api as db_api
+from computed.db import models
+from tests.unit.cmd.test_scripts import BIN, GOOD, env, run, script, write_conf
+
+ROOT = BIN.parent.parent
+
+
+def closed_port():
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def one_line(result, status, *words):
+    assert result.returncode == status, result
+    assert 'Traceback' not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def zookeeper_down_conf(tmp_path, extra=''):
+    return write_conf(tmp_path, GOOD.replace(
+        'backend_url = file://{tmp}/coordination',
+        f'backend_url = zookeeper://127.0.0.1:{closed_port()}?timeout=2') + extra)
+
+
+def test_help_shows_the_commands_before_the_logging_options(tmp_path):
+    result = run(tmp_path, 'computed-manage', '--help')
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for command in ('config check', 'fleet status', 'server stop UUID [--wait]', 'db sync'):
+        assert out.index(command) < out.index('--log-date-format'), command
+
+
+@pytest.mark.parametrize('args', [
+    ('--help',), ('config', 'check'), ('server', 'show', '--help')])
+def test_no_eventlet_deprecation_warning(tmp_path, args):
+    result = run(tmp_path, 'computed-manage', '--config-file', write_conf(tmp_path, GOOD), *args)
+    assert result.returncode == 0, result.stderr
+    assert 'Eventlet' not in result.stderr and result.stderr == ''
+
+
+@pytest.mark.parametrize('args, word', [
+    (('--deb', 'config', 'check'), '--deb'),
+    (('--config-fil', '{conf}', 'config', 'check'), '--config-fil'),
+    (('fleet', 'status', '--js'), '--js'),
+    (('server', 'create', '--resource-class', 'GOLD', '--wai'), '--wai'),
+    (('server', 'stop', str(uuid.uuid4()), '--time', '4'), '--time'),
+])
+def test_manage_options_are_never_abbreviated(tmp_path, args, word):
+    conf = write_conf(tmp_path, GOOD)
+    args = [arg.format(conf=conf) for arg in args]
+    if '--config-fil' not in args:
+        args = ['--config-file', conf, *args]
+    line = one_line(run(tmp_path, 'computed-manage', *args), 2, word)
+    assert line.startswith('computed-manage')
+
+
+def test_the_daemon_refuses_abbreviated_options_too(tmp_path):
+    result = run(tmp_path, 'computed', '--config-file', write_conf(tmp_path, GOOD), '--deb')
+    one_line(result, 2, '--deb', 'not abbreviated')
+
+
+def test_tools_refuse_abbreviated_options(tmp_path):
+    # "status" only reads a state file: harmless should the abbreviation ever be taken again.
+    command = [sys.executable, str(ROOT / 'tools' / 'services'), 'status', '--work', '/tmp']
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                            env=env(tmp_path), cwd=ROOT)
+    assert result.returncode == 2, result
+    assert 'unrecognized arguments: --work' in result.stderr
+
+
+def test_every_argument_parser_in_tools_and_bench_refuses_abbreviations():
+    # Not run: tools/run-local's "--daemon 4" taken as "--daemons 4" would start a whole demo.
+    sources = [ROOT / 'tools' / 'services', *(ROOT / 'tools').glob('*.py'),
+               *(ROOT / 'bench').glob('*.py')]
+    parsers = 0
+    for path in sources:
+        for call in re.findall(r'ArgumentParser\((.*?)\)\n', path.read_text(), re.S):
+            parsers += 1
+            assert 'allow_abbrev=False' in call, path
+    assert parsers >= 6
+
+
+def test_fleet_status_with_zookeeper_down_names_it_in_one_line(tmp_path):
+    conf = zookeeper_down_conf(tmp_path)
+    result = run(tmp_path, 'computed-manage', 'fleet', 'status', '--config-file', conf)
+    one_line(result, 1, 'ZooKeeper at 127.0.0.1:', 'unreachable')
+
+
+def test_fleet_status_with_ironic_down_fails_at_once_naming_it(tmp_path):
+    port = closed_port()
+    conf = zookeeper_down_conf(tmp_path, f'[ironic]\nauth_type = none\n'
+                                         f'endpoint_override = http://127.0.0.1:{port}\n')
+    result = run(tmp_path, 'computed-manage', 'fleet', 'status', '--config-file', conf)
+    line = one_line(result, 1, f'Ironic at http://127.0.0.1:{port} unreachable')
+    # Asked once: the daemon's retries ([ironic] api_max_retries) are not the CLI's.
+    assert '(after 1 attempt(s))' in line
+
+
+def test_server_create_with_zookeeper_down_names_it(tmp_path):
+    conf = zookeeper_down_conf(
+        tmp_path, f"[database]\nconnection = sqlite:///{tmp_path / 'c.sqlite'}\n")
+    result = run(tmp_path, 'computed-manage', 'server', 'create', '--resource-class', 'GOLD',
+                 '--config-file', conf)
+    one_line(result, 1, 'ZooKeeper at 127.0.0.1:', 'unreachable')
+    assert 'TimeoutError' not in result.stderr
+
+
+def test_reporter_waits_for_zookeeper_one_line_per_attempt_and_stays_killable(tmp_path):
+    conf = zookeeper_down_conf(
+        tmp_path, f"[database]\nconnection = sqlite:///{tmp_path / 'c.sqlite'}\n")
+    log = tmp_path / 'reporter.log'
+    with open(log, 'w') as out:
+        proc = subprocess.Popen([script('computed-reporter'), '--config-file', conf],
+                                stdout=out, stderr=subprocess.STDOUT, env=env(tmp_path),
+                                cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        while log.read_text().count('unreachable') < 2:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert 'Traceback' not in text
+    attempts = [line for line in text.splitlines() if 'unreachable' in line]
+    assert 'ZooKeeper at 127.0.0.1:' in attempts[0] and '(attempt 1)' in attempts[0]
+    assert '(attempt 2)' in attempts[1]
+    # One line per attempt: kazoo's own per-connection lines are held back while waiting.
+    assert 'Connection dropped' not in text
+    assert 'stopped before ZooKeeper answered' in text
+
+
+@pytest.fixture
+def instance_db(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    db.sync(url)
+    engine = db_api.engine_from_url(url)
+    row = db_api.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD',
+                                 node_uuid=str(uuid.uuid4()), host='c1', member_epoch=1,
+                                 state=models.ACTIVE)
+    conf = write_conf(tmp_path, GOOD + f'[database]\nconnection = {url}\n')
+    yield engine, row, conf
+    engine.dispose()
+
+
+def test_an_action_the_state_does_not_allow_is_refused_in_one_line(tmp_path, instance_db):
+    engine, row, conf = instance_db
+    row = db_api.set_instance_state(engine, row.uuid, models.DELETED)
+    result = run(tmp_path, 'computed-manage', 'server', 'start', row.uuid, '--config-file', conf)
+    one_line(result, 1, f'instance {row.uuid} is DELETED: start needs STOPPED')
+    assert db_api.get_instance(engine, row.uuid) == row
+
+
+def test_an_action_already_done_is_a_no_op_as_in_the_lifecycle(tmp_path, instance_db):
+    engine, row, conf = instance_db
+    result = run(tmp_path, 'computed-manage', 'server', 'start', row.uuid, '--wait',
+                 '--config-file', conf)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f'instance {row.uuid}: already active\n'
+    assert db_api.get_instance(engine, row.uuid) == row
+
+
+@pytest.mark.parametrize('action, steps, final, status', [
+    ('stop', (models.STOPPING, models.STOPPED), 'STOPPED', 0),
+    ('reboot', (models.REBOOTING, models.ACTIVE), 'ACTIVE', 0),
+    ('delete', (models.DELETING, models.DELETED), 'DELETED', 0),
+    ('stop', (models.STOPPING, models.ACTIVE), 'ACTIVE', 1),
+])
+def test_actions_wait_until_the_instance_settles(tmp_path, instance_db, action, steps, final,
+                                                 status):
+    engine, row, conf = instance_db
+    proc = subprocess.Popen([script('computed-manage'), 'server', action, row.uuid, '--wait',
+                             '--timeout', '120', '--config-file', conf],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env(tmp_path), cwd=tmp_path)
+    try:
+        sent = proc.stdout.readline()
+        assert f'{action} sent to c1' in sent, (sent, proc.stderr.read())
+        for state in steps:  # what the daemon would write
+            time.sleep(0.5)
+            assert proc.poll() is None, proc.stderr.read()
+            fault = 'power failed' if status and state == steps[-1] else None
+            db_api.set_instance_state(engine, row.uuid, state, fault)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == status, err
+    assert out.splitlines()[-1].startswith(f'instance {row.uuid}: {final}')
+    assert err == ''
