@@ -68,8 +68,12 @@ def known_options(conf: cfg.ConfigOpts, extra: Iterable[tuple[str, cfg.Opt]] = (
             known.setdefault(name, set()).update(_key(option) for option in value)
         else:
             known[DEFAULT].add(_key(name))
+    registered = set(known)
     for group, opt in [*_listed_opts(), *extra]:
-        known.setdefault(group, set()).add(_key(opt.dest))
+        if group not in registered:
+            # Another program's section. A registered section keeps to what is registered:
+            # [ironic] username without an auth_type is a mistake, though a plugin lists it.
+            known.setdefault(group, set()).add(_key(opt.dest))
         for deprecated in opt.deprecated_opts:
             if deprecated.name:
                 known.setdefault(deprecated.group or group, set()).add(_key(deprecated.name))

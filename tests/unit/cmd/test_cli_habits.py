@@ -92,8 +92,8 @@ def test_tools_refuse_abbreviated_options(tmp_path):
 
 def test_every_argument_parser_in_tools_and_bench_refuses_abbreviations():
     # Not run: tools/run-local's "--daemon 4" taken as "--daemons 4" would start a whole demo.
-    sources = [ROOT / 'tools' / 'services', *(ROOT / 'tools').glob('*.py'),
-               *(ROOT / 'bench').glob('*.py')]
+    sources = [ROOT / 'tools' / 'services', *(ROOT / 'tools').rglob('*.py'),
+               *(ROOT / 'bench').rglob('*.py')]
     parsers = 0
     for path in sources:
         for call in re.findall(r'ArgumentParser\((.*?)\)\n', path.read_text(), re.S):
