@@ -35,10 +35,12 @@ import pytest
 
 from computed import db
 from computed.conf import loader
+from computed.conf import reporter as reporter_opts
 from computed.db import api as db_api
 from computed.db import models
 from computed.instances import lifecycle
 from computed.instances.worker import InstanceWorker
+from computed.providers.report import Limits
 from computed.reporter.applier import ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
 from tests.unit.cmd.test_scripts import env, script
@@ -207,6 +209,13 @@ def assert_clean_log(records) -> None:
         assert '\n' not in record.getMessage()
 
 
+def default_limits() -> Limits:
+    """The reporter's limits as a default configuration sets them."""
+    reporter = {opt.dest: opt.default for opt in reporter_opts.ALL_OPTS}
+    return Limits(max_reports=reporter['max_reports_per_call'],
+                  max_traits=reporter['max_traits'], max_chars=reporter['max_field_length'])
+
+
 @pytest.mark.parametrize('case', REPORTER, ids=[c['case'] for c in REPORTER])
 def test_reporter_payload(case, engine_path, caplog):
     engine, path = engine_path
@@ -219,7 +228,8 @@ def test_reporter_payload(case, engine_path, caplog):
         before, providers = dump(path), dict(placement.providers)
         counts = dict(applier.counts)
         with caplog.at_level(logging.INFO):
-            answers = ReporterEndpoint(applier).apply_reports({}, **case['kwargs'])
+            answers = ReporterEndpoint(applier, default_limits()).apply_reports(
+                {}, **case['kwargs'])
     finally:
         applier.close()
     expect = case['expect']
