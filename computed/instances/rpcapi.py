@@ -21,6 +21,7 @@ is lost.
 from __future__ import annotations
 
 import time
+import uuid as uuidlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -88,23 +89,53 @@ class ServerAPI:
         self._user_id = user_id
 
     def create(self, resource_class: str, traits: Iterable[str] = (), image: str | None = None,
-               instance_uuid: str | None = None) -> InstanceRow:
+               instance_uuid: str | None = None, *, forbidden: Iterable[str] = (),
+               project_id: str | None = None, user_id: str | None = None,
+               name: str | None = None, metadata: dict[str, str] | None = None,
+               flavor: dict[str, Any] | None = None,
+               record_failure: bool = False) -> InstanceRow:
         """Schedule and cast the build; the BUILDING row (see :func:`scheduler.schedule` for
-        the errors)."""
-        row = scheduler.schedule(self._placement, self._engine, resource_class, traits, image,
-                                 instance_uuid, owner_of=self._owner_of,
-                                 project_id=self._project_id, user_id=self._user_id)
+        the errors). ``project_id``/``user_id`` default to this API's.
+
+        ``record_failure`` (the compute API's behaviour, Nova's cell0): when no host is found
+        the instance is still recorded, in ERROR with the reason as its fault and no node nor
+        allocation, so that its owner can see why and delete it; the ERROR row is returned
+        instead of raising :class:`~computed.instances.scheduler.NoValidHost`.
+        """
+        project_id = project_id or self._project_id
+        user_id = user_id or self._user_id
+        instance_uuid = instance_uuid or str(uuidlib.uuid4())
+        try:
+            row = scheduler.schedule(self._placement, self._engine, resource_class, traits,
+                                     image, instance_uuid, owner_of=self._owner_of,
+                                     project_id=project_id, user_id=user_id,
+                                     forbidden=forbidden, name=name, metadata=metadata,
+                                     flavor=flavor)
+        except scheduler.NoValidHost as exc:
+            if not record_failure:
+                raise
+            return db_api.create_instance(
+                self._engine, instance_uuid, exc.resource_class, traits=exc.traits,
+                image=image, state=models.ERROR, fault=str(exc), project_id=project_id,
+                user_id=user_id, name=name, metadata=metadata, flavor=flavor)
         self._compute.build_instance(row.host, row.uuid)
         return row
 
     def action(self, action: str, instance_uuid: str) -> InstanceRow:
         """Cast ``action`` (one of :data:`ACTIONS`) to the instance's current host; the row as
-        it was when cast. Deleting a DELETED instance casts nothing."""
+        it was when cast. Deleting a DELETED instance casts nothing; deleting one in ERROR that
+        never had a host (a build that found none) marks it DELETED here: no daemon has
+        anything of it, nor is there an allocation."""
         if action not in ACTIONS:
             raise ValueError(f'action must be one of {ACTIONS}, not {action!r}')
         row = self.get(instance_uuid)
         if action == 'delete' and row.state == models.DELETED:
             return row
+        if action == 'delete' and row.host is None and row.node_uuid is None \
+                and row.state == models.ERROR:
+            return db_api.set_instance_state(self._engine, row.uuid, models.DELETED,
+                                             row.fault, expect_state=models.ERROR,
+                                             release_node=True)
         if row.host is None:
             raise NoHost(row.uuid)
         getattr(self._compute, f'{action}_instance')(row.host, row.uuid)

@@ -29,17 +29,18 @@ CONSUMER_TYPE = 'INSTANCE'
 
 
 def candidates(placement: Any, resource_class: str, traits: Iterable[str] = (), *,
-               limit: int) -> list[str]:
-    """Provider uuids able to take one unit of ``resource_class`` with ``traits``, in
-    Placement's order, at most ``limit`` requests' worth.
+               limit: int, forbidden: Iterable[str] = ()) -> list[str]:
+    """Provider uuids able to take one unit of ``resource_class`` with ``traits`` and without
+    ``forbidden`` traits (``required=!TRAIT``, Placement 1.22+), in Placement's order, at most
+    ``limit`` requests' worth.
 
     :raises PlacementError: status 400 when Placement refuses the request (e.g. an unknown
         resource class or trait; ``detail`` says which).
     """
     params = {'resources': f'{resource_class}:1', 'limit': str(limit)}
-    traits = list(traits)
-    if traits:
-        params['required'] = ','.join(traits)
+    wanted = list(traits) + [f'!{trait}' for trait in forbidden]
+    if wanted:
+        params['required'] = ','.join(wanted)
     query = '&'.join(f'{key}={value}' for key, value in params.items())
     resp = PlacementHTTP(placement).request('GET', f'/allocation_candidates?{query}')
     body = json_body(None, 'allocation candidates', resp)

@@ -146,10 +146,13 @@ class FakePlacement:
         rc, _ = params['resources'].split(':')
         if rc not in {p[0] for p in self.providers.values()}:
             return Response(400, {'errors': [{'detail': f'No such resource class {rc}'}]})
-        required = set(params['required'].split(',')) if 'required' in params else set()
+        wanted = set(params['required'].split(',')) if 'required' in params else set()
+        required = {t for t in wanted if not t.startswith('!')}
+        forbidden = {t[1:] for t in wanted if t.startswith('!')}
         with self.lock:
             free = [n for n, (prc, traits) in self.providers.items()
-                    if prc == rc and required <= traits and not self.used(n)]
+                    if prc == rc and required <= traits and not forbidden & traits
+                    and not self.used(n)]
         free = free[:int(params.get('limit', 1000))]
         return Response(200, {'allocation_requests': [
             {'allocations': {n: {'resources': {rc: 1}}}} for n in free]})
