@@ -43,11 +43,6 @@ ALL_OPTS = [
     cfg.IntOpt(
         'max_limit', default=1000, min=1,
         help='Most items one list request returns (a larger "limit" is capped).'),
-    cfg.StrOpt(
-        'policy_file', default=None,
-        help='Policy file overriding the in-code rules (YAML or JSON, oslo.policy); '
-             'unset: the in-code defaults only. Generate a sample with '
-             '"oslopolicy-sample-generator --namespace computed".'),
 ]
 
 

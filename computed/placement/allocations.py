@@ -1,6 +1,7 @@
 """Instance allocations in Placement: the candidates for a request, claiming one, removing it.
 
-Owns the Placement requests of scheduling and of the instance lifecycle: ``GET
+Owns the Placement requests of scheduling, of quotas (``GET /usages``, :func:`project_usages`)
+and of the instance lifecycle: ``GET
 /allocation_candidates`` (:func:`candidates`), and ``PUT`` / ``DELETE`` / ``GET`` of
 ``/allocations/{instance}`` (:func:`put`, :func:`remove`, :func:`read`). The consumer is the
 instance (its uuid); each allocation holds one unit of one resource class on one provider
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from computed.placement.http import PlacementHTTP, error, json_body
 
@@ -85,3 +87,11 @@ def read(placement: Any, instance_uuid: str) -> dict[str, Any]:
                                             consumer=instance_uuid)
     body = json_body(None, 'read allocations', resp, consumer=instance_uuid)
     return {rp: alloc.get('resources', {}) for rp, alloc in body.get('allocations', {}).items()}
+
+
+def project_usages(placement: Any, project_id: str) -> dict[str, int]:
+    """``{resource class: units}`` the project's consumers hold (``GET /usages``, Placement
+    1.9+): what quotas count."""
+    resp = PlacementHTTP(placement).request('GET', f'/usages?project_id={quote(project_id)}')
+    body = json_body(None, f'usages of project {project_id}', resp)
+    return {rc: int(amount) for rc, amount in body.get('usages', {}).items()}

@@ -105,6 +105,7 @@ class FakePlacement:
     def __init__(self):
         self.providers: dict[str, tuple[str, frozenset[str]]] = {}
         self.allocations: dict[str, str] = {}  # consumer -> provider
+        self.projects: dict[str, str] = {}  # consumer -> project
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.before_put = lambda consumer, node: None  # a hook to interleave racers
@@ -121,6 +122,15 @@ class FakePlacement:
         path, _, query = url.partition('?')
         if method == 'GET' and path == '/allocation_candidates':
             return self._candidates(dict(parse.parse_qsl(query)))
+        if method == 'GET' and path == '/usages':
+            project = dict(parse.parse_qsl(query))['project_id']
+            usages: dict[str, int] = {}
+            with self.lock:
+                for consumer, node in self.allocations.items():
+                    if self.projects.get(consumer) == project:
+                        rc = self.providers[node][0]
+                        usages[rc] = usages.get(rc, 0) + 1
+            return Response(200, {'usages': usages})
         consumer = path.rsplit('/', 1)[-1]
         if method == 'PUT':
             for key in ('consumer_type', 'project_id', 'user_id'):
@@ -132,6 +142,7 @@ class FakePlacement:
                     return Response(409, {'errors': [{'code': 'placement.undefined_code',
                                                       'detail': 'capacity exceeded'}]})
                 self.allocations[consumer] = node
+                self.projects[consumer] = json['project_id']
             return Response(204)
         if method == 'DELETE':
             with self.lock:
