@@ -26,6 +26,8 @@ from urllib.parse import quote
 
 from computed.placement.http import PlacementHTTP, error, json_body
 
+#: The microversion of ``GET /usages`` (see :func:`project_usages`).
+USAGES_MICROVERSION = '1.9'
 #: The ``consumer_type`` of every allocation computed writes.
 CONSUMER_TYPE = 'INSTANCE'
 
@@ -90,8 +92,9 @@ def read(placement: Any, instance_uuid: str) -> dict[str, Any]:
 
 
 def project_usages(placement: Any, project_id: str) -> dict[str, int]:
-    """``{resource class: units}`` the project's consumers hold (``GET /usages``, Placement
-    1.9+): what quotas count."""
-    resp = PlacementHTTP(placement).request('GET', f'/usages?project_id={quote(project_id)}')
+    """``{resource class: units}`` the project's consumers hold (``GET /usages``): what quotas
+    count. Asked at microversion 1.9, the plain totals: from 1.38 Placement groups them by
+    consumer type, and its query for that fails on PostgreSQL (a GROUP BY error, HTTP 500)."""
+    resp = PlacementHTTP(placement, USAGES_MICROVERSION).request('GET', f'/usages?project_id={quote(project_id)}')
     body = json_body(None, f'usages of project {project_id}', resp)
     return {rc: int(amount) for rc, amount in body.get('usages', {}).items()}

@@ -117,9 +117,10 @@ class FakePlacement:
         return node in self.allocations.values()
 
     def request(self, url, method, headers=None, raise_exc=True, json=None):
-        assert headers['OpenStack-API-Version'] == 'placement 1.39'
-        self.requests.append((method, url))
         path, _, query = url.partition('?')
+        assert headers['OpenStack-API-Version'] == \
+            ('placement 1.9' if path == '/usages' else 'placement 1.39')
+        self.requests.append((method, url))
         if method == 'GET' and path == '/allocation_candidates':
             return self._candidates(dict(parse.parse_qsl(query)))
         if method == 'GET' and path == '/usages':
