@@ -37,6 +37,8 @@ from computed.runtime import rpc
 TOPIC = 'computed'
 VERSION = '1.0'
 ACTIONS = ('delete', 'reboot', 'stop', 'start')
+#: The start of the fault of a build that found no host, as Nova words it.
+NO_VALID_HOST = 'No valid host was found'
 #: States a build ends in.
 BUILD_DONE = frozenset({models.ACTIVE, models.ERROR, models.DELETED})
 
@@ -132,7 +134,8 @@ class ServerAPI:
                 raise
             return db_api.create_instance(
                 self._engine, instance_uuid, scheduler.placement_class(resource_class),
-                traits=traits, image=image, state=models.ERROR, fault=str(exc),
+                traits=traits, image=image, state=models.ERROR,
+                fault=f'{NO_VALID_HOST}: {exc}',
                 project_id=project_id, user_id=user_id, name=name, metadata=metadata,
                 flavor=flavor)
 

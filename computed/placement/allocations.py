@@ -95,6 +95,7 @@ def project_usages(placement: Any, project_id: str) -> dict[str, int]:
     """``{resource class: units}`` the project's consumers hold (``GET /usages``): what quotas
     count. Asked at microversion 1.9, the plain totals: from 1.38 Placement groups them by
     consumer type, and its query for that fails on PostgreSQL (a GROUP BY error, HTTP 500)."""
-    resp = PlacementHTTP(placement, USAGES_MICROVERSION).request('GET', f'/usages?project_id={quote(project_id)}')
+    resp = PlacementHTTP(placement, USAGES_MICROVERSION).request(
+        'GET', f'/usages?project_id={quote(project_id)}')
     body = json_body(None, f'usages of project {project_id}', resp)
     return {rc: int(amount) for rc, amount in body.get('usages', {}).items()}

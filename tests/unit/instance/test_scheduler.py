@@ -219,7 +219,7 @@ def test_the_api_records_a_build_without_host_in_error_and_can_delete_it(engine)
     row = servers.create(RC, project_id='p1', user_id='u1', name='web', record_failure=True)
     assert (row.state, row.node_uuid, row.host, row.project_id, row.name) == \
         (models.ERROR, None, None, 'p1', 'web')
-    assert 'no valid host for CUSTOM_GOLD' in row.fault
+    assert row.fault.startswith('No valid host was found: no valid host for CUSTOM_GOLD')
     assert casts == [] and placement.allocations == {'other': A}
     deleted = servers.action('delete', row.uuid)
     assert deleted.state == models.DELETED and casts == []
