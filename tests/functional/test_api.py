@@ -15,11 +15,21 @@ import uuid
 
 import openstack
 import pytest
+from keystoneauth1 import session as ks_session
 from openstack import exceptions as sdk_exc
 
 from computed.runtime import keystone
 from computed.testing.process import free_port
-from tests.functional.daemons import BIN, Process, ironic, make_available, seen, wait_for
+from tests.functional.daemons import (
+    BIN,
+    Process,
+    ironic,
+    make_available,
+    ownership_now,
+    seen,
+    wait_for,
+    zk_client,
+)
 
 WORLD_NODES = 3
 IMAGE = "http://127.0.0.1/images/demo.qcow2"
@@ -116,6 +126,8 @@ def test_servers_through_openstacksdk(stack, world, compute, placement_api):
     member.compute.stop_server(server)
     member.compute.wait_for_server(server, status="SHUTOFF", wait=120)
     assert ironic(stack, "GET", f"/nodes/{node}")["power_state"] == "power off"
+    with pytest.raises(sdk_exc.ConflictException):  # stopped already
+        member.compute.stop_server(server)
     member.compute.start_server(server)
     member.compute.wait_for_server(server, status="ACTIVE", wait=120)
     assert ironic(stack, "GET", f"/nodes/{node}")["power_state"] == "power on"
@@ -225,3 +237,85 @@ def test_the_openstack_cli(world, compute):
     cli("server", "delete", "--wait", server.id, token="erin:p5")
     assert json.loads(cli("server", "list", "--no-name-lookup", "-f", "json",
                           token="erin:p5")) == []
+
+
+def error_body(exc: sdk_exc.HttpException, status: int) -> str:
+    """The Compute API error body of a refused request (the fault kind's message)."""
+    assert exc.status_code == status, exc
+    (kind, body), = exc.response.json().items()
+    assert body["code"] == status, body
+    return body["message"]
+
+
+def test_bad_requests_get_compute_errors_and_change_nothing(world, compute, placement_api):
+    admin = connection(compute, ADMIN)
+    member = connection(compute, "frank:p6")
+    flavor = gold_flavor(admin, world)
+
+    def refused(call, status):
+        with pytest.raises(sdk_exc.HttpException) as caught:
+            call()
+        return error_body(caught.value, status)
+
+    # Malformed bodies, sent raw through the SDK's compute adapter.
+    assert "Malformed request body" in refused(
+        lambda: _raise(member.compute.post("/servers", data=b"{not json",
+                                           headers={"Content-Type": "application/json"})),
+        400)
+    assert "flavorRef" in refused(lambda: _raise(member.compute.post(
+        "/servers", json={"server": {"name": "x", "imageRef": IMAGE, "networks": "none"}})),
+        400)
+    # Unknown flavor, image that is no URL.
+    assert "Flavor nope could not be found" in refused(
+        lambda: member.compute.create_server(name="x", flavor_id="nope", image_id=IMAGE,
+                                             networks="none"), 400)
+    assert "not an image URL" in refused(
+        lambda: member.compute.create_server(name="x", flavor_id=flavor.id,
+                                             image_id="cirros", networks="none"), 400)
+    # Bad uuid, unknown server.
+    refused(lambda: member.compute.get_server("not-a-uuid"), 404)
+    refused(lambda: member.compute.get_server(str(uuid.uuid4())), 404)
+    # Bad microversion.
+    assert "Minimum is 2.1 and maximum is 2.61" in refused(
+        lambda: _raise(member.compute.get("/servers", microversion="2.99")), 406)
+    # Members may not write flavors, nor see other projects' servers.
+    refused(lambda: member.compute.create_flavor(name="x", ram=1, vcpus=1, disk=1), 403)
+    refused(lambda: _raise(member.compute.get("/servers?all_tenants=1")), 403)
+    # Unauthenticated: a keystoneauth session without any auth plugin sends no token (the
+    # SDK's auth_type "none" sends the token "notused", which noauth2 accepts like any other).
+    anonymous = ks_session.Session()
+    refused(lambda: _raise(anonymous.get(f"{compute}/v2.1/servers", raise_exc=False)), 401)
+    # Nothing changed: no server, no allocation of the project, the one flavor.
+    assert list(admin.compute.servers(all_projects=True)) == []
+    assert placement_api.get("/usages?project_id=frank", headers={
+        "OpenStack-API-Version": "placement 1.9"}).json()["usages"] == {}
+    assert [f.id for f in admin.compute.flavors()] == [flavor.id]
+
+
+def _raise(response):
+    """The SDK's raw adapter calls return the response; make a refusal an exception as the
+    resource calls do."""
+    sdk_exc.raise_from_response(response)
+    return response
+
+
+def test_disabling_a_service_drains_its_daemon(stack, world, compute):
+    admin = connection(compute, ADMIN, version="2.53")
+    services = {s.host: s for s in admin.compute.services()}
+    assert {(h, s.state, s.status, s.binary) for h, s in services.items()} == \
+        {("c1", "up", "enabled", "computed"), ("c2", "up", "enabled", "computed")}
+    admin.compute.disable_service(services["c1"], disabled_reason="maintenance")
+    shown = {s.host: s for s in admin.compute.services()}["c1"]
+    assert (shown.status, shown.disabled_reason) == ("disabled", "maintenance")
+    zk = zk_client(stack)
+    try:
+        # Draining: c1 hands its free nodes to c2 (no instance holds any here).
+        wait_for(lambda: set(ownership_now(zk, world.group)[1].values()) == {"c2"}, 60,
+                 "c1 drained", world.processes)
+        admin.compute.enable_service(services["c1"])
+        assert {s.host: s.status for s in admin.compute.services()}["c1"] == "enabled"
+        wait_for(lambda: "c1" in set(ownership_now(zk, world.group)[1].values()), 60,
+                 "c1 takes nodes again", world.processes)
+    finally:
+        zk.stop()
+        zk.close()
