@@ -244,3 +244,29 @@ def test_healthcheck_and_metrics(api):
     assert api.as_(token='')('GET', '/healthcheck').status_int == 200
     metrics = api.as_(token='')('GET', '/metrics')
     assert metrics.status_int == 200 and b'computed_api_responses_total' in metrics.body
+
+
+def test_keystone_mode_refuses_a_request_without_token_in_the_compute_format(engine, tmp_path):
+    """auth_strategy = keystone puts keystonemiddleware's auth_token in front (decision
+    delayed), so even its refusals have the Compute body; no Keystone is needed to refuse a
+    request that has no token. Identity headers a client forges are not believed."""
+    from oslo_config import cfg
+
+    from computed import conf as computed_conf
+    from computed.api import app, policy
+    from computed.api.backends import Backends
+    from tests.unit.api.conftest import Client
+    path = tmp_path / 'computed.conf'
+    path.write_text('[coordination]\nbackend_url = zookeeper://127.0.0.1:2181\n'
+                    '[keystone_authtoken]\nwww_authenticate_uri = http://keystone.invalid/\n')
+    conf = cfg.ConfigOpts()
+    computed_conf.register_opts(conf)
+    conf(['--config-file', str(path)])
+    backends = Backends(conf=conf, engine=engine, placement=None, servers=None,
+                        coordinator=None, zookeeper=None, enforcer=policy.enforcer(conf),
+                        transport=None)
+    client = Client(app.build(conf, backends), token='')
+    kind, _message = error_of(client('GET', '/v2.1/servers', headers={
+        'X-Identity-Status': 'Confirmed', 'X-Project-Id': 'p1', 'X-Roles': 'admin'}), 401)
+    assert kind == 'unauthorized'
+    assert client('GET', '/v2.1').status_int == 200
