@@ -93,7 +93,7 @@ class Router:
         context = request.environ[auth.CONTEXT]
         path = request.path_info[len(PREFIX):]
         segments = path.split('/')
-        if len(segments) > 1 and segments[1] and segments[1] not in COLLECTIONS:
+        if len(segments) > 2 and segments[1] not in COLLECTIONS and segments[2] in COLLECTIONS:
             if segments[1] != context.project_id and not context.is_admin:
                 raise errors.Forbidden(f'Project {segments[1]} in the URL is not the '
                                        'project of the token.')
