@@ -5,8 +5,8 @@ defaults; -1 is unlimited) and the comparison of usage plus request with them. T
 itself (computed's database for servers, Placement's ``/usages`` for resource classes) is
 :mod:`computed.api.quotas`' I/O. Nothing is reserved: a build is checked before it is scheduled
 and again once its allocation exists (counted in the usage then), so concurrent builds
-overshoot by at most the builds in flight between the two checks, and then the later ones
-roll back.
+overshoot by at most the builds in flight between the two checks, and those over the limit at
+the second check roll back (all racing ones, possibly: none is kept over the limit).
 """
 
 from __future__ import annotations
