@@ -55,6 +55,8 @@ def _serve(conf: cfg.ConfigOpts, sock: Any) -> None:
 
 
 def serve(conf: cfg.ConfigOpts) -> int:
+    if not conf.database.connection:  # before listening: a load balancer would see it up
+        raise ConfigError('database', 'connection', 'required by the compute API')
     address = (conf.api.bind_host, conf.api.bind_port)
     try:
         sock = eventlet.listen(address)
