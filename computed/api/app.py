@@ -30,6 +30,7 @@ from computed.api import (
     errors,
     flavors,
     microversion,
+    policy,
     quotas,
     servers,
     services,
@@ -94,7 +95,8 @@ class Router:
         path = request.path_info[len(PREFIX):]
         segments = path.split('/')
         if len(segments) > 2 and segments[1] not in COLLECTIONS and segments[2] in COLLECTIONS:
-            if segments[1] != context.project_id and not context.is_admin:
+            if segments[1] != context.project_id and \
+                    not policy.is_admin(self.backends.enforcer, context):
                 raise errors.Forbidden(f'Project {segments[1]} in the URL is not the '
                                        'project of the token.')
             path = '/' + '/'.join(segments[2:])

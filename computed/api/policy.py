@@ -107,3 +107,9 @@ def allowed(enforcer: policy.Enforcer, rule: str, context: Any,
             target: dict[str, Any] | None = None) -> bool:
     target = target if target is not None else {'project_id': context.project_id}
     return bool(enforcer.authorize(rule, target, context.to_policy_values()))
+
+
+def is_admin(enforcer: policy.Enforcer, context: Any) -> bool:
+    """Whether the caller passes ``context_is_admin`` (oslo.context's own ``is_admin`` is not
+    derived from the roles)."""
+    return bool(enforcer.authorize('context_is_admin', {}, context.to_policy_values()))

@@ -147,8 +147,6 @@ def limits(call: Call) -> webob.Response:
     if project_id != call.context.project_id:
         policy.authorize(call.backends.enforcer, SHOW, call.context,
                          {'project_id': project_id})
-        if not call.context.is_admin:
-            raise errors.Forbidden('Only admins may see the limits of another project')
     _own, in_force = _limits(call.backends, project_id)
     servers = db_api.count_live_instances(call.backends.engine, project_id)
     absolute = {'maxTotalInstances': in_force[quota_rules.INSTANCES],

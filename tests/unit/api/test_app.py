@@ -239,6 +239,10 @@ def test_the_second_quota_check_rolls_back(api):
 def test_project_in_the_url_must_be_the_callers(api):
     assert api('GET', '/v2.1/p1/flavors').status_int == 200
     assert error_of(api('GET', '/v2.1/p2/servers'), 403)
+    assert api.as_(ADMIN)('GET', '/v2.1/p2/servers').status_int == 200
+    # Limits of another project: admins only (compute:quotas:show on that project).
+    assert error_of(api('GET', '/v2.1/limits?tenant_id=p2'), 403)
+    assert api.as_(ADMIN)('GET', '/v2.1/limits?tenant_id=p2').status_int == 200
 
 
 def test_healthcheck_and_metrics(api):
