@@ -54,6 +54,8 @@ LOG = logging.getLogger(__name__)
 DEFAULT_PROJECT = models.BUILT_IN_PROJECT
 DEFAULT_USER = models.BUILT_IN_USER
 DEFAULT_CANDIDATES = 50
+#: How many times a claim is read when ZooKeeper's connection drops meanwhile.
+OWNER_READ_TRIES = 6
 #: How many times to ask Placement again when every candidate was taken meanwhile.
 CANDIDATE_ROUNDS = 5
 
@@ -205,12 +207,16 @@ def _candidates(placement: Any, rc: str, traits: tuple[str, ...], forbidden: tup
 
 def zookeeper_owner(client: Any, root: str) -> OwnerOf:
     """``owner_of`` reading the node's claim znode: (host, the claimant's member epoch)."""
+    from kazoo import exceptions as zk_exc
+    from kazoo.retry import KazooRetry
     path = claims_path(root)
+    # A busy process (the API under a burst of builds) can see its session's connection drop
+    # and come back; the read waits for it, a little, rather than failing the build.
+    retry = KazooRetry(max_tries=OWNER_READ_TRIES, delay=0.1, backoff=2, max_delay=2)
 
     def owner_of(node: str) -> tuple[str, int] | None:
-        from kazoo import exceptions as zk_exc
         try:
-            data, _stat = client.get(f'{path}/{node}')
+            data, _stat = retry(client.get, f'{path}/{node}')
         except zk_exc.NoNodeError:
             return None
         try:

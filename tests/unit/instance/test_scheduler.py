@@ -223,3 +223,20 @@ def test_the_api_records_a_build_without_host_in_error_and_can_delete_it(engine)
     assert casts == [] and placement.allocations == {'other': A}
     deleted = servers.action('delete', row.uuid)
     assert deleted.state == models.DELETED and casts == []
+
+
+def test_the_owner_read_waits_out_a_dropped_connection():
+    from kazoo import exceptions as zk_exc
+
+    class Flaky:
+        calls = 0
+
+        def get(self, path):
+            self.calls += 1
+            if self.calls == 1:
+                raise zk_exc.ConnectionLoss()
+            return b'{"host": "c2", "member_epoch": 9}', None
+
+    client = Flaky()
+    assert scheduler.zookeeper_owner(client, '/computed/g')('n-1') == ('c2', 9)
+    assert client.calls == 2
