@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         finally:
             if api is not None:
-                api.ensure_stopped()
+                api.stop(60)  # SIGTERM: the parent stops its workers too (SIGKILL would not)
             if world is not None:
                 world.close()
 
