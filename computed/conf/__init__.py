@@ -11,6 +11,7 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from computed.conf import (
+    api,
     coordination,
     database,
     default,
@@ -18,10 +19,12 @@ from computed.conf import (
     ironic,
     metrics,
     placement,
+    quota,
     reporter,
 )
 
-MODULES = (default, coordination, fleet, ironic, placement, reporter, database, metrics)
+MODULES = (default, coordination, fleet, ironic, placement, reporter, database, metrics, api,
+           quota)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
