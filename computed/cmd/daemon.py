@@ -48,7 +48,7 @@ from computed.fleet.membership import Membership, fleet_root
 from computed.fleet.reconciler import Fleet
 from computed.fleet.rehome import Rehomer
 from computed.fleet.zookeeper import kazoo_client
-from computed.instances import rpcapi
+from computed.instances import rpcapi, scheduler
 from computed.instances.lifecycle import Owner
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox, RpcSender
@@ -145,8 +145,12 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
 
     # Instance operations (computed.instances.worker), cast to this host's queue.
     placement = keystone.load_adapter(conf, 'placement')
+    owner_of = scheduler.zookeeper_owner(zookeeper, fleet_root(group))
     worker = InstanceWorker(fleet, lambda: Owner(engine, driver, placement, host,
-                                                 membership.member_epoch))
+                                                 membership.member_epoch,
+                                                 max_attempts=conf.scheduler.max_attempts,
+                                                 owner_of=owner_of),
+                            compute=rpcapi.ComputeAPI(transport))
     rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [worker])
 
     return ComputeService(

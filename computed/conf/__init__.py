@@ -19,9 +19,11 @@ from computed.conf import (
     metrics,
     placement,
     reporter,
+    scheduler,
 )
 
-MODULES = (default, coordination, fleet, ironic, placement, reporter, database, metrics)
+MODULES = (default, coordination, fleet, ironic, placement, reporter, scheduler, database,
+           metrics)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -19,6 +19,9 @@ Guarantees:
   instance stops at its first write.
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
+* A build that failed on its node and was moved to another one (:mod:`computed.instances.
+  reschedule`) is cast to the new node's owner (``build_instance`` on its host's queue), which
+  may be this daemon.
 * A malformed request (not a uuid) is logged and dropped; an operation that fails is logged with
   the instance uuid and never kills the worker.
 """
@@ -35,7 +38,7 @@ from typing import Any
 
 from computed.db import api as db_api
 from computed.db import models
-from computed.instances import lifecycle
+from computed.instances import lifecycle, rpcapi
 
 LOG = logging.getLogger(__name__)
 
@@ -52,9 +55,10 @@ class InstanceWorker:
     """Queues instance operations and runs them while the node's claim is held."""
 
     def __init__(self, fleet: Any, owner: Callable[[], lifecycle.Owner], workers: int = 8,
-                 claim_wait: float = 30.0):
+                 claim_wait: float = 30.0, compute: rpcapi.ComputeAPI | None = None):
         self._fleet = fleet
         self._owner = owner
+        self._compute = compute  # where a build moved to another node is handed over
         self._claim_wait = claim_wait
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="instance")
         self._stripes = [threading.Lock() for _ in range(64)]
@@ -113,11 +117,22 @@ class InstanceWorker:
                         "whoever owns it to resume", operation, instance_uuid, row.node_uuid)
             return
         done = self._fleet.act(row.node_uuid, operation.replace("_instance", ""),
-                               lambda _claim: OPERATIONS[operation](owner, instance_uuid),
+                               lambda _claim: self._hand_over(
+                                   OPERATIONS[operation](owner, instance_uuid)),
                                instance=instance_uuid)
         if not done:
             LOG.warning("%s of instance %s: lost the claim on node %s before starting",
                         operation, instance_uuid, row.node_uuid)
+
+    def _hand_over(self, row: Any) -> None:
+        """Cast the build of an instance still BUILDING after an operation to its owner: the
+        operation moved it to another node after a failed attempt."""
+        if isinstance(row, db_api.InstanceRow) and row.state == models.BUILDING:
+            if self._compute is None:
+                LOG.warning("instance %s moved to node %s: no RPC client to hand it to %s; "
+                            "left for its owner to resume", row.uuid, row.node_uuid, row.host)
+                return
+            self._compute.build_instance(row.host, row.uuid)
 
     def _wait_for_claim(self, node: str) -> bool:
         deadline = time.monotonic() + self._claim_wait
@@ -146,7 +161,8 @@ class InstanceWorker:
             try:
                 if self._wait_for_claim(node):
                     self._fleet.act(node, "resume",
-                                    lambda _claim: lifecycle.resume(self._owner(), instance_uuid),
+                                    lambda _claim: self._hand_over(
+                                        lifecycle.resume(self._owner(), instance_uuid)),
                                     instance=instance_uuid)
             except Exception:
                 LOG.exception("resuming instance %s failed", instance_uuid)

@@ -105,6 +105,7 @@ class FakePlacement:
     def __init__(self):
         self.providers: dict[str, tuple[str, frozenset[str]]] = {}
         self.allocations: dict[str, str] = {}  # consumer -> provider
+        self.consumers: dict[str, tuple[str, str]] = {}  # consumer -> (project, user)
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.before_put = lambda consumer, node: None  # a hook to interleave racers
@@ -132,6 +133,7 @@ class FakePlacement:
                     return Response(409, {'errors': [{'code': 'placement.undefined_code',
                                                       'detail': 'capacity exceeded'}]})
                 self.allocations[consumer] = node
+                self.consumers[consumer] = (json['project_id'], json['user_id'])
             return Response(204)
         if method == 'DELETE':
             with self.lock:
@@ -139,7 +141,11 @@ class FakePlacement:
         if method == 'GET':
             node = self.allocations.get(consumer)
             rc = self.providers[node][0] if node else None
-            return Response(200, {'allocations': {node: {'resources': {rc: 1}}} if node else {}})
+            if not node:
+                return Response(200, {'allocations': {}})
+            project, user = self.consumers[consumer]
+            return Response(200, {'allocations': {node: {'resources': {rc: 1}}},
+                                  'project_id': project, 'user_id': user})
         raise AssertionError((method, url))
 
     def _candidates(self, params):
