@@ -50,6 +50,7 @@ from computed.fleet.rehome import Rehomer
 from computed.fleet.zookeeper import kazoo_client
 from computed.instances import rpcapi, scheduler
 from computed.instances.lifecycle import Owner
+from computed.instances.notifications import InstanceNotifier
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox, RpcSender
 from computed.runtime import keystone, metrics, rpc, systemd
@@ -137,9 +138,11 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     outbox = Outbox(host, RpcSender(reporters), ReportGate(fleet.claims, fence),
                     batch_size=conf.reporter.batch_size)
     sync = NodeSync(catalog, nodes, driver, fleet, outbox)
+    # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
+    notification_transport = oslo_messaging.get_notification_transport(conf)
     listener = None
     if conf.ironic.notifications:
-        listener = events.listener(oslo_messaging.get_notification_transport(conf),
+        listener = events.listener(notification_transport,
                                    conf.ironic.notification_topic,
                                    conf.ironic.notification_exchange, f'computed-{host}', sync)
 
@@ -150,7 +153,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
                                                  membership.member_epoch,
                                                  max_attempts=conf.scheduler.max_attempts,
                                                  owner_of=owner_of),
-                            compute=rpcapi.ComputeAPI(transport))
+                            compute=rpcapi.ComputeAPI(transport),
+                            notifier=InstanceNotifier(notification_transport, host))
     rpc_server = rpc.get_server(transport, rpcapi.TOPIC, host, [worker])
 
     return ComputeService(

@@ -19,6 +19,8 @@ Guarantees:
   instance stops at its first write.
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
+* Each operation is announced by the versioned notifications of
+  :mod:`computed.instances.notifications` (``instance.create.start`` ... ``.end``/``.error``).
 * A build that failed on its node and was moved to another one (:mod:`computed.instances.
   reschedule`) is cast to the new node's owner (``build_instance`` on its host's queue), which
   may be this daemon.
@@ -39,6 +41,7 @@ from typing import Any
 from computed.db import api as db_api
 from computed.db import models
 from computed.instances import lifecycle, rpcapi
+from computed.instances.notifications import InstanceNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -55,10 +58,12 @@ class InstanceWorker:
     """Queues instance operations and runs them while the node's claim is held."""
 
     def __init__(self, fleet: Any, owner: Callable[[], lifecycle.Owner], workers: int = 8,
-                 claim_wait: float = 30.0, compute: rpcapi.ComputeAPI | None = None):
+                 claim_wait: float = 30.0, compute: rpcapi.ComputeAPI | None = None,
+                 notifier: InstanceNotifier | None = None):
         self._fleet = fleet
         self._owner = owner
         self._compute = compute  # where a build moved to another node is handed over
+        self._notifier = notifier
         self._claim_wait = claim_wait
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="instance")
         self._stripes = [threading.Lock() for _ in range(64)]
@@ -110,19 +115,29 @@ class InstanceWorker:
             return
         if row.node_uuid is None:
             # A failed build released its node; only a delete still has work to do.
-            OPERATIONS[operation](owner, instance_uuid)
+            self._operate(operation, owner, row)
             return
         if not self._wait_for_claim(row.node_uuid):
             LOG.warning("%s of instance %s: this daemon does not hold node %s; left for "
                         "whoever owns it to resume", operation, instance_uuid, row.node_uuid)
             return
         done = self._fleet.act(row.node_uuid, operation.replace("_instance", ""),
-                               lambda _claim: self._hand_over(
-                                   OPERATIONS[operation](owner, instance_uuid)),
+                               lambda _claim: self._operate(operation, owner, row),
                                instance=instance_uuid)
         if not done:
             LOG.warning("%s of instance %s: lost the claim on node %s before starting",
                         operation, instance_uuid, row.node_uuid)
+
+    def _operate(self, operation: str, owner: lifecycle.Owner,
+                 before: db_api.InstanceRow) -> None:
+        """Run ``operation`` between its start and end notifications, then hand a build moved
+        to another node over."""
+        if self._notifier is not None:
+            self._notifier.start(operation, before)
+        row = OPERATIONS[operation](owner, before.uuid)
+        if self._notifier is not None:
+            self._notifier.end(operation, row)
+        self._hand_over(row)
 
     def _hand_over(self, row: Any) -> None:
         """Cast the build of an instance still BUILDING after an operation to its owner: the

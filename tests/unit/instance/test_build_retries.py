@@ -184,3 +184,30 @@ def test_the_worker_casts_nothing_after_a_build_that_ends(engine):
     finally:
         worker.stop()
     assert api.get_instance(engine, row.uuid).state == models.ACTIVE and compute.casts == []
+
+
+class Notifier:
+    def __init__(self):
+        self.sent = []
+
+    def start(self, operation, row):
+        self.sent.append(('start', operation, row.state))
+
+    def end(self, operation, row):
+        self.sent.append(('end', operation, row.state))
+
+
+def test_the_worker_announces_each_operation_before_and_after(engine):
+    world = World(engine)
+    row = world.schedule()
+    world.driver.fail_deploy[row.node_uuid] = 'boom'
+    compute, notifier = Compute(), Notifier()
+    worker = InstanceWorker(Fleet(), lambda: world.owner(row.node_uuid), compute=compute,
+                            notifier=notifier)
+    try:
+        worker.build_instance({}, row.uuid)
+        assert compute.cast.wait(10)
+    finally:
+        worker.stop()
+    assert notifier.sent == [('start', 'build_instance', 'BUILDING'),
+                             ('end', 'build_instance', 'BUILDING')]
