@@ -139,15 +139,16 @@ class InstanceWorker:
             self._notifier.end(operation, row)
         self._hand_over(row)
 
-    def _hand_over(self, row: Any) -> None:
+    def _hand_over(self, row: db_api.InstanceRow) -> None:
         """Cast the build of an instance still BUILDING after an operation to its owner: the
         operation moved it to another node after a failed attempt."""
-        if isinstance(row, db_api.InstanceRow) and row.state == models.BUILDING:
-            if self._compute is None:
-                LOG.warning("instance %s moved to node %s: no RPC client to hand it to %s; "
-                            "left for its owner to resume", row.uuid, row.node_uuid, row.host)
-                return
-            self._compute.build_instance(row.host, row.uuid)
+        if row.state != models.BUILDING:
+            return
+        if self._compute is None:
+            LOG.warning("instance %s moved to node %s: no RPC client to hand it to %s; left "
+                        "for its owner to resume", row.uuid, row.node_uuid, row.host)
+            return
+        self._compute.build_instance(row.host, row.uuid)
 
     def _wait_for_claim(self, node: str) -> bool:
         deadline = time.monotonic() + self._claim_wait
