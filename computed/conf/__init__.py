@@ -11,6 +11,7 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from computed.conf import (
+    api,
     coordination,
     database,
     default,
@@ -18,12 +19,13 @@ from computed.conf import (
     ironic,
     metrics,
     placement,
+    quota,
     reporter,
     scheduler,
 )
 
 MODULES = (default, coordination, fleet, ironic, placement, reporter, scheduler, database,
-           metrics)
+           metrics, api, quota)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

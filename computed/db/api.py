@@ -41,7 +41,14 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models
-from computed.db.models import Instance, InstanceState, Provider
+from computed.db.models import (
+    Flavor,
+    FlavorExtraSpec,
+    Instance,
+    InstanceState,
+    Provider,
+    QuotaLimit,
+)
 
 # Connection execution option read by the sqlite "begin" hook: which BEGIN to emit.
 _SQLITE_BEGIN = "computed_sqlite_begin"
@@ -54,6 +61,9 @@ DEADLOCK_RETRIES = 5
 
 _providers = Provider.__table__
 _instances = Instance.__table__
+_flavors = Flavor.__table__
+_extra_specs = FlavorExtraSpec.__table__
+_quota_limits = QuotaLimit.__table__
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -82,6 +92,21 @@ class InstanceNotFound(DatabaseError):
     def __init__(self, instance_uuid: str):
         self.instance_uuid = instance_uuid
         super().__init__(f"instance {instance_uuid} not found")
+
+
+class FlavorNotFound(DatabaseError):
+    def __init__(self, flavor_id: str):
+        self.flavor_id = flavor_id
+        super().__init__(f"flavor {flavor_id} not found")
+
+
+class FlavorExists(DatabaseError):
+    """A flavor with that id or name exists already."""
+
+    def __init__(self, flavor_id: str, name: str):
+        self.flavor_id = flavor_id
+        self.name = name
+        super().__init__(f"flavor with id {flavor_id} or name {name!r} already exists")
 
 
 class InstanceConflict(DatabaseError):
@@ -135,10 +160,31 @@ class InstanceRow:
     created_at: datetime.datetime
     updated_at: datetime.datetime
     deleted_at: datetime.datetime | None
+    # The compute API's view (revision 0004): owner, name, metadata, flavor copy.
+    project_id: str | None = None
+    user_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+    flavor: dict[str, Any] | None = None
 
     @property
     def live(self) -> bool:
         return self.state != models.DELETED
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavorRow:
+    id: str
+    name: str
+    vcpus: int
+    ram: int
+    disk: int
+    ephemeral: int
+    swap: int
+    is_public: bool
+    description: str | None
+    created_at: datetime.datetime
+    extra_specs: dict[str, str]
 
 
 def _provider_row(row: Any) -> ProviderRow:
@@ -153,7 +199,10 @@ def _instance_row(row: Any) -> InstanceRow:
                        resource_class=row.resource_class,
                        traits=tuple(json.loads(row.traits)), image=row.image, fault=row.fault,
                        created_at=row.created_at, updated_at=row.updated_at,
-                       deleted_at=row.deleted_at)
+                       deleted_at=row.deleted_at, project_id=row.project_id,
+                       user_id=row.user_id, name=row.name,
+                       metadata=json.loads(row.user_metadata) if row.user_metadata else {},
+                       flavor=json.loads(row.flavor) if row.flavor else None)
 
 
 # -- engine and transactions -----------------------------------------------------------------
@@ -402,17 +451,26 @@ def create_instance(engine: Engine, uuid: str, resource_class: str, *,
                     node_uuid: str | None = None, host: str | None = None,
                     member_epoch: int | None = None, traits: Iterable[str] = (),
                     image: str | None = None,
-                    state: InstanceState = models.BUILDING) -> InstanceRow:
-    """Record a new instance, managed by (``host``, ``member_epoch``). Raises
-    :class:`NodeInUse` if ``node_uuid`` already hosts a live instance, :class:`InstanceExists`
-    if ``uuid`` is taken."""
+                    state: InstanceState = models.BUILDING,
+                    fault: str | None = None,
+                    project_id: str = models.BUILT_IN_PROJECT,
+                    user_id: str = models.BUILT_IN_USER,
+                    name: str | None = None,
+                    metadata: dict[str, str] | None = None,
+                    flavor: dict[str, Any] | None = None) -> InstanceRow:
+    """Record a new instance, managed by (``host``, ``member_epoch``), of ``project_id``.
+    Raises :class:`NodeInUse` if ``node_uuid`` already hosts a live instance,
+    :class:`InstanceExists` if ``uuid`` is taken."""
     state = _state(state)
     now = models.utcnow()
     values = dict(uuid=uuid, node_uuid=node_uuid, host=host, member_epoch=member_epoch,
                   state=state, resource_class=resource_class,
-                  traits=json.dumps(sorted(set(traits))), image=image, fault=None,
+                  traits=json.dumps(sorted(set(traits))), image=image, fault=fault,
                   created_at=now, updated_at=now,
-                  deleted_at=now if state == models.DELETED else None)
+                  deleted_at=now if state == models.DELETED else None,
+                  project_id=project_id, user_id=user_id, name=name,
+                  user_metadata=json.dumps(metadata, sort_keys=True) if metadata else None,
+                  flavor=json.dumps(flavor, sort_keys=True) if flavor is not None else None)
     try:
         with _transaction(engine, write=True) as conn:
             if _select_instance(conn, uuid) is not None:
@@ -557,3 +615,177 @@ def instance_hosts(engine: Engine) -> dict[str, str]:
             _instances.c.state != models.DELETED, _instances.c.node_uuid.is_not(None),
             _instances.c.host.is_not(None)))
         return {row.node_uuid: row.host for row in rows}
+
+
+def list_instances(engine: Engine, *, project_id: str | None = None, host: str | None = None,
+                   states: Collection[str] | None = None, name: str | None = None,
+                   include_deleted: bool = False, marker: str | None = None,
+                   limit: int | None = None) -> list[InstanceRow]:
+    """Instances, newest first (as the compute API lists servers), filtered: ``project_id``
+    (None: every project), ``host``, ``states``, ``name`` (a substring); live ones only unless
+    ``include_deleted``. ``marker``: start after that instance (:class:`InstanceNotFound` if
+    it is not one of the listed)."""
+    conditions = []
+    if project_id is not None:
+        conditions.append(_instances.c.project_id == project_id)
+    if host is not None:
+        conditions.append(_instances.c.host == host)
+    if states is not None:
+        conditions.append(_instances.c.state.in_(sorted(states)))
+    if name:
+        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conditions.append(_instances.c.name.like(f"%{escaped}%", escape="\\"))
+    if not include_deleted:
+        conditions.append(_instances.c.state != models.DELETED)
+    order = (_instances.c.created_at.desc(), _instances.c.uuid.desc())
+    with _transaction(engine) as conn:
+        if marker is not None:
+            start = conn.execute(sa.select(_instances.c.created_at, _instances.c.uuid).where(
+                _instances.c.uuid == marker, *conditions)).first()
+            if start is None:
+                raise InstanceNotFound(marker)
+            conditions.append(sa.or_(
+                _instances.c.created_at < start.created_at,
+                sa.and_(_instances.c.created_at == start.created_at,
+                        _instances.c.uuid < start.uuid)))
+        query = sa.select(_instances).where(*conditions).order_by(*order)
+        if limit is not None:
+            query = query.limit(limit)
+        return [_instance_row(row) for row in conn.execute(query)]
+
+
+def count_live_instances(engine: Engine, project_id: str) -> int:
+    """How many instances ``project_id`` has that are not DELETED (what its quota counts)."""
+    with _transaction(engine) as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(_instances).where(
+            _instances.c.project_id == project_id,
+            _instances.c.state != models.DELETED)).scalar_one()
+
+
+# -- flavors ---------------------------------------------------------------------------------
+
+def _flavor_row(row: Any, extra_specs: dict[str, str]) -> FlavorRow:
+    return FlavorRow(id=row.id, name=row.name, vcpus=row.vcpus, ram=row.ram, disk=row.disk,
+                     ephemeral=row.ephemeral, swap=row.swap, is_public=bool(row.is_public),
+                     description=row.description, created_at=row.created_at,
+                     extra_specs=extra_specs)
+
+
+def _specs_of(conn: Connection, flavor_ids: Collection[str]) -> dict[str, dict[str, str]]:
+    specs: dict[str, dict[str, str]] = {flavor_id: {} for flavor_id in flavor_ids}
+    if flavor_ids:
+        for row in conn.execute(sa.select(_extra_specs).where(
+                _extra_specs.c.flavor_id.in_(sorted(flavor_ids)))):
+            specs[row.flavor_id][row.key] = row.value
+    return specs
+
+
+def create_flavor(engine: Engine, flavor_id: str, name: str, *, vcpus: int, ram: int, disk: int,
+                  ephemeral: int = 0, swap: int = 0, is_public: bool = True,
+                  description: str | None = None,
+                  extra_specs: dict[str, str] | None = None) -> FlavorRow:
+    """Record a flavor; :class:`FlavorExists` when its id or name is taken."""
+    try:
+        with _transaction(engine, write=True) as conn:
+            taken = conn.execute(sa.select(_flavors.c.id).where(sa.or_(
+                _flavors.c.id == flavor_id, _flavors.c.name == name))).first()
+            if taken is not None:
+                raise FlavorExists(flavor_id, name)
+            conn.execute(sa.insert(_flavors).values(
+                id=flavor_id, name=name, vcpus=vcpus, ram=ram, disk=disk, ephemeral=ephemeral,
+                swap=swap, is_public=is_public, description=description,
+                created_at=models.utcnow()))
+            for key, value in (extra_specs or {}).items():
+                conn.execute(sa.insert(_extra_specs).values(flavor_id=flavor_id, key=key,
+                                                            value=value))
+            return _flavor_row(_select_flavor(conn, flavor_id), dict(extra_specs or {}))
+    except sa_exc.IntegrityError:  # a concurrent create with the same id or name
+        raise FlavorExists(flavor_id, name) from None
+
+
+def _select_flavor(conn: Connection, flavor_id: str) -> Any:
+    return conn.execute(sa.select(_flavors).where(_flavors.c.id == flavor_id)).first()
+
+
+def get_flavor(engine: Engine, flavor_id: str) -> FlavorRow:
+    """The flavor with its extra specs; :class:`FlavorNotFound`."""
+    with _transaction(engine) as conn:
+        row = _select_flavor(conn, flavor_id)
+        if row is None:
+            raise FlavorNotFound(flavor_id)
+        return _flavor_row(row, _specs_of(conn, [flavor_id])[flavor_id])
+
+
+def list_flavors(engine: Engine, *, marker: str | None = None,
+                 limit: int | None = None) -> list[FlavorRow]:
+    """Flavors by id, after ``marker`` (:class:`FlavorNotFound` if no such flavor)."""
+    with _transaction(engine) as conn:
+        query = sa.select(_flavors).order_by(_flavors.c.id)
+        if marker is not None:
+            if _select_flavor(conn, marker) is None:
+                raise FlavorNotFound(marker)
+            query = query.where(_flavors.c.id > marker)
+        if limit is not None:
+            query = query.limit(limit)
+        rows = list(conn.execute(query))
+        specs = _specs_of(conn, [row.id for row in rows])
+        return [_flavor_row(row, specs[row.id]) for row in rows]
+
+
+def delete_flavor(engine: Engine, flavor_id: str) -> None:
+    """Remove the flavor and its extra specs (servers keep their copy); FlavorNotFound."""
+    with _transaction(engine, write=True) as conn:
+        conn.execute(sa.delete(_extra_specs).where(_extra_specs.c.flavor_id == flavor_id))
+        if conn.execute(sa.delete(_flavors).where(_flavors.c.id == flavor_id)).rowcount != 1:
+            raise FlavorNotFound(flavor_id)
+
+
+def set_extra_specs(engine: Engine, flavor_id: str, specs: dict[str, str]) -> dict[str, str]:
+    """Add or replace the given extra specs of the flavor; all its specs after."""
+    with _transaction(engine, write=True) as conn:
+        if _select_flavor(conn, flavor_id) is None:
+            raise FlavorNotFound(flavor_id)
+        for key, value in specs.items():
+            conn.execute(sa.delete(_extra_specs).where(_extra_specs.c.flavor_id == flavor_id,
+                                                       _extra_specs.c.key == key))
+            conn.execute(sa.insert(_extra_specs).values(flavor_id=flavor_id, key=key,
+                                                        value=value))
+        return _specs_of(conn, [flavor_id])[flavor_id]
+
+
+def delete_extra_spec(engine: Engine, flavor_id: str, key: str) -> bool:
+    """Remove one extra spec; False when the flavor has none by that key
+    (:class:`FlavorNotFound` when there is no such flavor)."""
+    with _transaction(engine, write=True) as conn:
+        if _select_flavor(conn, flavor_id) is None:
+            raise FlavorNotFound(flavor_id)
+        return conn.execute(sa.delete(_extra_specs).where(
+            _extra_specs.c.flavor_id == flavor_id, _extra_specs.c.key == key)).rowcount == 1
+
+
+# -- quota limits ----------------------------------------------------------------------------
+
+def quota_limits(engine: Engine, project_id: str) -> dict[str, int]:
+    """``{resource: hard limit}`` the project has of its own (no defaults)."""
+    with _transaction(engine) as conn:
+        return {row.resource: row.hard_limit for row in conn.execute(
+            sa.select(_quota_limits).where(_quota_limits.c.project_id == project_id))}
+
+
+def set_quota_limits(engine: Engine, project_id: str, limits: dict[str, int]) -> dict[str, int]:
+    """Set the project's own limits for the given resources; all its own limits after."""
+    with _transaction(engine, write=True) as conn:
+        for resource, hard_limit in limits.items():
+            conn.execute(sa.delete(_quota_limits).where(
+                _quota_limits.c.project_id == project_id,
+                _quota_limits.c.resource == resource))
+            conn.execute(sa.insert(_quota_limits).values(
+                project_id=project_id, resource=resource, hard_limit=hard_limit))
+        return {row.resource: row.hard_limit for row in conn.execute(
+            sa.select(_quota_limits).where(_quota_limits.c.project_id == project_id))}
+
+
+def delete_quota_limits(engine: Engine, project_id: str) -> None:
+    """Forget the project's own limits (the defaults apply again)."""
+    with _transaction(engine, write=True) as conn:
+        conn.execute(sa.delete(_quota_limits).where(_quota_limits.c.project_id == project_id))

@@ -13,7 +13,13 @@ the provider after computed's last write to it (what the resync compares with
 Placement's listing, :mod:`computed.reporter.resync`).
 
 ``instances``: one row per instance, live or deleted, with the daemon managing
-it as (host, member epoch).
+it as (host, member epoch), and what the compute API shows of it: the owning project and
+user, its name, metadata and the flavor it was built from (a copy, so that deleting the flavor
+changes no server).
+
+``flavors`` and ``flavor_extra_specs``: the compute API's flavors; the extra specs are what
+scheduling reads (:mod:`computed.instances.flavor_specs`). ``quota_limits``: a project's own
+limits (instances, or a resource class), overriding the ``[quota]`` defaults.
 
 Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
 znode (new for every claim; the fencing token of reports); a *member epoch* is
@@ -51,7 +57,9 @@ from sqlalchemy import (
     Boolean,
     Computed,
     DateTime,
+    ForeignKey,
     Index,
+    Integer,
     MetaData,
     String,
     Text,
@@ -70,6 +78,7 @@ NAMING_CONVENTION = {
 
 UUID_LENGTH = 36
 HOST_LENGTH = 255
+NAME_LENGTH = 255
 STATE_LENGTH = 16
 
 
@@ -107,6 +116,11 @@ REBOOTING = InstanceState.REBOOTING
 ERROR = InstanceState.ERROR
 DELETING = InstanceState.DELETING
 DELETED = InstanceState.DELETED
+
+#: The project and user of instances made without the compute API (``computed-manage server``,
+#: and every instance made before revision 0004).
+BUILT_IN_PROJECT = "computed"
+BUILT_IN_USER = "computed"
 
 STATES = frozenset(InstanceState)
 TRANSITIONAL_STATES = frozenset({BUILDING, STOPPING, STARTING, REBOOTING, DELETING})
@@ -150,6 +164,7 @@ class Instance(Base):
     __table_args__ = (
         UniqueConstraint("live_node_uuid"),
         Index("ix_instances_host", "host"),
+        Index("ix_instances_project_id", "project_id"),
     )
 
     uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
@@ -173,3 +188,48 @@ class Instance(Base):
     updated_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
                                                           default=utcnow)
     deleted_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    # What the compute API shows (revision 0004). Rows made before it belong to the built-in
+    # project and user "computed" (the migration fills them in); NULL is never written since.
+    project_id: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    user_id: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    name: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    # JSON object of the server's metadata (Nova's "metadata"), NULL: none.
+    user_metadata: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # JSON copy of the flavor the instance was built from (id, name, sizes, extra specs).
+    flavor: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Flavor(Base):
+    __tablename__ = "flavors"
+    __table_args__ = (UniqueConstraint("name"),)
+
+    # Nova's "flavorid": the id clients see (a uuid by default, any string given at creation).
+    id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    vcpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    ram: Mapped[int] = mapped_column(Integer, nullable=False)
+    disk: Mapped[int] = mapped_column(Integer, nullable=False)
+    ephemeral: Mapped[int] = mapped_column(Integer, nullable=False)
+    swap: Mapped[int] = mapped_column(Integer, nullable=False)
+    is_public: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)
+
+
+class FlavorExtraSpec(Base):
+    __tablename__ = "flavor_extra_specs"
+
+    flavor_id: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("flavors.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    value: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+
+
+class QuotaLimit(Base):
+    __tablename__ = "quota_limits"
+
+    project_id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    # "instances" or a resource class name (CUSTOM_GOLD).
+    resource: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    hard_limit: Mapped[int] = mapped_column(Integer, nullable=False)

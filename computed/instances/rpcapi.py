@@ -21,6 +21,7 @@ is lost.
 from __future__ import annotations
 
 import time
+import uuid as uuidlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,11 +31,14 @@ from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceNotFound, InstanceRow
 from computed.instances import scheduler
+from computed.placement import allocations
 from computed.runtime import rpc
 
 TOPIC = 'computed'
 VERSION = '1.0'
 ACTIONS = ('delete', 'reboot', 'stop', 'start')
+#: The start of the fault of a build that found no host, as Nova words it.
+NO_VALID_HOST = 'No valid host was found'
 #: States a build ends in.
 BUILD_DONE = frozenset({models.ACTIVE, models.ERROR, models.DELETED})
 
@@ -88,23 +92,82 @@ class ServerAPI:
         self._user_id = user_id
 
     def create(self, resource_class: str, traits: Iterable[str] = (), image: str | None = None,
-               instance_uuid: str | None = None) -> InstanceRow:
-        """Schedule and cast the build; the BUILDING row (see :func:`scheduler.schedule` for
-        the errors)."""
-        row = scheduler.schedule(self._placement, self._engine, resource_class, traits, image,
-                                 instance_uuid, owner_of=self._owner_of,
-                                 project_id=self._project_id, user_id=self._user_id)
-        self._compute.build_instance(row.host, row.uuid)
+               instance_uuid: str | None = None, *, forbidden: Iterable[str] = (),
+               project_id: str | None = None, user_id: str | None = None,
+               name: str | None = None, metadata: dict[str, str] | None = None,
+               flavor: dict[str, Any] | None = None,
+               record_failure: bool = False) -> InstanceRow:
+        """Schedule and cast the build: :meth:`place` then :meth:`start_build`; the row."""
+        row = self.place(resource_class, traits, image, instance_uuid, forbidden=forbidden,
+                         project_id=project_id, user_id=user_id, name=name,
+                         metadata=metadata, flavor=flavor, record_failure=record_failure)
+        if row.state == models.BUILDING:
+            self.start_build(row)
         return row
+
+    def place(self, resource_class: str, traits: Iterable[str] = (), image: str | None = None,
+              instance_uuid: str | None = None, *, forbidden: Iterable[str] = (),
+              project_id: str | None = None, user_id: str | None = None,
+              name: str | None = None, metadata: dict[str, str] | None = None,
+              flavor: dict[str, Any] | None = None,
+              record_failure: bool = False) -> InstanceRow:
+        """Schedule the instance: its allocation and its BUILDING row, not yet cast (see
+        :func:`scheduler.schedule` for the errors). ``project_id``/``user_id`` default to this
+        API's.
+
+        ``record_failure`` (the compute API's behaviour, Nova's cell0): when no host is found
+        (or Placement refuses the request, e.g. a trait no node has ever had) the instance is
+        still recorded, in ERROR with the reason as its fault and no node nor allocation, so
+        that its owner can see why and delete it; that row is returned instead of raising.
+        """
+        project_id = project_id or self._project_id
+        user_id = user_id or self._user_id
+        instance_uuid = scheduler.check_uuid(instance_uuid or str(uuidlib.uuid4()))
+        try:
+            return scheduler.schedule(self._placement, self._engine, resource_class, traits,
+                                      image, instance_uuid, owner_of=self._owner_of,
+                                      project_id=project_id, user_id=user_id,
+                                      forbidden=forbidden, name=name, metadata=metadata,
+                                      flavor=flavor)
+        except (scheduler.NoValidHost, scheduler.BadRequest) as exc:
+            if not record_failure:
+                raise
+            return db_api.create_instance(
+                self._engine, instance_uuid, scheduler.placement_class(resource_class),
+                traits=traits, image=image, state=models.ERROR,
+                fault=f'{NO_VALID_HOST}: {exc}',
+                project_id=project_id, user_id=user_id, name=name, metadata=metadata,
+                flavor=flavor)
+
+    def start_build(self, row: InstanceRow) -> None:
+        """Cast the build of a placed instance to its daemon."""
+        self._compute.build_instance(row.host, row.uuid)
+
+    def abandon(self, row: InstanceRow) -> InstanceRow:
+        """Undo :meth:`place` before the build was cast: the row DELETED (compare-and-set from
+        BUILDING on its daemon, so a row some daemon took up meanwhile is left alone:
+        :class:`~computed.db.api.InstanceConflict`), then its allocation removed."""
+        deleted = db_api.set_instance_state(self._engine, row.uuid, models.DELETED,
+                                            expect_state=models.BUILDING, expect_host=row.host,
+                                            expect_member_epoch=row.member_epoch)
+        allocations.remove(self._placement, row.uuid)
+        return deleted
 
     def action(self, action: str, instance_uuid: str) -> InstanceRow:
         """Cast ``action`` (one of :data:`ACTIONS`) to the instance's current host; the row as
-        it was when cast. Deleting a DELETED instance casts nothing."""
+        it was when cast. Deleting a DELETED instance casts nothing; deleting one in ERROR that
+        never had a host (a build that found none) marks it DELETED here: no daemon has
+        anything of it, nor is there an allocation."""
         if action not in ACTIONS:
             raise ValueError(f'action must be one of {ACTIONS}, not {action!r}')
         row = self.get(instance_uuid)
         if action == 'delete' and row.state == models.DELETED:
             return row
+        if action == 'delete' and row.host is None and row.node_uuid is None \
+                and row.state == models.ERROR:
+            return db_api.set_instance_state(self._engine, row.uuid, models.DELETED,
+                                             row.fault, expect_state=models.ERROR,
+                                             release_node=True)
         if row.host is None:
             raise NoHost(row.uuid)
         getattr(self._compute, f'{action}_instance')(row.host, row.uuid)

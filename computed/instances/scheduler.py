@@ -5,13 +5,15 @@ means, which candidate node to try next, and when to give up. It runs in any pro
 an API service); nothing here talks to Ironic or casts RPC, and the Placement requests are
 :mod:`computed.placement.allocations`'.
 
-:func:`schedule` asks Placement for the allocation candidates of the class (and required
-traits), tries them in random order (so concurrent builds spread instead of all fighting for
-the first), and for each: claims it with an allocation for the instance (refused when another
-build took it: next candidate), finds the node's current owner in ZooKeeper (``owner_of``), and
-records the instance (BUILDING, node, owner host, owner's member epoch). If the database refuses
-the node (:class:`~computed.db.api.NodeInUse`: a live instance holds it, e.g. one in ERROR that
-kept its node) the allocation is removed and the next candidate tried.
+:func:`schedule` asks Placement for the allocation candidates of the class (with the required
+traits and without the forbidden ones, what a flavor's extra specs ask for, see
+:mod:`computed.instances.flavor_specs`), tries them in random order (so concurrent builds
+spread instead of all fighting for the first), and for each: claims it with an allocation for
+the instance (refused when another build took it: next candidate), finds the node's current
+owner in ZooKeeper (``owner_of``), and records the instance (BUILDING, node, owner host,
+owner's member epoch). If the database refuses the node (:class:`~computed.db.api.NodeInUse`: a
+live instance holds it, e.g. one in ERROR that kept its node) the allocation is removed and the
+next candidate tried.
 
 Guarantees:
 
@@ -28,6 +30,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -38,6 +41,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from computed.db import api as db_api
+from computed.db import models
 from computed.fleet.claims import claims_path
 from computed.placement import allocations
 from computed.placement.http import PlacementError
@@ -45,10 +49,13 @@ from computed.providers.state import is_custom_name, is_trait_name, normalise_re
 
 LOG = logging.getLogger(__name__)
 
-#: The project and user of the allocations computed writes.
-DEFAULT_PROJECT = 'computed'
-DEFAULT_USER = 'computed'
+#: The project and user of the allocations computed writes for callers that name none
+#: (``computed-manage server``).
+DEFAULT_PROJECT = models.BUILT_IN_PROJECT
+DEFAULT_USER = models.BUILT_IN_USER
 DEFAULT_CANDIDATES = 50
+#: How many times a claim is read when ZooKeeper's connection drops meanwhile.
+OWNER_READ_TRIES = 6
 #: How many times to ask Placement again when every candidate was taken meanwhile.
 CANDIDATE_ROUNDS = 5
 
@@ -59,12 +66,20 @@ OwnerOf = Callable[[str], 'tuple[str, int] | None']
 class NoValidHost(Exception):
     """No node can take the instance (none free, or every candidate was taken meanwhile)."""
 
-    def __init__(self, resource_class: str, traits: Iterable[str], reason: str):
+    def __init__(self, resource_class: str, traits: Iterable[str], reason: str,
+                 forbidden: Iterable[str] = ()):
         self.resource_class = resource_class
         self.traits = tuple(traits)
+        self.forbidden = tuple(forbidden)
         self.reason = reason
-        wanted = resource_class + (f" with {','.join(self.traits)}" if self.traits else '')
+        wanted = _wanted(resource_class, self.traits, self.forbidden)
         super().__init__(f'no valid host for {wanted}: {reason}')
+
+
+def _wanted(rc: str, traits: Iterable[str], forbidden: Iterable[str]) -> str:
+    traits, forbidden = tuple(traits), tuple(forbidden)
+    return (rc + (f" with {','.join(traits)}" if traits else '')
+            + (f" without {','.join(forbidden)}" if forbidden else ''))
 
 
 class BadRequest(ValueError):
@@ -85,12 +100,16 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
              image: str | None = None, instance_uuid: str | None = None, *,
              owner_of: OwnerOf, project_id: str = DEFAULT_PROJECT,
              user_id: str = DEFAULT_USER, limit: int = DEFAULT_CANDIDATES,
-             rand: random.Random | None = None) -> db_api.InstanceRow:
+             rand: random.Random | None = None, forbidden: Iterable[str] = (),
+             name: str | None = None, metadata: dict[str, str] | None = None,
+             flavor: dict[str, Any] | None = None) -> db_api.InstanceRow:
     """Place a new instance on a free node; the BUILDING instance row (node, host and
     member_epoch set).
 
     ``placement`` is a keystoneauth ``Adapter`` for Placement. ``instance_uuid`` defaults to a
-    new uuid. The caller casts the build to ``row.host`` afterwards.
+    new uuid. ``traits`` are required, ``forbidden`` must be absent. The allocation and the
+    row are the project's and user's; ``name``, ``metadata`` and ``flavor`` are recorded as
+    given (what the compute API shows). The caller casts the build to ``row.host`` afterwards.
 
     :raises BadRequest: bad uuid, trait or resource class name.
     :raises NoValidHost: no candidate could be claimed.
@@ -99,10 +118,15 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
     """
     rc = placement_class(resource_class)
     traits = tuple(sorted(set(traits)))
+    forbidden = tuple(sorted(set(forbidden)))
     instance_uuid = check_uuid(instance_uuid or str(uuidlib.uuid4()))
-    for trait in traits:
+    for trait in traits + forbidden:
         if not is_trait_name(trait):
             raise BadRequest(f'not a trait name: {trait!r}')
+    if set(traits) & set(forbidden):
+        both = ','.join(sorted(set(traits) & set(forbidden)))
+        raise BadRequest(f'traits both required and forbidden: {both}')
+    record = InstanceRecord(image, project_id, user_id, name, metadata, flavor)
     if db_api.get_instance(engine, instance_uuid) is not None:
         raise db_api.InstanceExists(instance_uuid)
     tried: set[str] = set()
@@ -110,28 +134,40 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
         # Concurrent builds get the same first candidates from Placement: when all of ours
         # were taken meanwhile, ask again (Placement no longer lists the allocated ones)
         # rather than refuse while free nodes remain.
-        nodes = [node for node in _candidates(placement, rc, traits, limit)
+        nodes = [node for node in _candidates(placement, rc, traits, forbidden, limit)
                  if node not in tried]
         if not nodes:
             break
         (rand or random).shuffle(nodes)
         for node in nodes:
-            row = _try_node(placement, engine, node, rc, traits, image, instance_uuid,
-                            owner_of, project_id, user_id)
+            row = _try_node(placement, engine, node, rc, traits, instance_uuid, owner_of,
+                            record)
             if row is not None:
                 return row
             tried.add(node)
     reason = (f'{len(tried)} candidate(s) taken meanwhile or unowned' if tried
               else 'no free node')
-    raise NoValidHost(rc, traits, reason)
+    raise NoValidHost(rc, traits, reason, forbidden)
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceRecord:
+    """What is recorded of a new instance besides its placement."""
+
+    image: str | None
+    project_id: str
+    user_id: str
+    name: str | None
+    metadata: dict[str, str] | None
+    flavor: dict[str, Any] | None
 
 
 def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[str, ...],
-              image: str | None, instance_uuid: str, owner_of: OwnerOf, project_id: str,
-              user_id: str) -> db_api.InstanceRow | None:
+              instance_uuid: str, owner_of: OwnerOf,
+              record: InstanceRecord) -> db_api.InstanceRow | None:
     """The instance on ``node``, or None (and no allocation left) if the node cannot take it."""
-    if not allocations.put(placement, instance_uuid, node, rc, project_id=project_id,
-                           user_id=user_id):
+    if not allocations.put(placement, instance_uuid, node, rc, project_id=record.project_id,
+                           user_id=record.user_id):
         LOG.info('instance %s: node %s taken meanwhile, next candidate', instance_uuid, node)
         return None
     try:
@@ -143,7 +179,10 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
             return None
         host, member_epoch = owner
         return db_api.create_instance(engine, instance_uuid, rc, node_uuid=node, host=host,
-                                      member_epoch=member_epoch, traits=traits, image=image)
+                                      member_epoch=member_epoch, traits=traits,
+                                      image=record.image, project_id=record.project_id,
+                                      user_id=record.user_id, name=record.name,
+                                      metadata=record.metadata, flavor=record.flavor)
     except db_api.NodeInUse:
         LOG.info('instance %s: node %s hosts a live instance, next candidate', instance_uuid,
                  node)
@@ -154,26 +193,30 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
         raise
 
 
-def _candidates(placement: Any, rc: str, traits: tuple[str, ...], limit: int) -> list[str]:
+def _candidates(placement: Any, rc: str, traits: tuple[str, ...], forbidden: tuple[str, ...],
+                limit: int) -> list[str]:
     """The candidate nodes; a request Placement refuses (unknown class or trait) is ours."""
     try:
-        return allocations.candidates(placement, rc, traits, limit=limit)
+        return allocations.candidates(placement, rc, traits, limit=limit, forbidden=forbidden)
     except PlacementError as exc:
         if exc.status != 400:
             raise
-        raise BadRequest(f'Placement refused {rc}'
-                         + (f" with {','.join(traits)}" if traits else '')
-                         + f': {exc.detail}') from None
+        raise BadRequest(f'Placement refused {_wanted(rc, traits, forbidden)}: '
+                         f'{exc.detail}') from None
 
 
 def zookeeper_owner(client: Any, root: str) -> OwnerOf:
     """``owner_of`` reading the node's claim znode: (host, the claimant's member epoch)."""
+    from kazoo import exceptions as zk_exc
+    from kazoo.retry import KazooRetry
     path = claims_path(root)
+    # A busy process (the API under a burst of builds) can see its session's connection drop
+    # and come back; the read waits for it, a little, rather than failing the build.
+    retry = KazooRetry(max_tries=OWNER_READ_TRIES, delay=0.1, backoff=2, max_delay=2)
 
     def owner_of(node: str) -> tuple[str, int] | None:
-        from kazoo import exceptions as zk_exc
         try:
-            data, _stat = client.get(f'{path}/{node}')
+            data, _stat = retry(client.get, f'{path}/{node}')
         except zk_exc.NoNodeError:
             return None
         try:

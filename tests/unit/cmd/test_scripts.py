@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 BIN = pathlib.Path(sys.executable).parent
-SCRIPTS = ('computed', 'computed-reporter', 'computed-manage')
+SCRIPTS = ('computed', 'computed-reporter', 'computed-manage', 'computed-api')
 
 GOOD = """
 [DEFAULT]
@@ -184,3 +184,27 @@ def test_daemon_gives_kazoo_the_eventlet_handler(tmp_path):
         'kazoo://h:2181?handler=threading',
         'file:///tmp/x',
     ], result.stderr
+
+
+def test_api_refuses_an_unknown_auth_strategy(tmp_path):
+    conf = write_conf(tmp_path, GOOD + '\n[api]\nauth_strategy = trust-me\n')
+    assert_one_line_error(run(tmp_path, 'computed-api', '--config-file', conf),
+                          'auth_strategy', 'trust-me')
+
+
+def test_api_port_in_use_is_a_configuration_error(tmp_path):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        conf = write_conf(tmp_path, GOOD + f'\n[api]\nbind_host = 127.0.0.1\n'
+                                           f'bind_port = {port}\n')
+        assert_one_line_error(run(tmp_path, 'computed-api', '--config-file', conf),
+                              '[api] bind_port', str(port))
+
+
+def test_api_needs_a_database(tmp_path):
+    conf = write_conf(tmp_path, GOOD + '\n[api]\nbind_host = 127.0.0.1\nbind_port = 0\n')
+    assert_one_line_error(run(tmp_path, 'computed-api', '--config-file', conf),
+                          '[database] connection')

@@ -157,8 +157,8 @@ def check_upgrade_to_0003_records_no_generation(url: str) -> None:
     with _database_at_0001(url) as engine:
         migrate(url, "0002")
         assert "placement_generation" not in _columns(engine, "providers")
-        assert db.sync(url) == "0003" == db.head_revision()
-        _no_drift(engine)
+        migrate(url, "0003")
+        assert db.current_revision(url) == "0003"
         applied = api.get_provider(engine, "p-applied")
         assert (applied.claim_epoch, applied.seq, applied.state, applied.placement_generation) \
             == (70, 3, '{"reserved": 0}', None)
@@ -198,5 +198,44 @@ def _epochs_0001_as_0002(engine: sa.Engine) -> dict:
                     "SELECT uuid, claim_epoch, seq, state, deleted FROM providers"))}
 
 
+def check_upgrade_to_0004_gives_old_instances_the_built_in_project(url: str) -> None:
+    """0003 -> 0004: instances made before the compute API belong to the built-in project and
+    user; they have no name, metadata nor flavor; the new tables are empty and usable."""
+    with _database_at_0001(url) as engine:
+        migrate(url, "0003")
+        assert "project_id" not in _columns(engine, "instances")
+        migrate(url, "0004")
+        for uuid, node, host, _epoch, state in INSTANCES_0001:
+            row = api.get_instance(engine, uuid)
+            assert (row.node_uuid, row.host, row.state) == (node, host, state)
+            assert (row.project_id, row.user_id, row.name, row.metadata, row.flavor) == \
+                ("computed", "computed", None, {}, None)
+        # Newest first; all four rows share T0, so by uuid, descending.
+        assert [r.uuid for r in api.list_instances(engine, project_id="computed")] == \
+            ["i-unscheduled", "i-nodeless", "i-live"]
+        api.create_flavor(engine, "f-1", "bm.gold", vcpus=0, ram=0, disk=0,
+                          extra_specs={"resources:CUSTOM_GOLD": "1"})
+        assert api.get_flavor(engine, "f-1").extra_specs == {"resources:CUSTOM_GOLD": "1"}
+
+
+def check_downgrade_from_0004_keeps_instances(url: str) -> None:
+    """0004 -> 0003 -> head: the API's columns and tables go; the instances stay."""
+    with _database_at_0001(url) as engine:
+        assert db.sync(url) == db.head_revision()
+        api.create_flavor(engine, "f-1", "bm.gold", vcpus=0, ram=0, disk=0,
+                          extra_specs={"trait:CUSTOM_X": "required"})
+        migrate(url, "0003", down=True)
+        assert "project_id" not in _columns(engine, "instances")
+        assert "flavors" not in sa.inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert {row.uuid for row in conn.execute(sa.text("SELECT uuid FROM instances"))} \
+                == {uuid for uuid, *_ in INSTANCES_0001}
+        assert db.sync(url) == db.head_revision()
+        _no_drift(engine)
+        assert api.get_instance(engine, "i-live").project_id == "computed"
+
+
 ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows,
-       check_upgrade_to_0003_records_no_generation, check_downgrade_from_0003_keeps_rows]
+       check_upgrade_to_0003_records_no_generation, check_downgrade_from_0003_keeps_rows,
+       check_upgrade_to_0004_gives_old_instances_the_built_in_project,
+       check_downgrade_from_0004_keeps_instances]

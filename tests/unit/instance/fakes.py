@@ -106,6 +106,7 @@ class FakePlacement:
         self.providers: dict[str, tuple[str, frozenset[str]]] = {}
         self.allocations: dict[str, str] = {}  # consumer -> provider
         self.consumers: dict[str, tuple[str, str]] = {}  # consumer -> (project, user)
+        self.projects: dict[str, str] = {}  # consumer -> project
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.before_put = lambda consumer, node: None  # a hook to interleave racers
@@ -117,11 +118,21 @@ class FakePlacement:
         return node in self.allocations.values()
 
     def request(self, url, method, headers=None, raise_exc=True, json=None):
-        assert headers['OpenStack-API-Version'] == 'placement 1.39'
-        self.requests.append((method, url))
         path, _, query = url.partition('?')
+        assert headers['OpenStack-API-Version'] == \
+            ('placement 1.9' if path == '/usages' else 'placement 1.39')
+        self.requests.append((method, url))
         if method == 'GET' and path == '/allocation_candidates':
             return self._candidates(dict(parse.parse_qsl(query)))
+        if method == 'GET' and path == '/usages':
+            project = dict(parse.parse_qsl(query))['project_id']
+            usages: dict[str, int] = {}
+            with self.lock:
+                for consumer, node in self.allocations.items():
+                    if self.projects.get(consumer) == project:
+                        rc = self.providers[node][0]
+                        usages[rc] = usages.get(rc, 0) + 1
+            return Response(200, {'usages': usages})
         consumer = path.rsplit('/', 1)[-1]
         if method == 'PUT':
             for key in ('consumer_type', 'project_id', 'user_id'):
@@ -134,6 +145,7 @@ class FakePlacement:
                                                       'detail': 'capacity exceeded'}]})
                 self.allocations[consumer] = node
                 self.consumers[consumer] = (json['project_id'], json['user_id'])
+                self.projects[consumer] = json['project_id']
             return Response(204)
         if method == 'DELETE':
             with self.lock:
@@ -152,10 +164,13 @@ class FakePlacement:
         rc, _ = params['resources'].split(':')
         if rc not in {p[0] for p in self.providers.values()}:
             return Response(400, {'errors': [{'detail': f'No such resource class {rc}'}]})
-        required = set(params['required'].split(',')) if 'required' in params else set()
+        wanted = set(params['required'].split(',')) if 'required' in params else set()
+        required = {t for t in wanted if not t.startswith('!')}
+        forbidden = {t[1:] for t in wanted if t.startswith('!')}
         with self.lock:
             free = [n for n, (prc, traits) in self.providers.items()
-                    if prc == rc and required <= traits and not self.used(n)]
+                    if prc == rc and required <= traits and not forbidden & traits
+                    and not self.used(n)]
         free = free[:int(params.get('limit', 1000))]
         return Response(200, {'allocation_requests': [
             {'allocations': {n: {'resources': {rc: 1}}}} for n in free]})

@@ -40,6 +40,28 @@ def test_schedules_with_traits_and_records_owner(engine):
         in placement.requests
 
 
+def test_forbidden_traits_and_the_project_of_the_allocation(engine):
+    placement = FakePlacement()
+    placement.add(A, RC, ['CUSTOM_RAID'])
+    placement.add(B, RC, ['CUSTOM_FAST'])
+    row = scheduler.schedule(placement, engine, RC, forbidden=['CUSTOM_RAID'],
+                             owner_of=owners(), project_id='p1', user_id='u1', name='web',
+                             metadata={'k': 'v'}, flavor={'id': 'f'})
+    assert row.node_uuid == B
+    assert (row.project_id, row.user_id, row.name, row.metadata, row.flavor) == \
+        ('p1', 'u1', 'web', {'k': 'v'}, {'id': 'f'})
+    assert ('GET', f'/allocation_candidates?resources={RC}:1&limit=50&required=!CUSTOM_RAID') \
+        in placement.requests
+    with pytest.raises(scheduler.NoValidHost, match='without CUSTOM_FAST,CUSTOM_RAID') as e:
+        scheduler.schedule(placement, engine, RC, forbidden=['CUSTOM_RAID', 'CUSTOM_FAST'],
+                           owner_of=owners())
+    assert e.value.forbidden == ('CUSTOM_FAST', 'CUSTOM_RAID')
+    with pytest.raises(scheduler.BadRequest, match='both required and forbidden'):
+        scheduler.schedule(placement, engine, RC, ['CUSTOM_FAST'], forbidden=['CUSTOM_FAST'],
+                           owner_of=owners())
+    assert placement.allocations == {row.uuid: B}
+
+
 def test_a_409_moves_on_to_the_next_candidate(engine):
     placement = FakePlacement()
     placement.add(A, RC)
@@ -178,3 +200,43 @@ def test_when_every_candidate_was_taken_placement_is_asked_again(engine):
     assert row.node_uuid == C
     assert sum(1 for method, path in placement.requests
                if path.startswith('/allocation_candidates')) == 2
+
+
+def test_the_api_records_a_build_without_host_in_error_and_can_delete_it(engine):
+    placement = FakePlacement()
+    placement.add(A, RC)
+    placement.allocations['other'] = A
+    casts = []
+
+    class Compute:
+        def build_instance(self, host, uuid):
+            casts.append((host, uuid))
+
+    servers = ServerAPI(engine, placement, Compute(), owners())
+    with pytest.raises(scheduler.NoValidHost):
+        servers.create(RC)
+    assert api.live_instances(engine) == []
+    row = servers.create(RC, project_id='p1', user_id='u1', name='web', record_failure=True)
+    assert (row.state, row.node_uuid, row.host, row.project_id, row.name) == \
+        (models.ERROR, None, None, 'p1', 'web')
+    assert row.fault.startswith('No valid host was found: no valid host for CUSTOM_GOLD')
+    assert casts == [] and placement.allocations == {'other': A}
+    deleted = servers.action('delete', row.uuid)
+    assert deleted.state == models.DELETED and casts == []
+
+
+def test_the_owner_read_waits_out_a_dropped_connection():
+    from kazoo import exceptions as zk_exc
+
+    class Flaky:
+        calls = 0
+
+        def get(self, path):
+            self.calls += 1
+            if self.calls == 1:
+                raise zk_exc.ConnectionLoss()
+            return b'{"host": "c2", "member_epoch": 9}', None
+
+    client = Flaky()
+    assert scheduler.zookeeper_owner(client, '/computed/g')('n-1') == ('c2', 9)
+    assert client.calls == 2

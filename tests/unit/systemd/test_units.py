@@ -13,7 +13,7 @@ import pytest
 from computed.conf import fleet
 
 UNITS = Path(__file__).resolve().parents[3] / "etc" / "systemd"
-NAMES = ("computed.service", "computed-reporter.service")
+NAMES = ("computed.service", "computed-reporter.service", "computed-api.service")
 INSTALL_PREFIX = "/usr/local/bin/"
 
 

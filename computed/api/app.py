@@ -1,0 +1,155 @@
+"""The compute API as a WSGI application: middleware, routes, dispatch.
+
+Owns the order of the middleware and the URL map. From the outside in: ``http_proxy_to_wsgi``
+(the client's URL behind a proxy), ``request_id`` (an ``x-openstack-request-id`` on every
+response), CORS, the fault wrapper (:mod:`computed.api.errors`: the Compute API's error bodies,
+no traceback, 500s counted), then by path: the version documents, ``/healthcheck``
+(oslo.middleware's application) and ``/metrics`` (no authentication), or the authentication of
+``[api] auth_strategy`` (:mod:`computed.api.auth`) and the router.
+
+Routes are a ``routes.Mapper``; each names a controller function ``f(call) -> Response``
+(:class:`computed.api.request.Call`). ``/v2.1/{project_id}/...`` is served as ``/v2.1/...``
+(Keystone catalogs of Nova often carry the project in the URL); the project in the URL must be
+the caller's, unless the caller is an admin. The requested microversion
+(:mod:`computed.api.microversion`) is parsed before dispatch and echoed on every response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import prometheus_client
+import routes
+import webob
+from oslo_config import cfg
+from oslo_middleware import cors, healthcheck, http_proxy_to_wsgi, request_id
+
+from computed.api import (
+    auth,
+    errors,
+    flavors,
+    microversion,
+    policy,
+    quotas,
+    servers,
+    services,
+    versions,
+)
+from computed.api.backends import Backends
+from computed.api.request import PREFIX, Call
+
+Controller = Callable[[Call], webob.Response]
+
+#: (method, path, controller) of every route under /v2.1.
+ROUTES: list[tuple[str, str, Controller]] = [
+    ('GET', '/flavors', flavors.index),
+    ('GET', '/flavors/detail', flavors.detail),
+    ('POST', '/flavors', flavors.create),
+    ('GET', '/flavors/{flavor_id}', flavors.show),
+    ('DELETE', '/flavors/{flavor_id}', flavors.delete),
+    ('GET', '/flavors/{flavor_id}/os-extra_specs', flavors.extra_specs_index),
+    ('POST', '/flavors/{flavor_id}/os-extra_specs', flavors.extra_specs_create),
+    ('GET', '/flavors/{flavor_id}/os-extra_specs/{key}', flavors.extra_spec_show),
+    ('PUT', '/flavors/{flavor_id}/os-extra_specs/{key}', flavors.extra_spec_update),
+    ('DELETE', '/flavors/{flavor_id}/os-extra_specs/{key}', flavors.extra_spec_delete),
+    ('GET', '/servers', servers.index),
+    ('GET', '/servers/detail', servers.detail),
+    ('POST', '/servers', servers.create),
+    ('GET', '/servers/{server_id}', servers.show),
+    ('DELETE', '/servers/{server_id}', servers.delete),
+    ('POST', '/servers/{server_id}/action', servers.action),
+    ('GET', '/os-quota-sets/{project_id}', quotas.show),
+    ('GET', '/os-quota-sets/{project_id}/defaults', quotas.defaults),
+    ('GET', '/os-quota-sets/{project_id}/detail', quotas.detail),
+    ('PUT', '/os-quota-sets/{project_id}', quotas.update),
+    ('DELETE', '/os-quota-sets/{project_id}', quotas.reset),
+    ('GET', '/limits', quotas.limits),
+    ('GET', '/os-services', services.index),
+    ('PUT', '/os-services/{service_id}', services.update),
+]
+
+HEALTHCHECK = '/healthcheck'
+#: First path segments under /v2.1 that are collections (anything else is a project id).
+COLLECTIONS = frozenset(path.split('/')[1] for _method, path, _controller in ROUTES)
+
+
+def _mapper() -> routes.Mapper:
+    mapper = routes.Mapper()
+    for method, path, controller in ROUTES:
+        mapper.connect(path, controller=controller, conditions={'method': [method]})
+    return mapper
+
+
+class Router:
+    """Dispatches an authenticated request under /v2.1 to its controller."""
+
+    def __init__(self, backends: Backends):
+        self.backends = backends
+        self.mapper = _mapper()
+
+    @webob.dec.wsgify
+    def __call__(self, request: webob.Request) -> webob.Response:
+        version = microversion.requested(request.headers)
+        context = request.environ[auth.CONTEXT]
+        path = request.path_info[len(PREFIX):]
+        segments = path.split('/')
+        if len(segments) > 2 and segments[1] not in COLLECTIONS and segments[2] in COLLECTIONS:
+            if segments[1] != context.project_id and \
+                    not policy.is_admin(self.backends.enforcer, context):
+                raise errors.Forbidden(f'Project {segments[1]} in the URL is not the '
+                                       'project of the token.')
+            path = '/' + '/'.join(segments[2:])
+        path = path.rstrip('/') or '/'
+        match = self.mapper.match(environ={'PATH_INFO': path,
+                                           'REQUEST_METHOD': request.method})
+        if match is None:
+            allowed = [method for method in ('GET', 'POST', 'PUT', 'DELETE')
+                       if self.mapper.match(environ={'PATH_INFO': path,
+                                                     'REQUEST_METHOD': method})]
+            if allowed:
+                raise errors.MethodNotAllowed(f'{request.method} is not allowed on {path}',
+                                              {'Allow': ', '.join(allowed)})
+            raise errors.NotFound(f'No resource at {path}')
+        controller = match.pop('controller')
+        response = controller(Call(request, context, version, self.backends, match))
+        for key, value in microversion.response_headers(version).items():
+            response.headers[key] = value
+        return response
+
+
+class Dispatch:
+    """The unauthenticated paths (version documents, health, metrics), else the authenticated
+    API."""
+
+    def __init__(self, api: Any, health: Any):
+        self.api = api
+        self.health = health
+
+    @webob.dec.wsgify
+    def __call__(self, request: webob.Request) -> Any:
+        path = request.path_info
+        if path == '/' and request.method == 'GET':
+            return versions.versions(request)
+        if path in (PREFIX, PREFIX + '/') and request.method == 'GET':
+            return versions.version(request)
+        if path == HEALTHCHECK:
+            return self.health
+        if path == '/metrics' and request.method == 'GET':
+            response = webob.Response(content_type=None)
+            response.content_type = prometheus_client.CONTENT_TYPE_LATEST
+            response.body = prometheus_client.generate_latest(errors.REGISTRY)
+            return response
+        if path == PREFIX or path.startswith(PREFIX + '/'):
+            return self.api
+        raise errors.NotFound(f'No resource at {path}')
+
+
+def build(conf: cfg.ConfigOpts, backends: Backends) -> Any:
+    """The whole WSGI application over ``backends``."""
+    application: Any = Dispatch(auth.middleware(Router(backends), conf),
+                                healthcheck.Healthcheck(None, conf))
+    application = errors.FaultWrapper(application)
+    application = cors.CORS(application, conf)
+    application = request_id.RequestId(application)
+    return http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)

@@ -1,0 +1,76 @@
+"""The services behind the compute API, connected once per process.
+
+Owns connecting (and closing) what the controllers use: computed's database, Placement
+(keystoneauth adapter from ``[placement]``), the RPC transport to the daemons, and a ZooKeeper
+session (a tooz coordinator on ``[coordination] backend_url`` that joins no group: the API only
+reads members, claims and drain markers, and writes drain markers, as ``computed-manage fleet``
+does). :class:`Backends` holds them with the :class:`~computed.instances.rpcapi.ServerAPI` and
+the policy enforcer built on them.
+
+The coordinator URL is passed in: ``computed-api`` (monkey-patched) asks kazoo for its eventlet
+handler, a uwsgi/mod_wsgi process keeps kazoo's threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from oslo_config import cfg
+from oslo_policy import policy as oslo_policy
+from sqlalchemy.engine import Engine
+from tooz import coordination
+
+from computed.api import policy
+from computed.conf.errors import ConfigError
+from computed.db import api as db_api
+from computed.fleet.membership import fleet_root
+from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
+from computed.instances import scheduler
+from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.runtime import keystone, rpc
+
+MEMBER = 'computed-api'
+ZOOKEEPER_TIMEOUT = 15
+
+
+@dataclasses.dataclass
+class Backends:
+    conf: cfg.ConfigOpts
+    engine: Engine
+    placement: Any  # keystoneauth Adapter
+    servers: ServerAPI
+    coordinator: coordination.CoordinationDriver
+    zookeeper: Any  # KazooClient
+    enforcer: oslo_policy.Enforcer
+    transport: Any
+
+    @property
+    def group(self) -> str:
+        return self.conf.coordination.group
+
+    def close(self) -> None:
+        self.transport.cleanup()
+        self.zookeeper.stop()
+        self.zookeeper.close()
+        self.engine.dispose()
+
+
+def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
+    """Connect everything the API uses; ConfigError for a missing or unusable option."""
+    if not conf.database.connection:
+        raise ConfigError('database', 'connection', 'required by the compute API')
+    placement = keystone.load_adapter(conf, 'placement')
+    engine = db_api.engine_from_url(conf.database.connection)
+    coordinator = coordination.get_coordinator(coordinator_url, MEMBER.encode())
+    try:
+        client = kazoo_client(coordinator)
+    except NotZooKeeper as exc:
+        raise ConfigError('coordination', 'backend_url', str(exc)) from None
+    client.start(timeout=ZOOKEEPER_TIMEOUT)
+    transport = rpc.get_transport(conf)
+    owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
+    servers = ServerAPI(engine, placement, ComputeAPI(transport), owner_of)
+    return Backends(conf=conf, engine=engine, placement=placement, servers=servers,
+                    coordinator=coordinator, zookeeper=client,
+                    enforcer=policy.enforcer(conf), transport=transport)

@@ -1,0 +1,115 @@
+"""Who may do what: the compute API's oslo.policy rules, defined in code.
+
+Owns the rule names and their defaults: admins for flavor writes, quotas and services;
+project members for their own servers (the target of a server rule is its project); anyone
+authenticated may read flavors and their own limits. A policy file (``[oslo_policy]
+policy_file``) overrides any rule. :func:`list_rules` is the ``oslo.policy.policies`` entry
+point ``computed``: ``oslopolicy-sample-generator --namespace computed`` lists them.
+
+A refusal is a 403 naming the rule (:func:`authorize`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from oslo_config import cfg
+from oslo_policy import policy
+
+from computed.api import errors
+
+ADMIN = 'role:admin'
+MEMBER = 'role:member or role:admin'
+OWNER = 'role:admin or (role:member and project_id:%(project_id)s)'
+OWNER_READER = 'role:admin or project_id:%(project_id)s'
+ANYONE = '@'
+
+BASE = [
+    policy.RuleDefault('context_is_admin', ADMIN, 'Administrators.'),
+    policy.RuleDefault('admin_api', ADMIN, 'Administrative requests.'),
+    policy.RuleDefault('project_member', MEMBER, 'Members of a project (or admins).'),
+    policy.RuleDefault('owner', OWNER, 'Members of the project owning the target (or admins).'),
+]
+
+
+def _rule(name: str, check: str, description: str,
+          operations: Iterable[tuple[str, str]]) -> policy.DocumentedRuleDefault:
+    return policy.DocumentedRuleDefault(
+        name, check, description,
+        [{'method': method, 'path': path} for method, path in operations])
+
+
+RULES = [
+    _rule('compute:servers:index', 'rule:project_member', 'List the project\'s servers.',
+          [('GET', '/servers'), ('GET', '/servers/detail')]),
+    _rule('compute:servers:index:all_tenants', 'rule:admin_api',
+          'List the servers of every project (all_tenants=1).',
+          [('GET', '/servers?all_tenants=1')]),
+    _rule('compute:servers:show', 'rule:owner', 'Show a server.',
+          [('GET', '/servers/{server_id}')]),
+    _rule('compute:servers:show:host', 'rule:admin_api',
+          'See the daemon (OS-EXT-SRV-ATTR:host) and node (hypervisor_hostname) of a server, '
+          'and the host filter.', [('GET', '/servers/{server_id}')]),
+    _rule('compute:servers:create', 'rule:project_member', 'Create a server.',
+          [('POST', '/servers')]),
+    _rule('compute:servers:delete', 'rule:owner', 'Delete a server.',
+          [('DELETE', '/servers/{server_id}')]),
+    _rule('compute:servers:reboot', 'rule:owner', 'Reboot a server.',
+          [('POST', '/servers/{server_id}/action (reboot)')]),
+    _rule('compute:servers:stop', 'rule:owner', 'Power a server off.',
+          [('POST', '/servers/{server_id}/action (os-stop)')]),
+    _rule('compute:servers:start', 'rule:owner', 'Power a server on.',
+          [('POST', '/servers/{server_id}/action (os-start)')]),
+    _rule('compute:flavors:read', ANYONE, 'List and show flavors and their extra specs.',
+          [('GET', '/flavors'), ('GET', '/flavors/detail'), ('GET', '/flavors/{flavor_id}'),
+           ('GET', '/flavors/{flavor_id}/os-extra_specs')]),
+    _rule('compute:flavors:manage', 'rule:admin_api',
+          'Create and delete flavors, set and unset their extra specs.',
+          [('POST', '/flavors'), ('DELETE', '/flavors/{flavor_id}'),
+           ('POST', '/flavors/{flavor_id}/os-extra_specs'),
+           ('PUT', '/flavors/{flavor_id}/os-extra_specs/{key}'),
+           ('DELETE', '/flavors/{flavor_id}/os-extra_specs/{key}')]),
+    _rule('compute:quotas:show', OWNER_READER, 'Show a project\'s quotas.',
+          [('GET', '/os-quota-sets/{project_id}')]),
+    _rule('compute:quotas:update', 'rule:admin_api', 'Set or reset a project\'s quotas.',
+          [('PUT', '/os-quota-sets/{project_id}'), ('DELETE', '/os-quota-sets/{project_id}')]),
+    _rule('compute:limits', ANYONE, 'Show the caller\'s project limits and usage.',
+          [('GET', '/limits')]),
+    _rule('compute:services', 'rule:admin_api', 'List, disable and enable the daemons.',
+          [('GET', '/os-services'), ('PUT', '/os-services/{service_id}')]),
+]
+
+
+def list_rules() -> list[policy.RuleDefault]:
+    """Every rule with its default (the ``oslo.policy.policies`` entry point)."""
+    return BASE + RULES
+
+
+def enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:
+    """An enforcer with the in-code defaults, overridden by ``[oslo_policy] policy_file``."""
+    result = policy.Enforcer(conf)
+    result.register_defaults(list_rules())
+    return result
+
+
+def authorize(enforcer: policy.Enforcer, rule: str, context: Any,
+              target: dict[str, Any] | None = None) -> None:
+    """403 unless ``context`` passes ``rule`` on ``target`` (default: its own project)."""
+    target = target if target is not None else {'project_id': context.project_id}
+    try:
+        enforcer.authorize(rule, target, context.to_policy_values(), do_raise=True)
+    except policy.PolicyNotAuthorized:
+        raise errors.Forbidden(f'Policy doesn\'t allow {rule} to be performed.') from None
+
+
+def allowed(enforcer: policy.Enforcer, rule: str, context: Any,
+            target: dict[str, Any] | None = None) -> bool:
+    target = target if target is not None else {'project_id': context.project_id}
+    return bool(enforcer.authorize(rule, target, context.to_policy_values()))
+
+
+def is_admin(enforcer: policy.Enforcer, context: Any) -> bool:
+    """Whether the caller passes ``context_is_admin`` (oslo.context's own ``is_admin`` is not
+    derived from the roles)."""
+    return bool(enforcer.authorize('context_is_admin', {}, context.to_policy_values()))

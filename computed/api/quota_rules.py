@@ -1,0 +1,52 @@
+"""Quota decisions by counting (seed 004): a project's limits and whether a build fits them.
+
+Owns the pure part of quotas: the limits in force for a project (its own, else the ``[quota]``
+defaults; -1 is unlimited) and the comparison of usage plus request with them. The counting
+itself (computed's database for servers, Placement's ``/usages`` for resource classes) is
+:mod:`computed.api.quotas`' I/O. Nothing is reserved: a build is checked before it is scheduled
+and again once its allocation exists (counted in the usage then), so concurrent builds
+overshoot by at most the builds in flight between the two checks, and those over the limit at
+the second check roll back (all racing ones, possibly: none is kept over the limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+INSTANCES = 'instances'
+UNLIMITED = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Over:
+    """A resource over its limit: what the 403 names."""
+
+    resource: str
+    limit: int
+    used: int
+    requested: int
+
+    def __str__(self) -> str:
+        return (f'Quota exceeded for {self.resource}: requested {self.requested}, but already '
+                f'used {self.used} of {self.limit} {self.resource}')
+
+
+def limit_of(resource: str, own: Mapping[str, int], default_instances: int,
+             default_resource_class: int) -> int:
+    """The limit in force for ``resource`` (``instances`` or a resource class)."""
+    if resource in own:
+        return own[resource]
+    return default_instances if resource == INSTANCES else default_resource_class
+
+
+def over(limits: Mapping[str, int], used: Mapping[str, int],
+         requested: Mapping[str, int]) -> list[Over]:
+    """The requested resources that ``used + requested`` would put over their limit."""
+    result = []
+    for resource, amount in sorted(requested.items()):
+        limit = limits.get(resource, UNLIMITED)
+        count = used.get(resource, 0)
+        if limit != UNLIMITED and count + amount > limit:
+            result.append(Over(resource, limit, count, amount))
+    return result

@@ -1,0 +1,167 @@
+"""``/os-quota-sets/{project_id}`` and ``/limits``: a project's limits and usage, and the quota
+check of a build.
+
+Owns counting (seed 004): a project's servers are its instances in computed's database that
+are not DELETED; its usage of a resource class is what Placement's ``GET /usages?project_id=``
+says its allocations hold. :func:`check` compares them with the limits
+(:mod:`computed.api.quota_rules`); it runs before a build and again once the build's
+allocation exists, and a 403 names the resource, the limit and the usage.
+
+The quota set shows Nova's keys (``instances``; ``cores``, ``ram`` and the rest unlimited or
+fixed, for clients that read them) plus one key per resource class the project has a limit of
+its own for (``CUSTOM_GOLD``). Only ``instances`` and ``CUSTOM_*`` classes can be set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from computed.api import errors, policy, quota_rules, schemas
+from computed.api.backends import Backends
+from computed.api.request import Call, empty, json_response
+from computed.db import api as db_api
+from computed.placement import allocations
+
+SHOW = 'compute:quotas:show'
+UPDATE = 'compute:quotas:update'
+LIMITS = 'compute:limits'
+
+#: Nova's other quota keys: fixed here (nothing in computed consumes them).
+FIXED = {'cores': -1, 'ram': -1, 'metadata_items': 128, 'key_pairs': 100,
+         'server_groups': 10, 'server_group_members': 10}
+FIXED_BEFORE_2_57 = {'injected_files': 5, 'injected_file_content_bytes': 10240,
+                     'injected_file_path_bytes': 255}
+FIXED_BEFORE_2_36 = {'fixed_ips': -1, 'floating_ips': -1, 'security_groups': -1,
+                     'security_group_rules': -1}
+
+
+def _limits(backends: Backends, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(the project's own limits, the limits in force for instances and its own classes)."""
+    own = db_api.quota_limits(backends.engine, project_id)
+    quota = backends.conf.quota
+    in_force = {resource: quota_rules.limit_of(resource, own, quota.instances,
+                                               quota.resource_class)
+                for resource in {quota_rules.INSTANCES, *own}}
+    return own, in_force
+
+
+def usage(backends: Backends, project_id: str) -> dict[str, int]:
+    """What the project uses now: its servers and its Placement usages by class."""
+    try:
+        used = allocations.project_usages(backends.placement, project_id)
+    except Exception as exc:  # PlacementError / PlacementUnavailable
+        raise errors.ServiceUnavailable(f'cannot count the usage of project {project_id} '
+                                        f'in Placement: {exc}') from None
+    used[quota_rules.INSTANCES] = db_api.count_live_instances(backends.engine, project_id)
+    return used
+
+
+def check(backends: Backends, project_id: str, resource_class: str, *,
+          allocated: bool) -> None:
+    """403 when one more server of ``resource_class`` would put the project over a limit.
+
+    ``allocated``: the build's instance row and allocation exist already and are counted in
+    the usage (the second check), so nothing more is requested.
+    """
+    quota = backends.conf.quota
+    own = db_api.quota_limits(backends.engine, project_id)
+    limits = {resource: quota_rules.limit_of(resource, own, quota.instances,
+                                             quota.resource_class)
+              for resource in (quota_rules.INSTANCES, resource_class)}
+    if all(limit == quota_rules.UNLIMITED for limit in limits.values()):
+        return
+    amount = 0 if allocated else 1
+    found = quota_rules.over(limits, usage(backends, project_id),
+                             {quota_rules.INSTANCES: amount, resource_class: amount})
+    if found:
+        raise errors.Forbidden('; '.join(str(item) for item in found))
+
+
+def _quota_set(call: Call, project_id: str, values: dict[str, Any],
+               detailed: bool = False) -> dict[str, Any]:
+    document: dict[str, Any] = dict(FIXED)
+    if not call.at_least(2, 57):
+        document.update(FIXED_BEFORE_2_57)
+    if not call.at_least(2, 36):
+        document.update(FIXED_BEFORE_2_36)
+    if detailed:
+        document = {key: {'limit': value, 'in_use': 0, 'reserved': 0}
+                    for key, value in document.items()}
+    document.update(values)
+    document['id'] = project_id
+    return {'quota_set': document}
+
+
+def show(call: Call) -> webob.Response:
+    project_id = call.params['project_id']
+    policy.authorize(call.backends.enforcer, SHOW, call.context, {'project_id': project_id})
+    _own, in_force = _limits(call.backends, project_id)
+    return json_response(200, _quota_set(call, project_id, in_force))
+
+
+def detail(call: Call) -> webob.Response:
+    project_id = call.params['project_id']
+    policy.authorize(call.backends.enforcer, SHOW, call.context, {'project_id': project_id})
+    _own, in_force = _limits(call.backends, project_id)
+    used = usage(call.backends, project_id)
+    return json_response(200, _quota_set(call, project_id, {
+        resource: {'limit': limit, 'in_use': used.get(resource, 0), 'reserved': 0}
+        for resource, limit in in_force.items()}, detailed=True))
+
+
+def defaults(call: Call) -> webob.Response:
+    project_id = call.params['project_id']
+    policy.authorize(call.backends.enforcer, SHOW, call.context, {'project_id': project_id})
+    return json_response(200, _quota_set(call, project_id, {
+        quota_rules.INSTANCES: call.backends.conf.quota.instances}))
+
+
+def update(call: Call) -> webob.Response:
+    project_id = call.params['project_id']
+    policy.authorize(call.backends.enforcer, UPDATE, call.context, {'project_id': project_id})
+    body = call.body(schemas.QUOTA_UPDATE)['quota_set']
+    body.pop('force', None)
+    limits = {resource: int(value) for resource, value in body.items()}
+    for resource, value in limits.items():
+        if value < quota_rules.UNLIMITED:
+            raise errors.BadRequest(f'Quota limit {value} for {resource} must be -1 or more')
+    db_api.set_quota_limits(call.backends.engine, project_id, limits)
+    _own, in_force = _limits(call.backends, project_id)
+    document = _quota_set(call, project_id, in_force)
+    document['quota_set'].pop('id')
+    return json_response(200, document)
+
+
+def reset(call: Call) -> webob.Response:
+    project_id = call.params['project_id']
+    policy.authorize(call.backends.enforcer, UPDATE, call.context, {'project_id': project_id})
+    db_api.delete_quota_limits(call.backends.engine, project_id)
+    return empty(202)
+
+
+def limits(call: Call) -> webob.Response:
+    policy.authorize(call.backends.enforcer, LIMITS, call.context)
+    project_id = call.query('tenant_id') or call.context.project_id
+    if project_id != call.context.project_id:
+        policy.authorize(call.backends.enforcer, SHOW, call.context,
+                         {'project_id': project_id})
+    _own, in_force = _limits(call.backends, project_id)
+    servers = db_api.count_live_instances(call.backends.engine, project_id)
+    absolute = {'maxTotalInstances': in_force[quota_rules.INSTANCES],
+                'totalInstancesUsed': servers,
+                'maxTotalCores': -1, 'totalCoresUsed': 0,
+                'maxTotalRAMSize': -1, 'totalRAMUsed': 0,
+                'maxServerMeta': FIXED['metadata_items'], 'maxImageMeta': 128,
+                'maxTotalKeypairs': FIXED['key_pairs'],
+                'maxServerGroups': FIXED['server_groups'],
+                'maxServerGroupMembers': FIXED['server_group_members'],
+                'totalServerGroupsUsed': 0}
+    if not call.at_least(2, 57):
+        absolute.update({'maxPersonality': 5, 'maxPersonalitySize': 10240})
+    if not call.at_least(2, 36):
+        absolute.update({'maxSecurityGroups': -1, 'maxSecurityGroupRules': -1,
+                         'maxTotalFloatingIps': -1, 'totalFloatingIpsUsed': 0,
+                         'totalSecurityGroupsUsed': 0})
+    return json_response(200, {'limits': {'rate': [], 'absolute': absolute}})

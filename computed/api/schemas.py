@@ -1,0 +1,146 @@
+"""JSON schemas of the request bodies the compute API accepts, and their validation.
+
+Owns the shape of every body: what is required, the types, the bounds, and that nothing
+unknown is accepted silently (``additionalProperties: false`` wherever Nova refuses extras).
+A body that does not match is a 400 whose message names the property at fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+from computed.api import errors
+
+NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+        'pattern': r'^(?![\s])[^\x00-\x1f]*(?<![\s])$'}
+NON_NEGATIVE = {'type': ['integer', 'string'], 'pattern': '^[0-9]+$', 'minimum': 0}
+METADATA = {'type': 'object', 'maxProperties': 128,
+            'patternProperties': {'^[a-zA-Z0-9-_:. /]{1,255}$': {
+                'type': 'string', 'maxLength': 255}},
+            'additionalProperties': False}
+EXTRA_SPECS = {'type': 'object', 'minProperties': 1,
+               'patternProperties': {'^[a-zA-Z0-9-_:. /]{1,255}$': {
+                   'type': ['string', 'integer', 'number', 'boolean'], 'maxLength': 255}},
+               'additionalProperties': False}
+
+FLAVOR_CREATE = {
+    'type': 'object',
+    'properties': {'flavor': {
+        'type': 'object',
+        'properties': {
+            'name': NAME,
+            'id': {'type': ['string', 'null'], 'minLength': 1, 'maxLength': 255,
+                   'pattern': r'^(?! )[a-zA-Z0-9. _-]+(?<! )$'},
+            'ram': NON_NEGATIVE, 'vcpus': NON_NEGATIVE, 'disk': NON_NEGATIVE,
+            'OS-FLV-EXT-DATA:ephemeral': NON_NEGATIVE,
+            'swap': {'type': ['integer', 'string'], 'pattern': '^[0-9]*$', 'minimum': 0},
+            'rxtx_factor': {'type': ['number', 'string']},
+            'os-flavor-access:is_public': {'type': ['boolean', 'string']},
+            'description': {'type': ['string', 'null'], 'maxLength': 65535},
+        },
+        'required': ['name', 'ram', 'vcpus', 'disk'],
+        'additionalProperties': False,
+    }},
+    'required': ['flavor'],
+    'additionalProperties': False,
+}
+
+EXTRA_SPECS_CREATE = {
+    'type': 'object',
+    'properties': {'extra_specs': EXTRA_SPECS},
+    'required': ['extra_specs'],
+    'additionalProperties': False,
+}
+
+EXTRA_SPEC_UPDATE = dict(EXTRA_SPECS, minProperties=1, maxProperties=1)
+
+SERVER_CREATE = {
+    'type': 'object',
+    'properties': {'server': {
+        'type': 'object',
+        'properties': {
+            'name': NAME,
+            'flavorRef': {'type': ['string', 'integer'], 'minLength': 1},
+            'imageRef': {'type': 'string', 'minLength': 1},
+            'networks': {'oneOf': [
+                {'type': 'string', 'enum': ['none', 'auto']},
+                {'type': 'array', 'maxItems': 0},
+            ]},
+            'metadata': METADATA,
+            'description': {'type': ['string', 'null'], 'maxLength': 255},
+            'min_count': {'type': ['integer', 'string'], 'enum': [1, '1']},
+            'max_count': {'type': ['integer', 'string'], 'enum': [1, '1']},
+            'availability_zone': {'type': 'string'},
+            'key_name': {'type': 'null'},
+            'config_drive': {'type': ['boolean', 'string']},
+        },
+        'required': ['name', 'flavorRef', 'imageRef'],
+        'additionalProperties': False,
+    }},
+    'required': ['server'],
+    'additionalProperties': False,
+}
+
+REBOOT = {
+    'type': 'object',
+    'properties': {'reboot': {
+        'type': 'object',
+        'properties': {'type': {'type': 'string', 'enum': ['SOFT', 'HARD', 'soft', 'hard']}},
+        'required': ['type'],
+        'additionalProperties': False,
+    }},
+    'required': ['reboot'],
+    'additionalProperties': False,
+}
+OS_STOP = {'type': 'object', 'properties': {'os-stop': {'type': 'null'}},
+           'required': ['os-stop'], 'additionalProperties': False}
+OS_START = {'type': 'object', 'properties': {'os-start': {'type': 'null'}},
+            'required': ['os-start'], 'additionalProperties': False}
+
+QUOTA_LIMIT = {'type': ['integer', 'string'], 'pattern': '^-?[0-9]+$', 'minimum': -1}
+QUOTA_UPDATE = {
+    'type': 'object',
+    'properties': {'quota_set': {
+        'type': 'object',
+        'properties': {'instances': QUOTA_LIMIT, 'force': {'type': ['boolean', 'string']}},
+        'patternProperties': {'^CUSTOM_[A-Z0-9_]+$': QUOTA_LIMIT},
+        'additionalProperties': False,
+    }},
+    'required': ['quota_set'],
+    'additionalProperties': False,
+}
+
+SERVICE_UPDATE = {
+    'type': 'object',
+    'properties': {
+        'status': {'type': 'string', 'enum': ['enabled', 'disabled']},
+        'disabled_reason': {'type': ['string', 'null'], 'minLength': 1, 'maxLength': 255},
+        'forced_down': {'type': 'boolean', 'enum': [False]},
+    },
+    'required': ['status'],
+    'additionalProperties': False,
+}
+
+SERVICE_UPDATE_LEGACY = {
+    'type': 'object',
+    'properties': {
+        'host': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'binary': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'disabled_reason': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+    },
+    'required': ['host', 'binary'],
+    'additionalProperties': False,
+}
+
+
+def validate(schema: dict[str, Any], document: Any) -> None:
+    """400 naming the first property that does not match ``schema``."""
+    validator = jsonschema.Draft4Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is None:
+        return
+    where = '/'.join(str(part) for part in error.absolute_path)
+    raise errors.BadRequest('Invalid input for field/attribute '
+                            f'{where or "(body)"}. {error.message}')

@@ -1,0 +1,173 @@
+"""``/os-services``: the daemons as Compute services, disabled and enabled by draining.
+
+Owns the service documents. The services are the ``computed`` daemons of ``[coordination]
+group``: a member of the group in ZooKeeper is ``up``; a host that is not a member but still
+claims nodes, hosts live instances or has a drain marker is ``down`` (as ``computed-manage
+fleet status`` reads them, :mod:`computed.fleet.membership`). A service is ``disabled`` while
+it has a persistent drain marker (the operator's, as ``computed-manage fleet drain`` writes it;
+the marker's reason is the ``disabled_reason``): disabling drains the daemon (its free nodes
+move to its peers, so nothing new is scheduled on it), enabling removes the marker. Nova's
+``COMPUTE_STATUS_DISABLED`` trait is not set on the nodes: draining already keeps builds off
+them.
+
+A service's id is a uuid derived from the group and host (stable across restarts) from
+microversion 2.53 on, its position in the host list before.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from typing import Any
+
+import webob
+from kazoo import exceptions as zk_exc
+
+from computed.api import errors, policy, schemas
+from computed.api.backends import Backends
+from computed.api.request import Call, json_response
+from computed.conf.default import normalise_host
+from computed.db import api as db_api
+from computed.fleet.claims import read_claims
+from computed.fleet.membership import (
+    clear_draining,
+    drain_markers_path,
+    fleet_root,
+    mark_draining,
+    read_members,
+)
+from computed.fleet.zookeeper import group_path
+
+RULE = 'compute:services'
+BINARY = 'computed'
+ZONE = 'nova'
+NAMESPACE = uuidlib.UUID('5d0b5d1e-1f0c-4a38-9f0e-6f1b2b7c0a15')
+DEFAULT_REASON = 'disabled through the compute API'
+
+
+def _disabled(backends: Backends, path: str) -> dict[str, str]:
+    """``{host: reason}`` of the persistent (operator's) drain markers."""
+    client = backends.zookeeper
+    try:
+        hosts = client.get_children(path)
+    except zk_exc.NoNodeError:
+        return {}
+    result = {}
+    for host in hosts:
+        try:
+            data, stat = client.get(f'{path}/{host}')
+        except zk_exc.NoNodeError:
+            continue
+        if stat.ephemeralOwner:
+            continue  # a daemon draining itself on its way out, not disabled
+        try:
+            reason = str(json.loads(data).get('reason') or '')
+        except (ValueError, AttributeError):
+            reason = ''
+        result[host] = reason
+    return result
+
+
+def _services(backends: Backends) -> list[dict[str, Any]]:
+    group = backends.group
+    draining = drain_markers_path(group)
+    with _zookeeper():
+        members = {m.name for m in read_members(backends.zookeeper,
+                                                group_path(backends.coordinator, group),
+                                                draining)}
+        claimants = {record.host for record in read_claims(backends.zookeeper,
+                                                           fleet_root(group)).values()}
+        disabled = _disabled(backends, draining)
+    hosts = members | claimants | set(disabled) | set(db_api.instance_hosts(
+        backends.engine).values())
+    return [{'host': host, 'up': host in members, 'disabled': host in disabled,
+             'reason': disabled.get(host)} for host in sorted(hosts)]
+
+
+class _zookeeper:
+    """ZooKeeper failures as a 503."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, _tb: Any) -> bool:
+        if exc is not None and isinstance(exc, zk_exc.KazooException):
+            raise errors.ServiceUnavailable(f'ZooKeeper: {type(exc).__name__}: {exc}')
+        return False
+
+
+def service_id(call: Call, group: str, host: str, position: int) -> str | int:
+    if call.at_least(2, 53):
+        return str(uuidlib.uuid5(NAMESPACE, f'{group}/{host}'))
+    return position
+
+
+def document(call: Call, service: dict[str, Any], position: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        'id': service_id(call, call.backends.group, service['host'], position),
+        'binary': BINARY, 'host': service['host'], 'zone': ZONE,
+        'status': 'disabled' if service['disabled'] else 'enabled',
+        'state': 'up' if service['up'] else 'down',
+        'updated_at': None, 'disabled_reason': service['reason'] or None
+        if service['disabled'] else None}
+    if call.at_least(2, 11):
+        doc['forced_down'] = False
+    return doc
+
+
+def index(call: Call) -> webob.Response:
+    policy.authorize(call.backends.enforcer, RULE, call.context)
+    services = _services(call.backends)
+    host, binary = call.query('host'), call.query('binary')
+    documents = [document(call, service, position)
+                 for position, service in enumerate(services, start=1)
+                 if (host is None or service['host'] == normalise_host(host))
+                 and (binary is None or binary == BINARY)]
+    return json_response(200, {'services': documents})
+
+
+def _set(call: Call, host: str, disable: bool, reason: str | None) -> dict[str, Any]:
+    backends = call.backends
+    services = {service['host']: service for service in _services(backends)}
+    if host not in services:
+        raise errors.NotFound(f'Service for host {host} could not be found.')
+    if disable and not services[host]['up']:
+        raise errors.Conflict(f'{host} is not a member of group {backends.group}: a daemon '
+                              'that is down cannot drain')
+    draining = drain_markers_path(backends.group)
+    with _zookeeper():
+        if disable:
+            clear_draining(backends.zookeeper, draining, host)  # a new reason replaces it
+            mark_draining(backends.zookeeper, draining, host, reason or DEFAULT_REASON,
+                          persistent=True)
+        else:
+            clear_draining(backends.zookeeper, draining, host)
+    return dict(services[host], disabled=disable, reason=reason if disable else None)
+
+
+def update(call: Call) -> webob.Response:
+    policy.authorize(call.backends.enforcer, RULE, call.context)
+    target = call.params['service_id']
+    if not call.at_least(2, 53):
+        if target not in ('enable', 'disable', 'disable-log-reason'):
+            raise errors.NotFound(f'Unknown action {target}')
+        body = call.body(schemas.SERVICE_UPDATE_LEGACY)
+        if body['binary'] != BINARY:
+            raise errors.NotFound(f'Service {body["binary"]} on host {body["host"]} could not '
+                                  'be found.')
+        reason = body.get('disabled_reason')
+        host = normalise_host(body['host'])
+        _set(call, host, target != 'enable', reason)
+        result = {'host': host, 'binary': BINARY,
+                  'status': 'enabled' if target == 'enable' else 'disabled'}
+        if target == 'disable-log-reason':
+            result['disabled_reason'] = reason
+        return json_response(200, {'service': result})
+    body = call.body(schemas.SERVICE_UPDATE)
+    services = _services(call.backends)
+    by_id = {service_id(call, call.backends.group, s['host'], 0): s for s in services}
+    if target not in by_id:
+        raise errors.NotFound(f'Service {target} could not be found.')
+    service = _set(call, by_id[target]['host'], body['status'] == 'disabled',
+                   body.get('disabled_reason'))
+    return json_response(200, {'service': document(call, service, 0)})

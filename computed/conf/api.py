@@ -1,0 +1,55 @@
+"""Options of the ``[api]`` group: how ``computed-api`` serves the compute API.
+
+The API's authentication is chosen here (``auth_strategy``); keystone mode reads
+keystonemiddleware's own ``[keystone_authtoken]`` section, registered by keystonemiddleware
+when the middleware is built, not here.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+NAME = 'api'
+AUTH_STRATEGIES = ('keystone', 'noauth2')
+
+
+def group() -> cfg.OptGroup:
+    # A fresh object per ConfigOpts (see computed.conf.database).
+    return cfg.OptGroup(
+        NAME,
+        title='Compute API',
+        help='computed-api: a bare-metal subset of the OpenStack Compute API v2.1 '
+             '(servers, flavors, quotas, services), for openstacksdk and '
+             'python-openstackclient. docs/api.md lists what is supported.')
+
+
+ALL_OPTS = [
+    cfg.HostAddressOpt(
+        'bind_host', default='0.0.0.0',
+        help='Address computed-api listens on.'),
+    cfg.PortOpt(
+        'bind_port', default=8774,
+        help='Port computed-api listens on (8774, as Nova\'s API).'),
+    cfg.IntOpt(
+        'workers', default=1, min=1,
+        help='Processes serving the API (each a green-thread server over the one '
+             'listening socket).'),
+    cfg.StrOpt(
+        'auth_strategy', default='keystone', choices=AUTH_STRATEGIES,
+        help='keystone: tokens are validated by keystonemiddleware\'s auth_token, '
+             'configured in [keystone_authtoken]. noauth2 (tests, a local run, never '
+             'production): the token "USER:PROJECT" is taken as that user in that '
+             'project, and the user "admin" has the admin role.'),
+    cfg.IntOpt(
+        'max_limit', default=1000, min=1,
+        help='Most items one list request returns (a larger "limit" is capped).'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group())
+    conf.register_opts(ALL_OPTS, group=NAME)
+
+
+def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:
+    return {group(): ALL_OPTS}

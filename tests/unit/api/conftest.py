@@ -1,0 +1,82 @@
+"""The compute API in-process over a migrated sqlite database, a fake Placement and a
+recording compute RPC API, with noauth2: enough for routing, bodies, errors, policy and
+microversions. The real stack is the functional tests' (tests/functional/test_api*.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import webob
+from oslo_config import cfg
+
+from computed import conf as computed_conf
+from computed.api import app, policy
+from computed.api.backends import Backends
+from computed.instances.rpcapi import ServerAPI
+from tests.unit.instance.fakes import FakePlacement
+
+RC = 'CUSTOM_GOLD'
+NODES = [f'{i}' * 8 + '-0000-0000-0000-000000000000' for i in '123']
+
+
+class Casts:
+    def __init__(self):
+        self.sent = []
+
+    def __getattr__(self, method):
+        return lambda host, uuid: self.sent.append((method, host, uuid))
+
+
+class Client:
+    """Requests to the app as ``USER:PROJECT``, at a microversion."""
+
+    def __init__(self, application, token='alice:p1', version=None):
+        self.application = application
+        self.token = token
+        self.version = version
+
+    def __call__(self, method, path, body=None, headers=None, raw=None):
+        request = webob.Request.blank(path, method=method)
+        if self.token:
+            request.headers['X-Auth-Token'] = self.token
+        if self.version:
+            request.headers['OpenStack-API-Version'] = f'compute {self.version}'
+        for key, value in (headers or {}).items():
+            request.headers[key] = value
+        if raw is not None:
+            request.body = raw
+        elif body is not None:
+            request.body = json.dumps(body).encode()
+            request.content_type = 'application/json'
+        response = request.get_response(self.application)
+        response.document = json.loads(response.body) \
+            if response.body and response.content_type == 'application/json' else None
+        return response
+
+    def as_(self, token=None, version=None):
+        return Client(self.application, token if token is not None else self.token,
+                      version or self.version)
+
+
+@pytest.fixture
+def api(engine, tmp_path):
+    path = tmp_path / 'computed.conf'
+    path.write_text('[coordination]\nbackend_url = zookeeper://127.0.0.1:2181\n')
+    conf = cfg.ConfigOpts()
+    computed_conf.register_opts(conf)
+    conf(['--config-file', str(path)])
+    conf.set_override('auth_strategy', 'noauth2', 'api')
+    conf.set_override('instances', 3, 'quota')
+    placement = FakePlacement()
+    for node in NODES:
+        placement.add(node, RC, ['CUSTOM_CAP_BOOT_MODE__UEFI'])
+    casts = Casts()
+    servers = ServerAPI(engine, placement, casts, lambda node: ('c1', 7))
+    backends = Backends(conf=conf, engine=engine, placement=placement, servers=servers,
+                        coordinator=None, zookeeper=None, enforcer=policy.enforcer(conf),
+                        transport=None)
+    client = Client(app.build(conf, backends))
+    client.casts = casts
+    client.placement = placement
+    return client
