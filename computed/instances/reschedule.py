@@ -2,10 +2,11 @@
 
 Owns the I/O of a retry, after :mod:`computed.instances.lifecycle` unwound the failed attempt
 (node cleared, allocation removed): ask Placement for the candidates of the instance's class and
-traits, leave out every node that failed the build, claim one with an allocation, find its
-owner daemon (``owner_of``), and move the instance row there with a compare-and-set on the
-(host, member epoch) that made the failed attempt. The caller then casts the build to the row's
-new host (:class:`computed.instances.worker.InstanceWorker`).
+traits (without the traits its flavor forbids), leave out every node that failed the build,
+claim one with an allocation, find its owner daemon (``owner_of``), and move the instance row
+there with a compare-and-set on the (host, member epoch) that made the failed attempt. The
+caller then casts the build to the row's new host
+(:class:`computed.instances.worker.InstanceWorker`).
 
 Guarantees:
 
@@ -28,7 +29,7 @@ from sqlalchemy.engine import Engine
 from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceRow
-from computed.instances import scheduler
+from computed.instances import flavor_specs, scheduler
 from computed.instances.retries import NextAttempt
 from computed.placement import allocations
 
@@ -50,7 +51,7 @@ def next_node(placement: Any, engine: Engine, row: InstanceRow, decision: NextAt
     :raises PlacementError: Placement refused or could not answer (nothing is left behind).
     """
     nodes = [node for node in allocations.candidates(placement, row.resource_class, row.traits,
-                                                     limit=limit)
+                                                     limit=limit, forbidden=forbidden_traits(row))
              if node not in decision.exclude]
     (rand or random).shuffle(nodes)
     for node in nodes:
@@ -81,3 +82,12 @@ def next_node(placement: Any, engine: Engine, row: InstanceRow, decision: NextAt
                  row.node_uuid, node, host)
         return moved
     return None
+
+
+def forbidden_traits(row: InstanceRow) -> frozenset[str]:
+    """The traits the instance's flavor forbids (the row keeps the required ones itself; the
+    forbidden ones only in its copy of the flavor). None without a flavor (``computed-manage``)."""
+    specs = (row.flavor or {}).get('extra_specs')
+    if not specs:
+        return frozenset()
+    return flavor_specs.placement_request(specs).forbidden

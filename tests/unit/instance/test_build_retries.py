@@ -1,6 +1,7 @@
 """A failed build is retried on another node (issue 15 item 5): lifecycle + reschedule + the
 worker's hand-over, with the in-memory Ironic and Placement."""
 
+import random
 import threading
 import time
 
@@ -211,3 +212,20 @@ def test_the_worker_announces_each_operation_before_and_after(engine):
         worker.stop()
     assert notifier.sent == [('start', 'build_instance', 'BUILDING'),
                              ('end', 'build_instance', 'BUILDING')]
+
+
+def test_a_retry_keeps_the_flavors_forbidden_traits(engine):
+    world = World(engine)
+    world.placement.add(C, RC, ['CUSTOM_SLOW'])
+    row = scheduler.schedule(world.placement, engine, RC, image='http://img', owner_of=OWNERS.get,
+                             forbidden=['CUSTOM_SLOW'], rand=random.Random(1),
+                             flavor={'id': 'f1', 'extra_specs': {
+                                 f'resources:{RC}': '1', 'trait:CUSTOM_SLOW': 'forbidden'}})
+    assert row.node_uuid in (A, B)
+    world.driver.fail_deploy[row.node_uuid] = 'boom'
+    moved = lifecycle.build(world.owner(row.node_uuid), row.uuid)
+    assert moved.state == models.BUILDING and moved.node_uuid in (A, B)  # never C
+    world.driver.fail_deploy[moved.node_uuid] = 'bang'
+    done = lifecycle.build(world.owner(moved.node_uuid), row.uuid)
+    assert done.state == models.ERROR
+    assert done.fault.splitlines()[-1] == 'build given up: no other node can take the instance'
