@@ -22,10 +22,11 @@ daemon emits its own ``instance.create.start`` and the outcome.
 The payload is an ``InstanceActionPayload`` (``InstanceCreatePayload`` for create events) as a
 versioned object: ``nova_object.name``, ``.namespace`` (``nova``, so that consumers of Nova's
 notifications parse it unchanged), ``.version`` and ``.data`` with ``uuid``, ``state`` and
-``task_state`` (Nova's vm and task states), ``host``, ``node``, ``tenant_id`` and ``user_id``
-when known, ``image_uuid`` (the image reference), ``flavor`` (the resource class and required
-traits as the extra specs a flavor for them has) and ``fault`` (an ``ExceptionPayload``) when
-there is one.
+``task_state`` (Nova's vm and task states), ``display_name``, ``host``, ``node``, ``tenant_id``
+and ``user_id``, ``image_uuid`` (the image reference), ``metadata``, ``flavor`` (the instance's
+copy of its flavor; for an instance made without one, the resource class and required traits
+as the extra specs a flavor for them has) and ``fault`` (an ``ExceptionPayload``) when there is
+one.
 
 Guarantees: a notification that cannot be sent never fails the operation (oslo.messaging logs
 it); :func:`event_for` and :func:`payload` are pure.
@@ -87,23 +88,22 @@ def event_for(operation: str, row: InstanceRow, phase: str) -> tuple[str, str] |
     return f'instance.{action}.error', 'ERROR'
 
 
-def payload(row: InstanceRow, action: str, project_id: str | None = None,
-            user_id: str | None = None) -> dict[str, Any]:
+def payload(row: InstanceRow, action: str) -> dict[str, Any]:
     """The versioned payload of ``row`` for an event of ``action`` (Nova's shape)."""
     # InstanceState members are str: a plain stored string finds them.
     state, task_state = _VM_STATES.get(row.state, (row.state.lower(), None))
-    specs = {f'resources:{row.resource_class}': '1'}
-    specs.update({f'trait:{trait}': 'required' for trait in row.traits})
     data: dict[str, Any] = {
         'uuid': row.uuid,
+        'display_name': row.name,
         'state': state,
         'task_state': task_state,
         'host': row.host,
         'node': row.node_uuid,
-        'tenant_id': project_id,
-        'user_id': user_id,
+        'tenant_id': row.project_id,
+        'user_id': row.user_id,
         'image_uuid': row.image,
-        'flavor': _versioned('FlavorPayload', {'extra_specs': specs}),
+        'metadata': dict(row.metadata),
+        'flavor': _versioned('FlavorPayload', _flavor(row)),
         'created_at': _iso(row.created_at),
         'updated_at': _iso(row.updated_at),
         'deleted_at': _iso(row.deleted_at),
@@ -145,6 +145,20 @@ class InstanceNotifier:
             self._notifier.error({}, event_type, body)
         else:
             self._notifier.info({}, event_type, body)
+
+
+def _flavor(row: InstanceRow) -> dict[str, Any]:
+    """Nova's FlavorPayload fields from the instance's flavor copy; without one (an instance
+    made by ``computed-manage server``) the extra specs a flavor for its class and traits has."""
+    if row.flavor:
+        flavor = row.flavor
+        return {'flavorid': flavor.get('id'), 'name': flavor.get('name'),
+                'vcpus': flavor.get('vcpus'), 'memory_mb': flavor.get('ram'),
+                'root_gb': flavor.get('disk'), 'ephemeral_gb': flavor.get('ephemeral'),
+                'swap': flavor.get('swap'), 'extra_specs': dict(flavor.get('extra_specs', {}))}
+    specs = {f'resources:{row.resource_class}': '1'}
+    specs.update({f'trait:{trait}': 'required' for trait in row.traits})
+    return {'extra_specs': specs}
 
 
 def _versioned(name: str, data: dict[str, Any]) -> dict[str, Any]:

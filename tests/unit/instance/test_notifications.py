@@ -53,14 +53,21 @@ def test_every_operation_starts_with_its_start_event(operation, action):
                                                                  'INFO')
 
 
+FLAVOR = {'id': 'f1', 'name': 'bm.gold', 'vcpus': 2, 'ram': 1024, 'disk': 10, 'ephemeral': 0,
+          'swap': 0, 'extra_specs': {'resources:CUSTOM_GOLD': '1',
+                                     'capabilities:boot_mode': 'uefi'}}
+
+
 def test_the_payload_has_novas_versioned_shape():
-    body = payload(row(models.STOPPING), 'power_off', project_id='p1', user_id='u1')
+    body = payload(row(models.STOPPING, project_id='p1', user_id='u1', name='web-1'),
+                   'power_off')
     assert body['nova_object.name'] == 'InstanceActionPayload'
     assert body['nova_object.namespace'] == 'nova' and body['nova_object.version']
     data = body['nova_object.data']
     assert (data['uuid'], data['state'], data['task_state'], data['host'], data['node']) == (
         UUID, 'active', 'powering-off', 'c1', NODE)
-    assert (data['tenant_id'], data['user_id'], data['image_uuid']) == ('p1', 'u1', 'http://img')
+    assert (data['tenant_id'], data['user_id'], data['image_uuid'], data['display_name']) == (
+        'p1', 'u1', 'http://img', 'web-1')
     assert data['flavor']['nova_object.data']['extra_specs'] == {
         'resources:CUSTOM_GOLD': '1', 'trait:CUSTOM_CAP_BOOT_MODE__UEFI': 'required'}
     assert data['fault'] is None and data['created_at'] == '2026-11-23T07:00:00Z'
@@ -108,3 +115,11 @@ def test_no_driver_sends_nothing(caplog):
 
 def test_the_noop_driver_sends_nothing_either():
     assert not InstanceNotifier(transport(['noop']), 'c1').enabled
+
+
+def test_the_flavor_is_the_instances_copy_when_it_has_one():
+    data = payload(row(models.ACTIVE, flavor=FLAVOR), 'create')['nova_object.data']['flavor']
+    assert data['nova_object.name'] == 'FlavorPayload'
+    assert data['nova_object.data'] == {
+        'flavorid': 'f1', 'name': 'bm.gold', 'vcpus': 2, 'memory_mb': 1024, 'root_gb': 10,
+        'ephemeral_gb': 0, 'swap': 0, 'extra_specs': FLAVOR['extra_specs']}
