@@ -11,6 +11,7 @@ import time
 
 from computed.providers.capabilities import capability_trait, parse_capability_trait
 from tests.functional.daemons import ironic, seen, wait_for
+from tests.functional.test_api import ADMIN, IMAGE, compute, connection, gold_flavor  # noqa: F401
 
 WORLD_NODES = 3
 RARE = 600
@@ -66,3 +67,24 @@ def test_capabilities_become_traits_and_follow_changes(stack, world, placement):
            [{"op": "remove", "path": "/properties/capabilities"}])
     wait_for(lambda: capabilities_seen(placement, node) == {}, 30, "capabilities removed",
              world.processes)
+
+
+def test_a_flavors_capability_lands_on_the_node_that_has_it(stack, world, placement,
+                                                            compute):  # noqa: F811
+    """End to end: Ironic's capabilities -> traits in Placement -> a flavor's
+    ``capabilities:boot_mode=uefi`` -> the server on the one node that has it."""
+    uefi = world.nodes[1]
+    for node in world.nodes:
+        set_capabilities(stack, node, "boot_mode:uefi" if node == uefi else "boot_mode:bios")
+    wait_for(lambda: all(capabilities_seen(placement, node) == {
+        "boot_mode": "uefi" if node == uefi else "bios"} for node in world.nodes), 60,
+        "every node's capability in Placement", world.processes)
+    admin = connection(compute, ADMIN)
+    member = connection(compute, "alice:p1")
+    flavor = gold_flavor(admin, world, **{"capabilities:boot_mode": "uefi"})
+    server = member.compute.create_server(name="uefi-1", flavor_id=flavor.id, image_id=IMAGE,
+                                          networks="none")
+    server = member.compute.wait_for_server(server, status="ACTIVE", wait=180)
+    assert admin.compute.get_server(server.id).hypervisor_hostname == uefi
+    member.compute.delete_server(server)
+    member.compute.wait_for_delete(server, wait=120)
