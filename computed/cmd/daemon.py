@@ -48,8 +48,9 @@ from computed.fleet.membership import Membership, fleet_root
 from computed.fleet.reconciler import Fleet
 from computed.fleet.rehome import Rehomer
 from computed.fleet.zookeeper import kazoo_client
-from computed.instances import rpcapi
+from computed.instances import rpcapi, scheduler
 from computed.instances.lifecycle import Owner
+from computed.instances.notifications import InstanceNotifier
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox, RpcSender
 from computed.runtime import keystone, metrics, rpc, systemd
@@ -138,16 +139,23 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     outbox = Outbox(host, RpcSender(reporters), ReportGate(fleet.claims, fence),
                     batch_size=conf.reporter.batch_size)
     sync = NodeSync(catalog, nodes, driver, fleet, outbox)
+    # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
+    notification_transport = oslo_messaging.get_notification_transport(conf)
     listener = None
     if conf.ironic.notifications:
         listener = rpc.Serving('Ironic notification listener', events.listener(
-            oslo_messaging.get_notification_transport(conf), conf.ironic.notification_topic,
+            notification_transport, conf.ironic.notification_topic,
             conf.ironic.notification_exchange, f'computed-{host}', sync))
 
     # Instance operations (computed.instances.worker), cast to this host's queue.
     placement = keystone.load_adapter(conf, 'placement')
+    owner_of = scheduler.zookeeper_owner(zookeeper, fleet_root(group))
     worker = InstanceWorker(fleet, lambda: Owner(engine, driver, placement, host,
-                                                 membership.member_epoch))
+                                                 membership.member_epoch,
+                                                 max_attempts=conf.scheduler.max_attempts,
+                                                 owner_of=owner_of),
+                            compute=rpcapi.ComputeAPI(transport),
+                            notifier=InstanceNotifier(notification_transport, host))
     rpc_server = rpc.Serving(f'instance operations server ({rpcapi.TOPIC}.{host})',
                              rpc.get_server(transport, rpcapi.TOPIC, host, [worker]))
 

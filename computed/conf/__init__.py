@@ -21,10 +21,11 @@ from computed.conf import (
     placement,
     quota,
     reporter,
+    scheduler,
 )
 
-MODULES = (default, coordination, fleet, ironic, placement, reporter, database, metrics, api,
-           quota)
+MODULES = (default, coordination, fleet, ironic, placement, reporter, scheduler, database,
+           metrics, api, quota)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

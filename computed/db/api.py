@@ -574,12 +574,17 @@ def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
 
 
 def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, member_epoch: int, *,
-                expect_state: ExpectedStates | None = models.BUILDING) -> InstanceRow:
-    """Schedule the instance on ``node_uuid``, managed by (``host``, ``member_epoch``). Raises
-    :class:`NodeInUse` if the node already hosts another live instance."""
-    values = dict(node_uuid=node_uuid, host=host, member_epoch=member_epoch,
+                expect_state: ExpectedStates | None = models.BUILDING,
+                expect_host: str | None = None, expect_member_epoch: int | None = None,
+                fault: str | None = None) -> InstanceRow:
+    """Schedule the instance on ``node_uuid``, managed by (``host``, ``member_epoch``), with
+    ``fault`` (a build retried on another node keeps its attempts there). Raises
+    :class:`NodeInUse` if the node already hosts another live instance, and with
+    ``expect_*`` :class:`InstanceConflict` as :func:`set_instance_state` does."""
+    values = dict(node_uuid=node_uuid, host=host, member_epoch=member_epoch, fault=fault,
                   updated_at=models.utcnow())
-    return _update_expecting(engine, uuid, values, expect_state, None, None, node_uuid)
+    return _update_expecting(engine, uuid, values, expect_state, expect_host,
+                             expect_member_epoch, node_uuid)
 
 
 def rehome_instance(engine: Engine, uuid: str, from_host: str, from_member_epoch: int,

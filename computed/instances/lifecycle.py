@@ -12,7 +12,7 @@ State machine (``*`` marks the transitional states, written *before* acting on I
 
     schedule --> BUILDING* --deploy ok------------------------------> ACTIVE
                     |  deploy fails: clear node, remove allocation       |  ^
-                    +---------------------------------------> ERROR      |  |
+                    +--> another node (BUILDING*, retries.py) or ERROR   |  |
                                                                          |  |
         ACTIVE/STOPPED --reboot--> REBOOTING* --power on--> ACTIVE <-----+  |
         ACTIVE --stop--> STOPPING* --power off--> STOPPED --start--> STARTING* --power on--+
@@ -43,13 +43,16 @@ What the transitions guarantee:
   Ironic and finishes the operation (BUILDING and node active with this instance -> ACTIVE;
   BUILDING and node free -> deploy again; DELETING -> finish the delete; REBOOTING/STARTING ->
   power on; STOPPING -> power off). Every step is idempotent, so resuming twice is harmless.
-* **Failed builds unwind.** A build that fails ends in ERROR with Ironic's reason as the fault,
-  its allocation removed, the node cleared (undeployed if needed, instance_uuid and
-  instance_info removed) and released in the database (``node_uuid`` emptied, as Nova nils an
-  instance's node after a failed build), so the node can take the next instance at once.
-  Should the node not clear (Ironic down), the instance keeps ``node_uuid`` so that a later
-  ``delete`` clears it. The unwinding runs before ERROR is written: a daemon dying during it
-  leaves BUILDING, which ``resume`` re-drives.
+* **Failed builds unwind, then retry.** A failed attempt has its node cleared (undeployed if
+  needed, instance_uuid and instance_info removed) and its allocation removed first; then
+  :mod:`computed.instances.retries` decides: another node (up to ``max_attempts`` nodes, never
+  one that failed the build; :mod:`computed.instances.reschedule` moves the BUILDING row there
+  and the worker casts the build to its owner), or ERROR with every attempt's node and Ironic's
+  reason as the fault, the node released in the database (``node_uuid`` emptied, as Nova nils
+  an instance's node after a failed build), so it can take the next instance at once. Should
+  the node not clear (Ironic down), the build is not retried and the instance keeps
+  ``node_uuid`` so that a later ``delete`` clears it. The unwinding runs before ERROR or the move
+  is written: a daemon dying during it leaves BUILDING, which ``resume`` re-drives.
 * **Idempotent delete.** Deleting a DELETED instance is a no-op; deleting a BUILDING one is
   allowed: the deploy in flight is waited for and torn down, and the build, finding DELETING
   instead of BUILDING, leaves the instance alone.
@@ -76,6 +79,7 @@ from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
 from computed.db.models import InstanceState
+from computed.instances import reschedule, retries, scheduler
 from computed.placement import allocations
 from computed.placement.http import PlacementError
 
@@ -99,7 +103,9 @@ class Owner:
     member epoch (what :func:`computed.instances.scheduler.schedule` recorded from the node's
     claim); ``guard`` what every write to Ironic and Placement is checked against (the claim on
     the node the operation runs under; the daemon always gives one, None is for tools and tests
-    that hold no claim).
+    that hold no claim). A failed build is retried on up to ``max_attempts`` nodes
+    (``[scheduler] max_attempts``), found through ``owner_of``; without ``owner_of`` it is not
+    retried.
     """
 
     engine: Engine
@@ -110,6 +116,8 @@ class Owner:
     deploy_timeout: float = DEFAULT_DEPLOY_TIMEOUT
     power_timeout: float = DEFAULT_POWER_TIMEOUT
     guard: WriteGuard | None = None
+    max_attempts: int = 1
+    owner_of: scheduler.OwnerOf | None = None
 
 
 # -- the operations -------------------------------------------------------------------------
@@ -130,7 +138,8 @@ def build(owner: Owner, instance_uuid: str) -> InstanceRow:
     except DriverError as exc:
         LOG.warning('instance %s: deploy on node %s failed: %s', row.uuid, row.node_uuid, exc)
         return _fail_build(owner, row, exc.reason)
-    return _set(owner, row.uuid, models.ACTIVE, expect=models.BUILDING)
+    # The fault keeps the attempts that failed before (retries.py), if any.
+    return _set(owner, row.uuid, models.ACTIVE, expect=models.BUILDING, fault=row.fault)
 
 
 def delete(owner: Owner, instance_uuid: str) -> InstanceRow:
@@ -221,33 +230,65 @@ def _resume_build(owner: Owner, row: InstanceRow) -> InstanceRow:
     if node.instance_uuid not in (None, row.uuid):
         return _fail_build(owner, row, f'node {node.uuid} hosts instance {node.instance_uuid}')
     if node.instance_uuid == row.uuid and node.provision_state == 'active':
-        return _set(owner, row.uuid, models.ACTIVE, expect=models.BUILDING)
+        return _set(owner, row.uuid, models.ACTIVE, expect=models.BUILDING, fault=row.fault)
     if node.instance_uuid == row.uuid and node.provision_state == 'deploy failed':
         return _fail_build(owner, row, node.last_error or 'deploy failed')
     return build(owner, row.uuid)  # free, or still deploying: deploy() waits or starts it
 
 
-def _fail_build(owner: Owner, row: InstanceRow, fault: str) -> InstanceRow:
-    """Unwind a failed build (node cleared, allocation removed), then ERROR with ``fault``."""
+def _fail_build(owner: Owner, row: InstanceRow, reason: str) -> InstanceRow:
+    """Unwind a failed attempt (node cleared, allocation removed), then the build on another
+    node (BUILDING, moved there) or ERROR with every attempt in the fault."""
     # Unwind only while still ours and BUILDING: a concurrent delete unwinds by itself.
     row = _mine(owner, row.uuid, {models.BUILDING})
+    previous = retries.attempts(row.fault)
+    if row.node_uuid is None:
+        return _set_error(owner, row.uuid, retries.fault(previous, reason),
+                          expect=models.BUILDING)
+    problems = []
     released = True
-    if row.node_uuid is not None:
-        try:
-            owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout,
-                                        guard=owner.guard)
-        except DriverError as exc:
-            LOG.error('instance %s: node %s not cleared after a failed build: %s', row.uuid,
-                      row.node_uuid, exc)
-            fault = f'{fault}; node not cleared: {exc.reason}'
-            released = False
+    try:
+        owner.driver.clear_instance(row.node_uuid, row.uuid, timeout=owner.deploy_timeout,
+                                    guard=owner.guard)
+    except DriverError as exc:
+        LOG.error('instance %s: node %s not cleared after a failed build: %s', row.uuid,
+                  row.node_uuid, exc)
+        problems.append(f'node {row.node_uuid} not cleared: {exc.reason}')
+        released = False
+    consumer = None
     try:
         _check_guard(owner)
+        consumer = allocations.project_and_user(owner.placement, row.uuid)
         allocations.remove(owner.placement, row.uuid)
     except PlacementError as exc:
         LOG.error('instance %s: allocation not removed after a failed build: %s', row.uuid, exc)
-        fault = f'{fault}; allocation not removed: {exc}'
+        problems.append(f'allocation not removed: {exc}')
+    decision = retries.after_failure(previous, retries.Attempt(row.node_uuid, reason),
+                                     owner.max_attempts,
+                                     can_retry=not problems and owner.owner_of is not None)
+    if isinstance(decision, retries.NextAttempt):
+        decision = _next_attempt(owner, row, decision, consumer)
+        if isinstance(decision, InstanceRow):
+            return decision
+    fault = '\n'.join([decision.fault, *problems])
     return _set_error(owner, row.uuid, fault, expect=models.BUILDING, release_node=released)
+
+
+def _next_attempt(owner: Owner, row: InstanceRow, decision: retries.NextAttempt,
+                  consumer: tuple[str, str] | None) -> InstanceRow | retries.GiveUp:
+    """The row moved to another node, or why not (no node left, Placement's error)."""
+    # The allocation's consumer, else the row's (the allocation was gone already).
+    project_id, user_id = consumer or (row.project_id or scheduler.DEFAULT_PROJECT,
+                                       row.user_id or scheduler.DEFAULT_USER)
+    _check_guard(owner)  # the next attempt allocates and moves the row: still ours?
+    try:
+        moved = reschedule.next_node(owner.placement, owner.engine, row, decision,
+                                     owner_of=owner.owner_of, project_id=project_id,
+                                     user_id=user_id)
+    except PlacementError as exc:
+        LOG.error('instance %s: no retry, Placement: %s', row.uuid, exc)
+        return retries.no_other_node(decision, f'build given up: Placement: {exc}')
+    return moved if moved is not None else retries.no_other_node(decision)
 
 
 # -- delete ---------------------------------------------------------------------------------

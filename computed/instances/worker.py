@@ -31,6 +31,11 @@ Guarantees:
   build whose instance a delete moved to DELETING meanwhile, the delete then tearing it down).
 * One operation per instance at a time in this process; a second request for an instance that
   is busy waits its turn.
+* Each operation is announced by the versioned notifications of
+  :mod:`computed.instances.notifications` (``instance.create.start`` ... ``.end``/``.error``).
+* A build that failed on its node and was moved to another one (:mod:`computed.instances.
+  reschedule`) is cast to the new node's owner (``build_instance`` on its host's queue, with
+  the row's member epoch), which may be this daemon.
 * A malformed request (not a canonical uuid, a member epoch that is not an integer, an unknown
   argument) is logged in one line and dropped, and an operation the instance's state or owner
   does not allow is logged as stopped, in one line; an operation that fails is logged with the
@@ -55,7 +60,8 @@ from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceConflict, InstanceNotFound
 from computed.fleet.claims import Claim, NotOurs
-from computed.instances import lifecycle
+from computed.instances import lifecycle, rpcapi
+from computed.instances.notifications import InstanceNotifier
 
 LOG = logging.getLogger(__name__)
 
@@ -75,9 +81,12 @@ class InstanceWorker:
     target = oslo_messaging.Target(version="1.1")
 
     def __init__(self, fleet: Any, owner: Callable[[], lifecycle.Owner], workers: int = 8,
-                 claim_wait: float = 30.0):
+                 claim_wait: float = 30.0, compute: rpcapi.ComputeAPI | None = None,
+                 notifier: InstanceNotifier | None = None):
         self._fleet = fleet
         self._owner = owner
+        self._compute = compute  # where a build moved to another node is handed over
+        self._notifier = notifier
         self._claim_wait = claim_wait
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="instance")
         self._stripes = [threading.Lock() for _ in range(64)]
@@ -184,19 +193,41 @@ class InstanceWorker:
             return
         if row.node_uuid is None:
             # A failed build released its node; only a delete still has work to do.
-            OPERATIONS[operation](owner, instance_uuid)
+            self._operate(operation, owner, row)
             return
         if not self._wait_for_claim(row.node_uuid):
             LOG.warning("%s of instance %s: this daemon does not hold node %s; left for "
                         "whoever owns it to resume", operation, instance_uuid, row.node_uuid)
             return
         done = self._fleet.act(row.node_uuid, operation.replace("_instance", ""),
-                               lambda claim: OPERATIONS[operation](self._guarded(claim),
-                                                                   instance_uuid),
+                               lambda claim: self._operate(operation, self._guarded(claim),
+                                                           row),
                                instance=instance_uuid)
         if not done:
             LOG.warning("%s of instance %s: lost the claim on node %s before starting",
                         operation, instance_uuid, row.node_uuid)
+
+    def _operate(self, operation: str, owner: lifecycle.Owner,
+                 before: db_api.InstanceRow) -> None:
+        """Run ``operation`` between its start and end notifications, then hand a build moved
+        to another node over."""
+        if self._notifier is not None:
+            self._notifier.start(operation, before)
+        row = OPERATIONS[operation](owner, before.uuid)
+        if self._notifier is not None:
+            self._notifier.end(operation, row)
+        self._hand_over(row)
+
+    def _hand_over(self, row: db_api.InstanceRow) -> None:
+        """Cast the build of an instance still BUILDING after an operation to its owner: the
+        operation moved it to another node after a failed attempt."""
+        if row.state != models.BUILDING:
+            return
+        if self._compute is None:
+            LOG.warning("instance %s moved to node %s: no RPC client to hand it to %s; left "
+                        "for its owner to resume", row.uuid, row.node_uuid, row.host)
+            return
+        self._compute.build_instance(row.host, row.uuid, row.member_epoch)
 
     def _wait_for_claim(self, node: str) -> bool:
         deadline = time.monotonic() + self._claim_wait
@@ -232,11 +263,11 @@ class InstanceWorker:
             with self._stripes[hash(instance_uuid) % len(self._stripes)]:
                 try:
                     if node is None:  # nothing on Ironic to guard: resume ends it in the database
-                        lifecycle.resume(self._owner(), instance_uuid)
+                        self._hand_over(lifecycle.resume(self._owner(), instance_uuid))
                     elif self._wait_for_claim(node):
                         self._fleet.act(node, "resume",
-                                        lambda claim: lifecycle.resume(self._guarded(claim),
-                                                                       instance_uuid),
+                                        lambda claim: self._hand_over(lifecycle.resume(
+                                            self._guarded(claim), instance_uuid)),
                                         instance=instance_uuid)
                 except (NotOurs, InstanceConflict) as exc:
                     LOG.warning("resuming instance %s stopped: %s", instance_uuid, exc)

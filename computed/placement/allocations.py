@@ -3,7 +3,8 @@
 Owns the Placement requests of scheduling, of quotas (``GET /usages``, :func:`project_usages`)
 and of the instance lifecycle: ``GET
 /allocation_candidates`` (:func:`candidates`), and ``PUT`` / ``DELETE`` / ``GET`` of
-``/allocations/{instance}`` (:func:`put`, :func:`remove`, :func:`read`). The consumer is the
+``/allocations/{instance}`` (:func:`put`, :func:`remove`, :func:`read`,
+:func:`project_and_user`). The consumer is the
 instance (its uuid); each allocation holds one unit of one resource class on one provider
 (node). Which candidate to try, and what to do when it is taken, is
 :mod:`computed.instances.scheduler`'s decision, not this module's.
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
-from computed.placement.http import PlacementHTTP, error, json_body
+from computed.placement.http import PlacementError, PlacementHTTP, error, json_body
 
 #: The microversion of ``GET /usages`` (see :func:`project_usages`).
 USAGES_MICROVERSION = '1.9'
@@ -89,6 +90,21 @@ def read(placement: Any, instance_uuid: str) -> dict[str, Any]:
                                             consumer=instance_uuid)
     body = json_body(None, 'read allocations', resp, consumer=instance_uuid)
     return {rp: alloc.get('resources', {}) for rp, alloc in body.get('allocations', {}).items()}
+
+
+def project_and_user(placement: Any, instance_uuid: str) -> tuple[str, str] | None:
+    """The ``(project_id, user_id)`` the instance's allocations are counted against (what a
+    retried build allocates under again); None when it holds none."""
+    resp = PlacementHTTP(placement).request('GET', f'/allocations/{instance_uuid}',
+                                            consumer=instance_uuid)
+    body = json_body(None, 'read allocations', resp, consumer=instance_uuid)
+    if not body.get('allocations'):
+        return None
+    project, user = body.get('project_id'), body.get('user_id')
+    if not isinstance(project, str) or not isinstance(user, str):
+        raise PlacementError(None, 'read allocations', status=resp.status_code,
+                             detail='answer has no project_id/user_id', consumer=instance_uuid)
+    return project, user
 
 
 def project_usages(placement: Any, project_id: str) -> dict[str, int]:

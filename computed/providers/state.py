@@ -11,8 +11,10 @@ bus. Compatible with Nova's Ironic driver (``nova/virt/ironic/driver.py``,
   node, hence the provider, by ``hypervisor_hostname`` = the node uuid);
 * one inventory record of ``normalise_resource_class(node.resource_class)``
   with total 1 and reserved 1 when the node cannot take a new instance;
-* traits = the node's traits (plus any the caller adds, such as Nova's
-  ``COMPUTE_NODE``), nothing else.
+* traits = the node's traits, plus one custom trait per capability in
+  ``properties['capabilities']`` (:mod:`computed.providers.capabilities`, so
+  flavors' ``capabilities:<key>=<value>`` are decided by Placement), plus any
+  the caller adds (such as Nova's ``COMPUTE_NODE``), nothing else.
 
 Guarantees: a :class:`ProviderState` is always valid for Placement (uuid in
 canonical form, names matching Placement's patterns and lengths, reserved 0
@@ -29,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from computed.baremetal.driver import Node
+from computed.providers.capabilities import InvalidCapability, capability_traits
 
 CUSTOM_PREFIX = 'CUSTOM_'
 # Placement's own limits (placement/schemas): names are at most 255
@@ -224,15 +227,21 @@ def provider_from_node(node: Node, extra_traits: Iterable[str] = (),
                        reserve_in_use: bool = True) -> ProviderState | None:
     """The provider state for ``node``, or None if it has no resource class.
 
-    ``extra_traits`` are added to the node's own (the daemon may want Nova's
-    ``COMPUTE_NODE``); the caller logs a node without resource class.
+    ``extra_traits`` are added to the node's own and to its capability traits
+    (the daemon may want Nova's ``COMPUTE_NODE``); the caller logs a node
+    without resource class.
 
     :raises InvalidProvider: the node's data cannot make a valid provider
-        (a malformed uuid or trait).
+        (a malformed uuid or trait, field ``capabilities`` for a capabilities
+        string that cannot be mapped).
     """
     if not node.resource_class or not node.resource_class.strip():
         return None
-    traits = tuple(sorted(set(node.traits) | set(extra_traits)))
+    try:
+        capabilities = capability_traits(node.capabilities)
+    except InvalidCapability as exc:
+        raise InvalidProvider(node.uuid, 'capabilities', str(exc)) from None
+    traits = tuple(sorted(set(node.traits) | set(capabilities) | set(extra_traits)))
     return ProviderState(
         uuid=node.uuid, name=node.uuid,
         resource_class=normalise_resource_class(node.resource_class),

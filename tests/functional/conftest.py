@@ -22,6 +22,7 @@ from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class
 from computed.runtime import keystone
 from computed.testing.ironic import delete_nodes, enroll_nodes
+from computed.testing.keystone import Keystone
 from computed.testing.stack import Stack
 from tests.functional.daemons import Daemon, Reporter, fleet_database
 
@@ -50,6 +51,18 @@ def stack(tmp_path_factory):
         yield stack
     finally:
         stack.down()
+
+
+@pytest.fixture(scope="session")
+def keystone_service(tmp_path_factory):
+    """A real Keystone with an admin and a member of each of two projects (started on demand:
+    only the tests of keystone mode pay for it)."""
+    service = Keystone(tmp_path_factory.mktemp("keystone"))
+    try:
+        service.start()
+        yield service
+    finally:
+        service.stop()
 
 
 @pytest.fixture

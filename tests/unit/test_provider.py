@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from computed.baremetal.driver import Node
+from computed.providers.capabilities import capability_trait, parse_capability_trait
 from computed.providers.state import (
     InvalidProvider,
     ProviderState,
@@ -192,3 +193,34 @@ def test_constructor_validates_too():
         ProviderState(UUID, UUID, 'CUSTOM_GOLD', 0, ('CUSTOM_B', 'CUSTOM_A'))   # unsorted
     with pytest.raises(InvalidProvider):
         ProviderState(UUID, UUID, 'CUSTOM_GOLD', 0, ['CUSTOM_A'])               # not a tuple
+
+
+# -- capabilities as traits (issue 15 item 3) ------------------------------------------
+
+def test_capabilities_are_reported_as_traits_beside_the_nodes_own():
+    state = provider_from_node(node(traits=('CUSTOM_RAID',),
+                                    properties={'capabilities': 'boot_mode:uefi, Disk-Label:GPT'}))
+    assert state.traits == tuple(sorted(
+        ('CUSTOM_RAID', 'CUSTOM_CAP_BOOT_MODE__UEFI', capability_trait('Disk-Label', 'GPT'))))
+    assert {parse_capability_trait(t) for t in state.traits} == {
+        None, ('boot_mode', 'uefi'), ('Disk-Label', 'GPT')}
+
+
+@pytest.mark.parametrize('properties', [{}, {'capabilities': ''}, {'capabilities': ' , '}])
+def test_a_node_without_capabilities_gets_no_capability_trait(properties):
+    assert provider_from_node(node(properties=properties)).traits == ()
+
+
+def test_changed_capabilities_change_the_traits():
+    before = provider_from_node(node(properties={'capabilities': 'boot_mode:bios'}))
+    after = provider_from_node(node(properties={'capabilities': 'boot_mode:uefi'}))
+    assert before.traits == ('CUSTOM_CAP_BOOT_MODE__BIOS',)
+    assert after.traits == ('CUSTOM_CAP_BOOT_MODE__UEFI',)
+
+
+@pytest.mark.parametrize('capabilities', ['boot_mode', 'boot_mode:uefi,:x',
+                                          'k:' + 'v' * 300])
+def test_malformed_capabilities_raise_naming_the_node_and_the_field(capabilities):
+    with pytest.raises(InvalidProvider) as err:
+        provider_from_node(node(properties={'capabilities': capabilities}))
+    assert err.value.uuid == UUID and err.value.field == 'capabilities'

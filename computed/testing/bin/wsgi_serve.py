@@ -22,6 +22,9 @@ class QuietHandler(WSGIRequestHandler):
 
 def main() -> None:
     target, port = sys.argv[1], int(sys.argv[2])
+    # Some applications parse the command line at import (Keystone's oslo.config): they get
+    # none, their configuration comes from the environment.
+    del sys.argv[1:]
     module, _, attr = target.partition(":")
     app = getattr(importlib.import_module(module), attr)
     server = make_server("127.0.0.1", port, app, server_class=ThreadingWSGIServer,

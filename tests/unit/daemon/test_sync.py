@@ -355,3 +355,20 @@ def test_report_gate_holds_when_the_lease_ran_out():
     fleet.claim(N1, 7)
     clock.now += 60  # a pause longer than the session: nothing is acted on until a round trip
     assert ReportGate(fleet.claims, fence).verdict(N1, 7) is Verdict.HOLD
+
+
+def test_malformed_capabilities_fail_only_their_node_and_changed_ones_follow(caplog):
+    bad = node(N1, properties={"capabilities": "boot_mode"})
+    daemon = Daemon(bad, node(N2, properties={"capabilities": "boot_mode:bios"}))
+    daemon.fleet.claim(N1, 7)
+    daemon.fleet.claim(N2, 8)
+    with caplog.at_level(logging.ERROR):
+        assert daemon.node_pass() == 1
+    assert f"node {N1} cannot be reported" in caplog.text and "'capabilities'" in caplog.text
+    assert [(uuid, state["traits"]) for uuid, _, state in daemon.sent()] == \
+        [(N2, ["CUSTOM_CAP_BOOT_MODE__BIOS"])]
+    daemon.change(N2, properties={"capabilities": "boot_mode:uefi"})
+    daemon.change(N1, properties={"capabilities": "boot_mode:uefi"})  # repaired in Ironic
+    assert daemon.node_pass() == 2 and daemon.sync.failing == {}
+    assert {uuid: state["traits"] for uuid, _, state in daemon.sent()} == \
+        {N1: ["CUSTOM_CAP_BOOT_MODE__UEFI"], N2: ["CUSTOM_CAP_BOOT_MODE__UEFI"]}

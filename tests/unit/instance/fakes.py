@@ -132,6 +132,7 @@ class FakePlacement:
     def __init__(self):
         self.providers: dict[str, tuple[str, frozenset[str]]] = {}
         self.allocations: dict[str, str] = {}  # consumer -> provider
+        self.consumers: dict[str, tuple[str, str]] = {}  # consumer -> (project, user)
         self.projects: dict[str, str] = {}  # consumer -> project
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
@@ -170,6 +171,7 @@ class FakePlacement:
                     return Response(409, {'errors': [{'code': 'placement.undefined_code',
                                                       'detail': 'capacity exceeded'}]})
                 self.allocations[consumer] = node
+                self.consumers[consumer] = (json['project_id'], json['user_id'])
                 self.projects[consumer] = json['project_id']
             return Response(204)
         if method == 'DELETE':
@@ -178,7 +180,11 @@ class FakePlacement:
         if method == 'GET':
             node = self.allocations.get(consumer)
             rc = self.providers[node][0] if node else None
-            return Response(200, {'allocations': {node: {'resources': {rc: 1}}} if node else {}})
+            if not node:
+                return Response(200, {'allocations': {}})
+            project, user = self.consumers[consumer]
+            return Response(200, {'allocations': {node: {'resources': {rc: 1}}},
+                                  'project_id': project, 'user_id': user})
         raise AssertionError((method, url))
 
     def _candidates(self, params):

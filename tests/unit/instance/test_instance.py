@@ -48,7 +48,7 @@ def test_failed_build_unwinds_to_error_with_the_fault_and_frees_the_node(world):
     world.driver.fail_deploy[NODE] = 'Failed to prepare to deploy: boom'
     row = lifecycle.build(world, scheduled(world).uuid)
     assert row.state == models.ERROR
-    assert row.fault == 'Failed to prepare to deploy: boom'
+    assert row.fault == f'attempt 1 on node {NODE}: Failed to prepare to deploy: boom'
     assert row.node_uuid is None  # released: the next instance can have the node
     assert world.placement.allocations == {}
     node = world.driver.nodes[NODE]
@@ -191,7 +191,7 @@ def test_resume_building_whose_deploy_failed_unwinds(world):
     with pytest.raises(DeployFailed):
         world.driver.deploy(NODE, row.uuid, None, timeout=1)
     row = lifecycle.resume(world, row.uuid)
-    assert (row.state, row.fault) == (models.ERROR, 'deploy step failed')
+    assert (row.state, row.fault) == (models.ERROR, f'attempt 1 on node {NODE}: deploy step failed')
     assert world.placement.allocations == {}
     assert world.driver.nodes[NODE]['instance_uuid'] is None
 

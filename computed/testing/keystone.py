@@ -1,0 +1,151 @@
+"""OpenStack Keystone (PyPI ``keystone``) in a virtualenv of its own, over HTTP, with real users.
+
+sqlite in the scratch directory, fernet tokens (``keystone-manage db_sync``, ``fernet_setup``,
+``bootstrap``), served by computed/testing/bin/wsgi_serve.py on loopback; ready when ``GET /v3``
+answers. Then it makes the people the compute API's keystone mode is tested with (issue 15):
+
+* ``admin``: the bootstrap admin (role ``admin`` on project ``admin``);
+* ``member-a``: role ``member`` on project ``project-a``;
+* ``member-b``: role ``member`` on project ``project-b``.
+
+Passwords are random per start and kept in ``info`` (the harness's state file), with each
+person's project id; :meth:`Keystone.auth` gives a keystoneauth1 ``Password`` plugin for one of
+them and :meth:`Keystone.token` a real token.
+
+Guarantees: ``start`` returns only once Keystone answers and every person can authenticate;
+a failing setup command raises with its output (:class:`computed.testing.process.ServiceError`).
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import secrets
+from pathlib import Path
+from typing import Any
+
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+
+from computed.testing import process, venvs
+from computed.testing.placement import http_json
+from computed.testing.service import Service
+
+REQUIREMENTS = ("keystone==30.0.0",)
+SERVE = Path(__file__).parent / "bin" / "wsgi_serve.py"
+ADMIN = "admin"
+MEMBER_A = "member-a"
+MEMBER_B = "member-b"
+#: Who is made, on which project, with which role.
+PEOPLE = {ADMIN: ("admin", "admin"), MEMBER_A: ("project-a", "member"),
+          MEMBER_B: ("project-b", "member")}
+
+
+class Keystone(Service):
+    name = "keystone"
+
+    def start(self) -> None:
+        venv = venvs.ensure("keystone", REQUIREMENTS)
+        home = self.workdir / "keystone"
+        home.mkdir(parents=True, exist_ok=True)
+        conf = home / "keystone.conf"
+        port = self.info.get("port") or process.free_port()
+        url = f"http://127.0.0.1:{port}"
+        conf.write_text("\n".join([
+            "[DEFAULT]",
+            "debug = false",
+            "[database]",
+            f"connection = sqlite:///{home / 'keystone.sqlite'}",
+            "[identity]",
+            # bcrypt's cheapest cost: a test authenticates often, nothing here is secret.
+            "password_hash_rounds = 4",
+            "[token]",
+            "provider = fernet",
+            "[fernet_tokens]",
+            f"key_repository = {home / 'fernet-keys'}",
+            "[fernet_receipts]",
+            f"key_repository = {home / 'fernet-receipts'}",
+            "",
+        ]))
+        manage = [str(venv / "bin" / "keystone-manage"), "--config-file", str(conf)]
+        user = pwd.getpwuid(os.getuid()).pw_name
+        group = grp.getgrgid(os.getgid()).gr_name
+        self.info.setdefault("passwords", {who: secrets.token_urlsafe(16) for who in PEOPLE})
+        if not (home / "keystone.sqlite").exists():
+            process.run(manage + ["db_sync"], "keystone-manage db_sync")
+            for what in ("fernet_setup", "receipt_setup"):
+                process.run(manage + [what, "--keystone-user", user, "--keystone-group", group],
+                            f"keystone-manage {what}")
+            process.run(manage + ["bootstrap",
+                                  "--bootstrap-password", self.info["passwords"][ADMIN],
+                                  "--bootstrap-admin-url", f"{url}/v3",
+                                  "--bootstrap-public-url", f"{url}/v3",
+                                  "--bootstrap-internal-url", f"{url}/v3",
+                                  "--bootstrap-region-id", "RegionOne"],
+                        "keystone-manage bootstrap")
+        self.info.update(port=port, url=url)
+        env = {**os.environ, "OS_KEYSTONE_CONFIG_FILES": str(conf)}
+        self.info["pid"] = process.spawn(
+            [str(venv / "bin" / "python"), str(SERVE), "keystone.wsgi.api:application",
+             str(port)], self.log, env=env)
+        process.wait_until(self.ready, 120, "keystone", pid=self.pid, log=self.log)
+        self._make_people()
+
+    def ready(self) -> bool:
+        if not self.info.get("port"):
+            return False
+        version = http_json(self.url + "/v3")
+        return bool(version and version.get("version"))
+
+    @property
+    def auth_url(self) -> str:
+        return self.url + "/v3"
+
+    def password(self, who: str) -> str:
+        return self.info["passwords"][who]
+
+    def project_id(self, who: str) -> str:
+        return self.info["projects"][PEOPLE[who][0]]
+
+    def auth(self, who: str) -> v3.Password:
+        """A keystoneauth1 plugin for ``who`` (one of :data:`PEOPLE`), scoped to their project."""
+        project, _role = PEOPLE[who]
+        return v3.Password(auth_url=self.auth_url, username=who, password=self.password(who),
+                           user_domain_id="default", project_name=project,
+                           project_domain_id="default")
+
+    def token(self, who: str) -> str:
+        """A real token of ``who``."""
+        return ks_session.Session(auth=self.auth(who)).get_token()
+
+    def _make_people(self) -> None:
+        """Projects, users and role assignments, through Keystone's API as the admin (idempotent
+        across restarts on the same data)."""
+        admin = ks_session.Session(auth=self.auth(ADMIN))
+        projects: dict[str, str] = {}
+        for who, (project, role) in PEOPLE.items():
+            project_id = projects.get(project) or self._ensure(
+                admin, "projects", project, {"domain_id": "default"})
+            projects[project] = project_id
+            if who == ADMIN:
+                continue  # made by bootstrap
+            user_id = self._ensure(admin, "users", who, {
+                "domain_id": "default", "password": self.password(who),
+                "default_project_id": project_id})
+            role_id = self._find(admin, "roles", role)
+            admin.put(f"{self.auth_url}/projects/{project_id}/users/{user_id}/roles/{role_id}",
+                      raise_exc=True)
+        self.info["projects"] = projects
+
+    def _find(self, admin: ks_session.Session, kind: str, name: str) -> str | None:
+        found = admin.get(f"{self.auth_url}/{kind}", params={"name": name}).json()[kind]
+        return found[0]["id"] if found else None
+
+    def _ensure(self, admin: ks_session.Session, kind: str, name: str,
+                fields: dict[str, Any]) -> str:
+        existing = self._find(admin, kind, name)
+        if existing:
+            return existing
+        body = {kind[:-1]: {"name": name, **fields}}
+        return admin.post(f"{self.auth_url}/{kind}", json=body).json()[kind[:-1]]["id"]

@@ -1,0 +1,111 @@
+"""The compute API in keystone mode, against a real Keystone (issue 15: "Keystone mode is tested
+against a real Keystone ... a member of one project, a member of another and an admin, with real
+tokens").
+
+``computed-api`` as a process with ``[api] auth_strategy = keystone``: keystonemiddleware's
+``auth_token`` validates every token against the harness's Keystone
+(:mod:`computed.testing.keystone`), with the admin as its service user. openstacksdk
+authenticates each person against Keystone with a password and talks to the API directly (the
+compute endpoint given, not looked up in the catalog).
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+import uuid
+
+import openstack
+import pytest
+from openstack import exceptions as sdk_exc
+
+from computed.testing.keystone import ADMIN, MEMBER_A, MEMBER_B, PEOPLE
+from computed.testing.process import free_port
+from tests.functional.daemons import make_available, seen, wait_for
+from tests.functional.test_api import IMAGE, ApiProcess, gold_flavor
+
+WORLD_NODES = 2
+
+
+@pytest.fixture
+def compute(stack, world, placement, tmp_path, keystone_service):
+    """A fleet with free nodes and computed-api in keystone mode in front of it; its URL."""
+    make_available(stack, world.nodes)
+    world.reporter("r1")
+    world.daemon("c1")
+    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
+                         for n in world.nodes), 120, "nodes schedulable", world.processes)
+    port = free_port()
+    database = world.engine.url.render_as_string(hide_password=False)
+    ks = keystone_service
+    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database, extra=(
+        f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\nauth_strategy = keystone\n"
+        f"[keystone_authtoken]\nwww_authenticate_uri = {ks.auth_url}\n"
+        f"auth_url = {ks.auth_url}\nauth_type = password\nusername = {ADMIN}\n"
+        f"password = {ks.password(ADMIN)}\nproject_name = {PEOPLE[ADMIN][0]}\n"
+        "user_domain_id = default\nproject_domain_id = default\n")).start()
+    world.processes.append(api)
+    url = f"http://127.0.0.1:{port}"
+
+    def serving():
+        try:
+            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+    wait_for(serving, 60, "computed-api serving", world.processes)
+    yield url
+
+
+def connection(keystone, url, who):
+    """openstacksdk as ``who``, a password user of the harness's Keystone."""
+    project, _role = PEOPLE[who]
+    return openstack.connection.Connection(
+        auth_type="password",
+        auth={"auth_url": keystone.auth_url, "username": who,
+              "password": keystone.password(who), "project_name": project,
+              "user_domain_id": "default", "project_domain_id": "default"},
+        compute_endpoint_override=f"{url}/v2.1")
+
+
+def status_without_token(url, token=None):
+    request = urllib.request.Request(f"{url}/v2.1/servers")
+    if token:
+        request.add_header("X-Auth-Token", token)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, None
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_keystone_mode_projects_see_their_own_and_admin_sees_all(world, compute,
+                                                                 keystone_service):
+    ks = keystone_service
+    status, body = status_without_token(compute)
+    assert status == 401 and b"unauthorized" in body.lower()
+    assert status_without_token(compute, token=uuid.uuid4().hex)[0] == 401
+
+    admin = connection(ks, compute, ADMIN)
+    member_a = connection(ks, compute, MEMBER_A)
+    member_b = connection(ks, compute, MEMBER_B)
+    flavor = gold_flavor(admin, world)
+    server = member_a.compute.create_server(name="a-1", flavor_id=flavor.id, image_id=IMAGE,
+                                            networks="none")
+    server = member_a.compute.wait_for_server(server, status="ACTIVE", wait=180)
+    assert server.project_id == ks.project_id(MEMBER_A)
+    assert [s.id for s in member_a.compute.servers()] == [server.id]
+
+    # The member of project B neither lists nor reads A's server.
+    assert [s.id for s in member_b.compute.servers()] == []
+    with pytest.raises(sdk_exc.ForbiddenException):
+        member_b.compute.get_server(server.id)
+    # A member cannot ask for every project's servers; the admin can.
+    with pytest.raises(sdk_exc.ForbiddenException):
+        list(member_b.compute.servers(all_projects=True))
+    everyone = {s.id: s.project_id for s in admin.compute.servers(all_projects=True)}
+    assert everyone.get(server.id) == ks.project_id(MEMBER_A)
+    assert server.id not in [s.id for s in admin.compute.servers()]  # admin's own project
+
+    member_a.compute.delete_server(server)
+    member_a.compute.wait_for_delete(server, wait=120)
