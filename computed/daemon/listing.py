@@ -23,8 +23,9 @@ Guarantees:
   nodes alone, the owner reports them. Ironic's API cannot filter by hash-ring share, so a
   per-daemon partial listing is not possible; one full listing per round is N times cheaper
   than N.
-* In both modes each pass also re-reads the providers computed reported (one database query), so
-  a node deleted from Ironic stays shared out until its owner confirms it gone.
+* Between listings the providers computed reported are re-read every ``frequent`` seconds (one
+  database query; :mod:`computed.daemon.sync` re-reads them at once when an event says a node
+  is gone), so a node deleted from Ironic stays shared out until its owner confirms it gone.
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ class Listings:
         self._heartbeat = heartbeat
         self._clock = clock
         self._own_started: float | None = None
+        self._providers_read: float | None = None  # when refresh_providers last ran
         self.listings = 0  # full listings this daemon ran (read by tests and logs)
         self.last_missed = 0  # nodes its last fleet-wide listing found changed with no event
 
@@ -202,7 +204,10 @@ class Listings:
         if due == 0.0:
             return self._list("events not trusted" if self._watch is not None
                               else "notifications off"), self._frequent
-        changed = self._nodes.refresh_providers()
+        changed = False
+        if self._providers_read is None or now - self._providers_read >= self._frequent:
+            self._providers_read = now
+            changed = self._nodes.refresh_providers()
         if trusted and self._rounds is not None:
             record = self._rounds.claim(self._rare, self._frequent)
             if record is not None:

@@ -165,6 +165,10 @@ class NodeSync:
                 if known or uuid in held:
                     self._leave_to_another_fleet(uuid)
                 continue  # another fleet's node: not ours to list
+            if node is None and known:
+                # Gone from Ironic: it stays shared out while its provider exists, so read the
+                # providers first (this one may have been reported since the last read).
+                self._nodes.refresh_providers()
             self._catalog.update(uuid, node)
             shared_changed = shared_changed or known != (node is not None)
         if shared_changed:

@@ -135,6 +135,7 @@ def test_a_node_deleted_in_ironic_is_reported_gone():
     daemon.sync.hint(N2, "baremetal.node.delete.end")
     assert daemon.node_pass() == 1
     assert daemon.known.refresh_requests == 0  # the node alone is re-read, no full listing
+    assert daemon.known.provider_reads == 1  # its provider keeps it shared out
     assert daemon.sent() == [(N2, 8, None)]
 
 
