@@ -30,6 +30,7 @@ import re
 import sys
 import time
 import uuid as uuidlib
+from urllib import parse
 
 import psutil
 
@@ -44,6 +45,17 @@ from bench.report_bench import (
 from tests.functional.daemons import Daemon
 
 LISTING_LOG = re.compile(r"listed (\d+) nodes")
+
+
+def ironic_listings(stack, offset: int) -> int:
+    """Full listings computed started since byte ``offset`` of Ironic's log (first pages of
+    ``GET /v1/nodes`` with computed's fields; Ironic logs the query string %-encoded)."""
+    with open(stack["ironic"].log, "rb") as log:
+        log.seek(offset)
+        text = parse.unquote(log.read().decode(errors="replace"))
+    return sum(1 for line in text.splitlines()
+               if "GET /v1/nodes?" in line and "fields=uuid,name,resource_class" in line
+               and "marker=" not in line)
 
 
 class SteadyRun(Run):
@@ -124,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.settle)
             groups = per_process(run)
             listed0 = listings_logged(run)
+            ironic_log = stack["ironic"].log.stat().st_size
             p0 = placement_db_counters(run.placement_engine)
             c0, l0, t0 = cpu_snapshot(groups), os.getloadavg()[0], time.monotonic()
             loads = [l0]
@@ -134,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(2)  # PostgreSQL's statistics catch up
             p1 = placement_db_counters(run.placement_engine)
             listed1 = listings_logged(run)
+            full_listings = ironic_listings(stack, ironic_log)
             counts = run.stop_reporters(reporters)
             window = t1 - t0
             cpu = {k: c1[k] - c0[k] for k in c0}
@@ -147,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 "reports": counts,
                 "messages": sum(v for v in counts.values() if isinstance(v, int)),
                 "listings": {h: listed1[h] - listed0.get(h, 0) for h in listed1},
+                "ironic_listings": full_listings,
                 "rss_mb": rss_mb(run),
                 "load": (min(loads), max(loads))}
             s = result["steady"]
@@ -154,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"% of a core (baseline {100 * base['ironic']:.1f} %); "
                 + ", ".join(f"{k} {100 * v:.2f} %" for k, v in s["cores"].items())
                 + f"; Placement generations +{s['placement_generations']}, rows written "
-                f"+{s['placement_row_writes']}; reports {counts}; listings {s['listings']}; "
+                f"+{s['placement_row_writes']}; reports {counts}; listings {s['listings']} "
+                f"({full_listings} in Ironic's log); "
                 f"RSS MB {s['rss_mb']}; load {s['load'][0]:.1f}-{s['load'][1]:.1f}")
             result["elapsed"] = time.monotonic() - began
             (workdir / "steady.json").write_text(json.dumps(result, indent=1, default=str))
