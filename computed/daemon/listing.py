@@ -18,11 +18,14 @@ Guarantees:
   (:class:`ListingRound`: one znode holding the last round's start, replaced by a versioned
   write, so two daemons never claim one round; a lister that dies costs one round). The lister
   compares every node's provider state with the one computed last applied (the ``providers``
-  table all daemons share) and announces the differing nodes on the event stream
+  table all daemons share) and announces the nodes that differed the same way at its previous
+  round too (a difference seen once may be a report on its way), at most
+  :data:`ANNOUNCE_PER_ROUND` per round, on the event stream
   (:meth:`computed.baremetal.events.Heartbeat.announce_missed`): every daemon re-reads those
-  nodes alone, the owner reports them. Ironic's API cannot filter by hash-ring share, so a
-  per-daemon partial listing is not possible; one full listing per round is N times cheaper
-  than N.
+  nodes alone, the owner reports them. The last round's lister keeps the rounds while it lives
+  (others wait :data:`HANDOFF` seconds longer), so it can confirm what it found. Ironic's API
+  cannot filter by hash-ring share, so a per-daemon partial listing is not possible; one full
+  listing per round is N times cheaper than N.
 * Between listings the providers computed reported are re-read every ``frequent`` seconds (one
   database query; :mod:`computed.daemon.sync` re-reads them at once when an event says a node
   is gone), so a node deleted from Ironic stays shared out until its owner confirms it gone.
@@ -52,6 +55,10 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds between two looks at the round while the stream is trusted (one ZooKeeper read).
 ROUND_CHECK = 5.0
+#: Extra seconds before a round is due for a daemon that did not run the last one.
+HANDOFF = 2 * ROUND_CHECK
+#: Nodes one fleet-wide listing announces at most (see :func:`to_announce`).
+ANNOUNCE_PER_ROUND = 100
 
 
 def round_path(group: str) -> str:
@@ -95,12 +102,38 @@ class RoundRecord:
             return None
 
 
-def round_due(now: float, last: RoundRecord | None, rare: float, frequent: float) -> bool:
-    """Whether a fleet-wide listing is due at wall time ``now``: ``rare`` seconds after the last
-    one, ``frequent`` after one that found missed changes."""
+def round_due(now: float, last: RoundRecord | None, rare: float, frequent: float,
+              host: str = "") -> bool:
+    """Whether a fleet-wide listing is due for ``host`` at wall time ``now``: ``rare`` seconds
+    after the last one, ``frequent`` after one that found differences; :data:`HANDOFF` seconds
+    later for a host other than the last round's (the last lister, if alive, keeps the rounds:
+    it remembers what it found, see :func:`to_announce`)."""
     if last is None:
         return True
-    return now - last.started >= (frequent if last.missed else rare)
+    interval = frequent if last.missed else rare
+    if last.host != host:
+        interval += HANDOFF
+    return now - last.started >= interval
+
+
+def to_announce(differing: Mapping[str, Any], previous: Mapping[str, Any],
+                limit: int) -> list[str]:
+    """The nodes to announce: those that differed the same way (same listed node, same applied
+    state) at the previous round too, at most ``limit`` of them. A difference seen once may be a
+    report still on its way (a cold start has thousands); one that outlived a whole round was
+    missed. The cap bounds the re-reads a round causes (each daemon re-reads each announced
+    node); the rest are announced by the next rounds, ``frequent`` seconds apart."""
+    confirmed = sorted(uuid for uuid, how in differing.items()
+                       if uuid in previous and previous[uuid] == how)
+    return confirmed[:limit]
+
+
+def differing(listed: Mapping[str, Node],
+              applied: Mapping[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """:func:`missed_by_events` with how each node differs (its listed node and applied state),
+    for :func:`to_announce` to compare one round with the next."""
+    return {uuid: (listed.get(uuid), json.dumps(applied.get(uuid), sort_keys=True))
+            for uuid in missed_by_events(listed, applied)}
 
 
 def missed_by_events(listed: Mapping[str, Node],
@@ -150,7 +183,7 @@ class ListingRound:
                 return None  # another daemon created it first: its round
             self._version = 0
             return mine
-        if not round_due(now, RoundRecord.from_bytes(data), rare, frequent):
+        if not round_due(now, RoundRecord.from_bytes(data), rare, frequent, self._host):
             return None
         try:
             self._version = self._client.set(self._path, mine.to_bytes(),
@@ -192,7 +225,8 @@ class Listings:
         self._own_started: float | None = None
         self._providers_read: float | None = None  # when refresh_providers last ran
         self.listings = 0  # full listings this daemon ran (read by tests and logs)
-        self.last_missed = 0  # nodes its last fleet-wide listing found changed with no event
+        self.last_missed = 0  # nodes its last fleet-wide listing announced
+        self._differing: dict[str, Any] = {}  # what its last round found differing, and how
 
     def step(self) -> tuple[bool, float]:
         """One pass: ``(the set of nodes to share changed, seconds to wait)``."""
@@ -232,13 +266,16 @@ class Listings:
             return changed  # the next round is due at the usual time; the catalog logged why
         applied = {row.uuid: None if row.state is None else json.loads(row.state)
                    for row in db_api.applied_providers(self._engine)}
-        missed = missed_by_events(view.nodes, applied)
-        if missed:
-            LOG.warning("the fleet-wide listing found %d node(s) changed with no event; "
-                        "announcing them to their owners, e.g. %s", len(missed),
-                        ", ".join(sorted(missed)[:5]))
-            if self._heartbeat is not None:
-                self._heartbeat.announce_missed(missed)
-        self.last_missed = len(missed)
-        self._rounds.finish(record, len(missed))
+        found = differing(view.nodes, applied)
+        announce = to_announce(found, self._differing, ANNOUNCE_PER_ROUND)
+        self._differing = found
+        if found:
+            LOG.warning("the fleet-wide listing found %d node(s) whose provider differs from "
+                        "what computed applied; %d of them did at the last round too "
+                        "(changed with no event): announcing them to their owners, e.g. %s",
+                        len(found), len(announce), ", ".join(announce[:5]) or "none")
+            if announce and self._heartbeat is not None:
+                self._heartbeat.announce_missed(announce)
+        self.last_missed = len(announce)
+        self._rounds.finish(record, len(found))
         return changed

@@ -22,9 +22,11 @@ from computed.daemon.listing import (
     ListingRound,
     Listings,
     RoundRecord,
+    differing,
     missed_by_events,
     own_listing_due,
     round_due,
+    to_announce,
 )
 from computed.providers.state import provider_from_node
 from tests.unit.daemon.fakes import Clock, Ironic
@@ -57,15 +59,34 @@ def test_own_listing_due(trusted, age, due):
     assert own_listing_due(trusted, age, 30.0) == due
 
 
-@pytest.mark.parametrize("last, now, due", [
-    (None, 0.0, True),
-    (RoundRecord(1000.0, "c1", 0), 1599.0, False),
-    (RoundRecord(1000.0, "c1", 0), 1600.0, True),
-    (RoundRecord(1000.0, "c1", 3), 1030.0, True),    # it found missed changes: 30 s
-    (RoundRecord(1000.0, "c1", None), 1030.0, False),  # still running: the usual interval
+@pytest.mark.parametrize("last, now, host, due", [
+    (None, 0.0, "c1", True),
+    (RoundRecord(1000.0, "c1", 0), 1599.0, "c1", False),
+    (RoundRecord(1000.0, "c1", 0), 1600.0, "c1", True),
+    (RoundRecord(1000.0, "c1", 0), 1600.0, "c2", False),  # the last lister keeps the rounds
+    (RoundRecord(1000.0, "c1", 0), 1610.0, "c2", True),   # ... unless it is gone
+    (RoundRecord(1000.0, "c1", 3), 1030.0, "c1", True),    # it found differences: 30 s
+    (RoundRecord(1000.0, "c1", None), 1030.0, "c1", False),  # still running: the usual interval
 ])
-def test_round_due(last, now, due):
-    assert round_due(now, last, rare=600.0, frequent=30.0) is due
+def test_round_due(last, now, host, due):
+    assert round_due(now, last, rare=600.0, frequent=30.0, host=host) is due
+
+
+def test_only_differences_that_outlived_a_round_are_announced_and_at_most_a_limit():
+    first = {N1: ("n1", "a"), N2: ("n2", "a")}
+    assert to_announce(first, {}, 10) == []  # maybe reports on their way
+    again = {N1: ("n1", "a"), N2: ("n2", "b"), N3: ("n3", "a")}  # N2's report landed meanwhile
+    assert to_announce(again, first, 10) == [N1]
+    many = {f"{i:03d}": ("n", "a") for i in range(300)}
+    assert to_announce(many, many, 100) == sorted(many)[:100]
+
+
+def test_differing_says_how():
+    listed = {N1: node(N1, maintenance=True)}
+    found = differing(listed, {N1: state(node(N1))})
+    assert set(found) == {N1}
+    assert found[N1][0] == node(N1, maintenance=True)
+    assert differing(listed, {N1: state(node(N1, maintenance=True))}) == {}
 
 
 def test_round_record_round_trips_and_garbage_is_no_record():
@@ -226,13 +247,15 @@ def test_one_daemon_wins_each_round_and_its_findings_set_the_next():
     mine = c1.claim(600.0, 30.0)
     assert mine == RoundRecord(1000.0, "c1") and c2.claim(600.0, 30.0) is None
     c1.finish(mine, 2)
-    wall.now = 1031.0
-    theirs = c2.claim(600.0, 30.0)  # missed changes: the next round 30 s later
+    wall.now = 1031.0  # differences: the next round 30 s later, c1's (it ran the last)
+    assert c2.claim(600.0, 30.0) is None
+    wall.now = 1041.0  # c1 did not take it: c2 does
+    theirs = c2.claim(600.0, 30.0)
     assert theirs is not None and c1.claim(600.0, 30.0) is None
     c2.finish(theirs, 0)
-    wall.now = 1600.0
+    wall.now = 1645.0
     assert c1.claim(600.0, 30.0) is None
-    wall.now = 1631.0
+    wall.now = 1651.0
     assert c1.claim(600.0, 30.0) is not None
 
 
@@ -318,12 +341,12 @@ def test_while_events_flow_one_round_lists_for_the_fleet_and_announces_what_even
     ironic.nodes[N2] = node(N2, maintenance=True)  # changed, no event
     clock.now += 100
     lister.step()
-    assert nodes.refreshes == 3
-    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
-    assert lister.last_missed == 1
-    clock.now += 30  # a round that found missed changes: the next one 30 s later
+    assert nodes.refreshes == 3 and notifier.sent == []  # seen once: maybe a report under way
+    clock.now += 30  # a round that found differences: the next one 30 s later
     lister.step()
     assert nodes.refreshes == 4
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
+    assert lister.last_missed == 1
     watch.trusted = False  # the stream in doubt: this daemon lists on its own again
     clock.now += 30
     lister.step()
