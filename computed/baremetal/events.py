@@ -9,7 +9,20 @@ some transitions emit no ``.end``, ``updated_at`` has one-second resolution. So 
 extracts the node's uuid and calls ``hints.hint(uuid, event_type)`` (the daemon's
 :class:`computed.daemon.sync.NodeSync`), which re-reads that node through the API and reports
 what it reads. A missed event (a broker restart loses a non-durable queue) is covered by the
-periodic full listing.
+full listing.
+
+**Whether the stream can be trusted** (:class:`StreamWatch`) decides how often full listings run
+(:mod:`computed.daemon.listing`). Ironic sends nothing while nothing changes, so silence proves
+nothing; instead each daemon sends a heartbeat (:class:`Heartbeat`, event type
+:data:`HEARTBEAT_EVENT`) every ``heartbeat_interval`` seconds into a topic its own listener is
+bound to. oslo.messaging binds every target of a pooled listener to one queue (named after the
+pool), so the heartbeat travels the very queue Ironic's events travel: its own heartbeat coming
+back proves the broker, the queue and the listener work, and the time it took is the queue's lag.
+The stream is trusted while the daemon's last heartbeat came back within ``max_event_lag`` seconds
+and the previous one no longer than ``heartbeat_interval + max_event_lag`` before it. It cannot
+prove that Ironic itself publishes (a misconfigured Ironic sends nothing): the fleet-wide listing
+catches that, and what it finds is announced on the same topic (:data:`MISSED_EVENT`) so that
+every daemon re-reads those nodes.
 
 A malformed notification is logged and dropped (acknowledged), so it is never redelivered forever.
 """
@@ -17,11 +30,20 @@ A malformed notification is logged and dropped (acknowledged), so it is never re
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 LOG = logging.getLogger(__name__)
 
 NODE_EVENT_PREFIX = "baremetal.node."
+#: A daemon's heartbeat: ``{"host": ..., "sent": wall-clock seconds}``.
+HEARTBEAT_EVENT = "computed.heartbeat"
+#: Nodes a full listing found changed with no event: ``{"nodes": [uuid, ...]}``.
+MISSED_EVENT = "computed.node.missed"
+#: Uuids per :data:`MISSED_EVENT` message (a message stays well under the broker's frame size).
+MISSED_PER_MESSAGE = 500
 
 
 def node_uuid(event_type: str, payload: Any) -> str | None:
@@ -37,6 +59,102 @@ def node_uuid(event_type: str, payload: Any) -> str | None:
     return uuid if isinstance(uuid, str) and uuid else None
 
 
+def missed_nodes(payload: Any) -> list[str]:
+    """The uuids of a :data:`MISSED_EVENT` payload (the malformed ones left out)."""
+    nodes = payload.get("nodes") if isinstance(payload, dict) else None
+    if not isinstance(nodes, list):
+        return []
+    return [uuid for uuid in nodes if isinstance(uuid, str) and uuid]
+
+
+class StreamWatch:
+    """Whether this daemon's notification stream can be trusted now, from its own heartbeats.
+
+    Pure bookkeeping over two clocks: ``wall`` (what a heartbeat carries, read again when it
+    comes back on the same host) and ``clock`` (monotonic, for "how long since"). Thread-safe: the
+    listener thread calls :meth:`heard`, the listing thread the queries.
+    """
+
+    def __init__(self, host: str, heartbeat_interval: float, max_lag: float,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time):
+        self.host = host
+        self.heartbeat_interval = heartbeat_interval
+        self.max_lag = max_lag
+        self._clock = clock
+        self._wall = wall
+        self._lock = threading.Lock()
+        self.last_heard: float | None = None  # monotonic time own heartbeat last came back
+        self.last_lag: float | None = None    # seconds it took
+        # Latest monotonic time at which the stream was seen in doubt (start: in doubt).
+        self._doubted_at = clock()
+
+    def heard(self, payload: Any) -> None:
+        """A heartbeat came back through the listener (any host's; only ours counts)."""
+        if not isinstance(payload, dict) or payload.get("host") != self.host:
+            return
+        sent = payload.get("sent")
+        if not isinstance(sent, (int, float)) or isinstance(sent, bool):
+            return
+        now, lag = self._clock(), max(0.0, self._wall() - sent)
+        with self._lock:
+            gap_ok = (self.last_heard is not None
+                      and now - self.last_heard <= self.heartbeat_interval + self.max_lag)
+            if not gap_ok or lag > self.max_lag:
+                self._doubted_at = now  # a gap or a lag: events in it may be late or lost
+            self.last_heard, self.last_lag = now, lag
+
+    def trusted(self) -> bool:
+        """True while heartbeats come back on time; a False answer is remembered as a doubt."""
+        now = self._clock()
+        with self._lock:
+            ok = (self.last_heard is not None and self.last_lag is not None
+                  and self.last_lag <= self.max_lag
+                  and now - self.last_heard <= self.heartbeat_interval + self.max_lag)
+            if not ok:
+                self._doubted_at = now
+            return ok
+
+    def trusted_since(self, since: float) -> bool:
+        """True when the stream is trusted now and was not in doubt at any moment seen since
+        the monotonic time ``since`` (a listing that started then covers what came before)."""
+        trusted = self.trusted()
+        with self._lock:
+            return trusted and self._doubted_at < since
+
+
+class Heartbeat:
+    """Sends this daemon's heartbeats and the listing's :data:`MISSED_EVENT` announcements.
+
+    ``notifier`` is an ``oslo_messaging.Notifier`` on the heartbeat topic (see :func:`notifier`).
+    A failed send is logged and otherwise ignored: the heartbeat not coming back is the signal.
+    """
+
+    def __init__(self, notifier: Any, host: str, wall: Callable[[], float] = time.time):
+        self._notifier = notifier
+        self._host = host
+        self._wall = wall
+
+    def beat(self) -> None:
+        try:
+            self._notifier.info({}, HEARTBEAT_EVENT, {"host": self._host, "sent": self._wall()})
+        except Exception as exc:  # the broker is down: the missing heartbeat says so
+            LOG.warning("cannot send the event stream heartbeat: %s", exc)
+
+    def announce_missed(self, uuids: Iterable[str]) -> bool:
+        """Tell every daemon to re-read ``uuids``; False when a message could not be sent."""
+        uuids = sorted(uuids)
+        for start in range(0, len(uuids), MISSED_PER_MESSAGE):
+            chunk = uuids[start:start + MISSED_PER_MESSAGE]
+            try:
+                self._notifier.info({}, MISSED_EVENT, {"host": self._host, "nodes": chunk})
+            except Exception as exc:
+                LOG.warning("cannot announce %d node(s) the listing found changed: %s",
+                            len(uuids), exc)
+                return False
+        return True
+
+
 class NodeHints(Protocol):
     def hint(self, uuid: str, event_type: str) -> None:
         """Node ``uuid`` may have changed (``event_type`` says how); called from the listener's
@@ -44,14 +162,26 @@ class NodeHints(Protocol):
 
 
 class NotificationEndpoint:
-    """oslo.messaging notification endpoint: every priority goes to the same handler."""
+    """oslo.messaging notification endpoint: every priority goes to the same handler.
 
-    def __init__(self, hints: NodeHints):
+    Ironic's node events become hints; a heartbeat goes to ``watch``; a :data:`MISSED_EVENT`
+    becomes a hint per node it names."""
+
+    def __init__(self, hints: NodeHints, watch: StreamWatch | None = None):
         self._hints = hints
+        self._watch = watch
 
     def _handle(self, ctxt: Any, publisher_id: str, event_type: str, payload: Any,
                 metadata: Any) -> None:
         try:
+            if event_type == HEARTBEAT_EVENT:
+                if self._watch is not None:
+                    self._watch.heard(payload)
+                return None
+            if event_type == MISSED_EVENT:
+                for uuid in missed_nodes(payload):
+                    self._hints.hint(uuid, MISSED_EVENT)
+                return None
             uuid = node_uuid(event_type, payload)
         except Exception:  # a payload we cannot read must not stop the listener
             LOG.exception("dropping unreadable notification %s", event_type)
@@ -63,10 +193,23 @@ class NotificationEndpoint:
     info = audit = warn = error = critical = debug = sample = _handle
 
 
-def listener(transport: Any, topic: str, exchange: str, pool: str, hints: NodeHints) -> Any:
-    """A notification listener on ``topic`` in ``exchange`` for pool ``pool``, not started yet
-    (its owner starts and stops it)."""
+def listener(transport: Any, topic: str, exchange: str, pool: str, hints: NodeHints,
+             heartbeat_topic: str | None = None, watch: StreamWatch | None = None) -> Any:
+    """A notification listener on ``topic`` in ``exchange`` (and on ``heartbeat_topic`` in the
+    transport's own exchange) for pool ``pool``, not started yet (its owner starts and stops
+    it). The pool's one queue receives both."""
     import oslo_messaging
-    target = oslo_messaging.Target(topic=topic, exchange=exchange)
+    targets = [oslo_messaging.Target(topic=topic, exchange=exchange)]
+    if heartbeat_topic:
+        targets.append(oslo_messaging.Target(topic=heartbeat_topic))
     return oslo_messaging.get_notification_listener(
-        transport, [target], [NotificationEndpoint(hints)], executor="threading", pool=pool)
+        transport, targets, [NotificationEndpoint(hints, watch)], executor="threading",
+        pool=pool)
+
+
+def notifier(transport: Any, host: str, heartbeat_topic: str) -> Any:
+    """The ``oslo_messaging.Notifier`` :class:`Heartbeat` sends through (no retry: a heartbeat
+    that cannot go now is simply missing)."""
+    import oslo_messaging
+    return oslo_messaging.Notifier(transport, publisher_id=f"computed.{host}",
+                                   driver="messagingv2", topics=[heartbeat_topic], retry=0)

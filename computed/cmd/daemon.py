@@ -37,6 +37,7 @@ from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
 from computed.daemon.hosting import Hosting
+from computed.daemon.listing import ListingRound, Listings, round_path
 from computed.daemon.nodes import FleetNodes
 from computed.daemon.service import ComputeService
 from computed.daemon.sync import NodeSync, ReportGate
@@ -141,11 +142,19 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     sync = NodeSync(catalog, nodes, driver, fleet, outbox)
     # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
     notification_transport = oslo_messaging.get_notification_transport(conf)
-    listener = None
+    listener = heartbeat = watch = rounds = None
     if conf.ironic.notifications:
+        watch = events.StreamWatch(host, conf.ironic.heartbeat_interval,
+                                   conf.ironic.max_event_lag)
         listener = rpc.Serving('Ironic notification listener', events.listener(
             notification_transport, conf.ironic.notification_topic,
-            conf.ironic.notification_exchange, f'computed-{host}', sync))
+            conf.ironic.notification_exchange, f'computed-{host}', sync,
+            conf.ironic.heartbeat_topic, watch))
+        heartbeat = events.Heartbeat(
+            events.notifier(notification_transport, host, conf.ironic.heartbeat_topic), host)
+        rounds = ListingRound(zookeeper, round_path(group), host)
+    listings = Listings(nodes, catalog, engine, conf.fleet.node_refresh_interval,
+                        conf.fleet.fleet_listing_interval, watch, rounds, heartbeat)
 
     # Instance operations (computed.instances.worker), cast to this host's queue.
     placement = keystone.load_adapter(conf, 'placement')
@@ -163,7 +172,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         coordinator=coordinator, zookeeper=zookeeper, fence=fence, membership=membership,
         fleet=fleet, catalog=catalog, nodes=nodes, sync=sync, outbox=outbox, hosting=hosting,
         worker=worker, rpc_server=rpc_server, listener=listener, audit=audit, driver=driver,
-        node_refresh_interval=conf.fleet.node_refresh_interval)
+        listings=listings, heartbeat=heartbeat,
+        heartbeat_interval=conf.ironic.heartbeat_interval)
 
 
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:

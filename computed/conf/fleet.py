@@ -27,8 +27,21 @@ ALL_OPTS = [
         'node_refresh_interval',
         default=30.0,
         min=0.5,
-        help='Seconds between two full listings of the Ironic nodes. New and '
-             'deleted nodes are noticed within this interval.'),
+        help='Seconds between two full listings of the Ironic nodes by each '
+             "daemon while Ironic's notifications cannot be trusted: "
+             '[ironic] notifications off, or the event stream down or lagging '
+             '(its heartbeat not back within [ironic] max_event_lag). Also the '
+             'interval of the fleet-wide listing after one that found changes '
+             'no event announced.'),
+    cfg.FloatOpt(
+        'fleet_listing_interval',
+        default=600.0,
+        min=1.0,
+        help="Seconds between two fleet-wide listings while Ironic's "
+             'notifications flow: one daemon per round lists every node and '
+             'has the nodes whose provider differs from what computed reported '
+             '(changes no event announced) re-read by their owners. Changes '
+             'reach Placement by their events; this catches what events miss.'),
     cfg.IntOpt(
         'drain_timeout',
         default=60,

@@ -71,6 +71,26 @@ OPTS = [
         default='ironic',
         help="The exchange Ironic publishes to (its control_exchange). A "
              'listener bound to another exchange silently receives nothing.'),
+    cfg.StrOpt(
+        'heartbeat_topic',
+        default='computed_heartbeat',
+        help="Topic (in computed's own control_exchange) each daemon sends a "
+             'heartbeat to, every heartbeat_interval, and hears it back on the '
+             "queue Ironic's notifications arrive on: while it comes back on "
+             'time, full listings are rare ([fleet] fleet_listing_interval).'),
+    cfg.FloatOpt(
+        'heartbeat_interval',
+        default=5.0,
+        min=0.5,
+        help='Seconds between two heartbeats on the notification stream.'),
+    cfg.FloatOpt(
+        'max_event_lag',
+        default=5.0,
+        min=0.5,
+        help='Seconds a heartbeat may take to come back (and a gap between two '
+             'may exceed heartbeat_interval) before the event stream is in '
+             'doubt: each daemon then lists every node every [fleet] '
+             'node_refresh_interval until it is back, and once more after.'),
 ]
 
 

@@ -85,12 +85,22 @@ class FleetNodes:
         if view is not None and not view.stale:
             with self._lock:  # listed again: this fleet's node again
                 self._foreign.difference_update(view.nodes)
+        self._read_providers()
+        after = self.uuids()
+        return before is None or set(before) != set(after or ())
+
+    def refresh_providers(self) -> bool:
+        """Read the known providers again, without listing Ironic (the listing is rare while
+        events flow); True when the set of uuids to share changed."""
+        before = self.uuids()
+        self._read_providers()
+        return before is not None and set(before) != set(self.uuids() or ())
+
+    def _read_providers(self) -> None:
         try:
             self._providers = frozenset(db_api.provider_uuids(self._engine))
         except Exception as exc:  # the database is a hint here: keep the last set
             LOG.warning("cannot read known providers: %s", exc)
-        after = self.uuids()
-        return before is None or set(before) != set(after or ())
 
     def request_refresh(self) -> None:
         """List again now rather than at the end of the interval (from any thread)."""

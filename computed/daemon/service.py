@@ -8,9 +8,12 @@ start and stop:
   every other thread ends too;
 * the **lease** thread makes a round trip to ZooKeeper every quarter of the session timeout, which
   keeps the fence's lease fresh (:mod:`computed.fleet.fence`);
-* the **listing** thread lists Ironic's nodes (:meth:`computed.daemon.nodes.FleetNodes.refresh`)
-  every ``node_refresh_interval`` and sooner after an event that adds or removes a node, on its own
-  so that a listing of thousands of nodes never delays an event; a changed set wakes the fleet;
+* the **listing** thread lists Ironic's nodes when :class:`computed.daemon.listing.Listings` says
+  one is due (often while the event stream cannot be trusted, rarely and by one daemon for the
+  fleet while it can), on its own so that a listing of thousands of nodes never delays an event;
+  a changed set wakes the fleet;
+* the **heartbeat** thread (with notifications on) sends the event stream's heartbeat
+  (:class:`computed.baremetal.events.Heartbeat`);
 * the **node** thread runs the sync pass (:mod:`computed.daemon.sync`: re-read the nodes events
   hint at, offer changed claimed nodes to the outbox), then retries a failed re-adoption of this
   host's instances, re-homes orphaned instances and resumes this host's unfinished instance
@@ -45,7 +48,9 @@ from kazoo.client import KazooState
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import BaremetalDriver
+from computed.baremetal.events import Heartbeat
 from computed.daemon.hosting import Hosting
+from computed.daemon.listing import Listings
 from computed.daemon.nodes import FleetNodes
 from computed.daemon.sync import NodeSync
 from computed.fleet import zookeeper
@@ -67,7 +72,7 @@ class ComputeService:
                  fleet: Fleet, catalog: NodeCatalog, nodes: FleetNodes, sync: NodeSync,
                  outbox: Outbox, hosting: Hosting, worker: InstanceWorker, rpc_server: Serving,
                  listener: Serving | None, audit: AuditLog, driver: BaremetalDriver,
-                 node_refresh_interval: float):
+                 listings: Listings, heartbeat: Heartbeat | None, heartbeat_interval: float):
         self._coordinator = coordinator
         self._zookeeper = zookeeper  # the KazooClient of the coordinator's session
         self.fence = fence
@@ -83,7 +88,9 @@ class ComputeService:
         self._listener = listener
         self._audit = audit
         self._driver = driver
-        self._refresh_interval = node_refresh_interval
+        self._listings = listings
+        self._heartbeat = heartbeat
+        self._heartbeat_interval = heartbeat_interval
         self.error: Exception | None = None  # why the fleet thread ended, if it failed
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -113,13 +120,20 @@ class ComputeService:
         """Full listings, apart from the node thread: at 10,000 nodes a listing takes seconds,
         and an event's node must not wait behind it (issue 5's latency goal)."""
         while not self._stop.is_set():
+            wait = 1.0
             try:
-                if self._nodes.refresh():
+                changed, wait = self._listings.step()
+                if changed:
                     self.fleet.wake()
             except Exception:  # a failed listing must not end the listings
                 LOG.exception("node listing failed")
             self.sync.wake()  # sync what the listing changed
-            self._nodes.wait_for_refresh(self._refresh_interval)
+            self._nodes.wait_for_refresh(wait)
+
+    def _heartbeat_loop(self) -> None:
+        while self._heartbeat is not None and not self._stop.is_set():
+            self._heartbeat.beat()
+            self._stop.wait(self._heartbeat_interval)
 
     def _node_loop(self) -> None:
         while not self._stop.is_set():
@@ -136,7 +150,7 @@ class ComputeService:
                     self._worker.resume_all()
             except Exception:  # nor one bad look at instances
                 LOG.exception("instance pass failed")
-            self.sync.wait(min(1.0, self._refresh_interval))
+            self.sync.wait(1.0)
 
     # --- lifetime ----------------------------------------------------------------------
 
@@ -150,7 +164,7 @@ class ComputeService:
         targets: list[tuple[str, Callable[[], None]]] = [
             ("lease", self._lease_loop), ("listing", self._listing_loop),
             ("nodes", self._node_loop), ("fleet", self._run_fleet),
-            ("report", self._report_loop)]
+            ("report", self._report_loop), ("heartbeat", self._heartbeat_loop)]
         for name, target in targets:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()

@@ -17,7 +17,9 @@ Guarantees:
   daemon does not hold is kept until a listing that started after it has read the node anyway;
   if the daemon claims the node before that (a peer died or left), the node is re-read then. So a
   change made during a failover reaches Placement as soon as the node is claimed again, not at
-  the next listing.
+  the next listing. An event that adds or removes a node, and a node a fleet-wide listing found
+  changed with no event (:mod:`computed.daemon.listing`), is re-read by every daemon, so each
+  one's set of nodes to share out follows without a full listing of its own.
 * A node is synced again only when its snapshot or its claim changed since it was last synced, so
   a pass over unchanged nodes offers nothing.
 * **Only Ironic's word about one node deletes its provider.** A claimed node the listing does
@@ -47,6 +49,7 @@ from collections.abc import Callable
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
+from computed.baremetal.events import MISSED_EVENT
 from computed.daemon.nodes import FleetNodes
 from computed.fleet.claims import Claim, ClaimTable
 from computed.fleet.fence import Fence
@@ -56,8 +59,11 @@ from computed.providers.state import provider_from_node
 
 LOG = logging.getLogger(__name__)
 
-# Events that can add or remove nodes: they call for a full listing, not a single re-read.
+# Events that can add or remove nodes: every daemon re-reads that node (the set of nodes shared
+# out changes), not only its holder. So does a node a fleet-wide listing found changed with no
+# event (computed.daemon.listing).
 LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
+REREAD_EVERYWHERE = frozenset(LISTING_EVENTS) | {MISSED_EVENT}
 # Unfiltered look-ups of unlisted nodes per pass (see the module docstring).
 CONFIRMATIONS_PER_PASS = 100
 
@@ -100,7 +106,8 @@ class NodeSync:
         # Nodes whose state could not be offered -> the snapshot that failed (logged once each).
         self.failing: dict[str, Node | None] = {}
         self.failures = 0  # failed attempts since start (read by computed.runtime.metrics)
-        self._hints: dict[str, float] = {}  # uuid -> monotonic time of its latest event
+        # uuid -> (monotonic time of its latest event, re-read even if not held)
+        self._hints: dict[str, tuple[float, bool]] = {}
         self._hints_lock = threading.Lock()
         self._wake = threading.Event()
 
@@ -108,11 +115,13 @@ class NodeSync:
 
     def hint(self, uuid: str, event_type: str) -> None:
         """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
-        self.last_event_at = self._clock()
-        if event_type in LISTING_EVENTS:
-            self._nodes.request_refresh()
+        now = self._clock()
+        if event_type != MISSED_EVENT:
+            self.last_event_at = now
+        everywhere = event_type in REREAD_EVERYWHERE
         with self._hints_lock:
-            self._hints[uuid] = self._clock()
+            _, before = self._hints.get(uuid, (now, False))
+            self._hints[uuid] = (now, everywhere or before)
         self._wake.set()
 
     def wake(self) -> None:
@@ -127,27 +136,43 @@ class NodeSync:
         self._wake.clear()
 
     def reread_hinted(self) -> None:
-        """Re-read the hinted nodes this daemon holds into the catalog. Hints about nodes held
-        elsewhere wait for a claim, or for a listing that started after them."""
+        """Re-read into the catalog the hinted nodes this daemon holds, and those whose event
+        may add or remove a node (:data:`REREAD_EVERYWHERE`). Other hints wait for a claim, or
+        for a listing that started after them."""
         view = self._catalog.view()
-        listed_at = view.listed_at if view is not None else float("-inf")
+        if view is None:
+            return  # nothing listed yet: the first listing reads every node
         held = self._fleet.claims.held()
         with self._hints_lock:
-            due = [uuid for uuid in self._hints if uuid in held]
+            due = [uuid for uuid, (_, everywhere) in self._hints.items()
+                   if everywhere or uuid in held]
             for uuid in due:
                 del self._hints[uuid]
-            for uuid in [u for u, at in self._hints.items() if at < listed_at]:
+            for uuid in [u for u, (at, _) in self._hints.items() if at < view.listed_at]:
                 del self._hints[uuid]  # the listing read the node after its event
+        shared_changed = False
         for uuid in due:
             try:
                 node = self._driver.get_node(uuid)
             except DriverError as exc:
                 LOG.warning("cannot re-read node %s after an event: %s", uuid, exc)
+                if uuid not in held:  # ask again at the next pass: a node may come or go
+                    with self._hints_lock:
+                        self._hints.setdefault(uuid, (self._clock(), True))
                 continue
+            known = uuid in view.nodes
             if node is not None and not self._driver.lists(node):
-                self._leave_to_another_fleet(uuid)
-                continue
+                if known or uuid in held:
+                    self._leave_to_another_fleet(uuid)
+                continue  # another fleet's node: not ours to list
+            if node is None and known:
+                # Gone from Ironic: it stays shared out while its provider exists, so read the
+                # providers first (this one may have been reported since the last read).
+                self._nodes.refresh_providers()
             self._catalog.update(uuid, node)
+            shared_changed = shared_changed or known != (node is not None)
+        if shared_changed:
+            self._fleet.wake()  # a node came or went: the plan changes
 
     def _leave_to_another_fleet(self, uuid: str) -> None:
         LOG.info("node %s is outside this fleet's filter now: releasing it, its provider is "

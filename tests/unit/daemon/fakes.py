@@ -102,6 +102,7 @@ class KnownProviders:
     def __init__(self, *uuids: str):
         self.uuids = set(uuids)
         self.refresh_requests = 0
+        self.provider_reads = 0
 
         self.foreign: set[str] = set()
 
@@ -116,3 +117,7 @@ class KnownProviders:
 
     def request_refresh(self) -> None:
         self.refresh_requests += 1
+
+    def refresh_providers(self) -> bool:
+        self.provider_reads += 1
+        return False

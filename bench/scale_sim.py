@@ -1,0 +1,103 @@
+"""Fleet scale beyond this machine (issue 13 item 10): the pure reconcile rules at ``--nodes`` nodes
+and ``--daemons`` daemons, with ZooKeeper request costs measured on the harness's ZooKeeper.
+
+Pure part (:func:`hashring.ownership.moves_between`, the rules :func:`computed.fleet.plan.
+compute_plan` applies): for one daemon joining and one leaving, how many nodes move. Each move is
+claim traffic: the old owner deletes its claim znode (``delete``), the new owner creates one
+(``create``, ephemeral) after its watch on the old one fires (``exists`` with a watch). Znodes:
+one claim per node plus the members.
+
+Measured part: a ZooKeeper started by the harness; ``--sample`` ephemeral znodes created, then
+deleted, with pipelined async requests from one kazoo client (as the claim table does), giving
+requests per second; and ``get_children`` of a directory of ``--sample`` children, whose answer
+size per child says at how many children one answer passes ZooKeeper's ``jute.maxbuffer``
+(1 MiB by default): a ``get_children`` of the claims directory (``read_claims``: status, checks)
+fails beyond that.
+
+Handover time estimate = moved nodes x (1 delete + 1 watch event + 1 create) / measured rate, and
+the plan's own CPU time is measured on this machine.
+
+    .venv/bin/python -m bench.scale_sim [--nodes 200000] [--daemons 40] [--sample 5000]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid as uuidlib
+
+from bench.common import arguments, machine, say, stack_for, workdir_or_tmp
+from hashring.ownership import Member, compute_ownership, moves_between
+
+JUTE_MAXBUFFER = 0xFFFFF  # ZooKeeper's default jute.maxbuffer (bytes)
+
+
+def pure(nodes: list[str], daemons: int) -> dict:
+    members = [Member(f"computed-{i:02d}") for i in range(daemons)]
+    t0 = time.process_time()
+    ownership = compute_ownership(members, nodes, {})
+    plan_cpu = time.process_time() - t0
+    shares = sorted(len(v) for v in ownership.managed.values())
+    joined = members + [Member(f"computed-{daemons:02d}")]
+    join = moves_between(members, joined, nodes, {})
+    leave = moves_between(members, members[1:], nodes, {})
+    return {"plan_cpu_s": plan_cpu, "share_min": shares[0], "share_max": shares[-1],
+            "join_moves": len(join), "leave_moves": len(leave),
+            "znodes": len(nodes) + daemons}
+
+
+def measured(stack, sample: int) -> dict:
+    from kazoo.client import KazooClient
+    client = KazooClient(hosts=stack["zookeeper"].hosts, timeout=30)
+    client.start(timeout=60)
+    root = f"/sim-{uuidlib.uuid4().hex[:6]}"
+    try:
+        client.ensure_path(root)
+        names = [str(uuidlib.uuid4()) for _ in range(sample)]
+        t0 = time.monotonic()
+        for result in [client.create_async(f"{root}/{n}", b'{"host": "computed-00"}',
+                                           ephemeral=True) for n in names]:
+            result.get(timeout=120)
+        create_rate = sample / (time.monotonic() - t0)
+        t0 = time.monotonic()
+        children = client.get_children(root)
+        list_s = time.monotonic() - t0
+        per_child = sum(len(c) + 4 for c in children) / len(children)  # jute: length + bytes
+        t0 = time.monotonic()
+        for result in [client.delete_async(f"{root}/{n}") for n in names]:
+            result.get(timeout=120)
+        delete_rate = sample / (time.monotonic() - t0)
+        client.delete(root)
+    finally:
+        client.stop()
+        client.close()
+    return {"create_per_s": create_rate, "delete_per_s": delete_rate,
+            "get_children_s": list_s, "bytes_per_child": per_child,
+            "max_children": int(JUTE_MAXBUFFER / per_child)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = arguments(__doc__)
+    parser.add_argument("--nodes", type=int, default=200_000)
+    parser.add_argument("--daemons", type=int, default=40)
+    parser.add_argument("--sample", type=int, default=5000)
+    args = parser.parse_args(argv)
+    nodes = [str(uuidlib.uuid4()) for _ in range(args.nodes)]
+    result = {"machine": machine(), "nodes": args.nodes, "daemons": args.daemons}
+    result["pure"] = pure(nodes, args.daemons)
+    say(f"pure: {result['pure']}")
+    workdir = workdir_or_tmp(args.workdir, "scale-sim-")
+    with stack_for(args, workdir, ["zookeeper"], "sim") as stack:
+        result["zookeeper"] = measured(stack, args.sample)
+    say(f"zookeeper: {result['zookeeper']}")
+    p, z = result["pure"], result["zookeeper"]
+    for kind in ("join", "leave"):
+        moved = p[f"{kind}_moves"]
+        result[f"{kind}_handover_s"] = moved / z["delete_per_s"] + moved / z["create_per_s"]
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

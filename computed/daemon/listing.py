@@ -1,0 +1,281 @@
+"""Full listings of Ironic's nodes: when a daemon lists, and when one daemon lists for the fleet.
+
+Owns the listing thread's decisions (pure: :func:`own_listing_due`, :func:`round_due`,
+:func:`missed_by_events`) and their executor, :class:`Listings`. A full listing exists to catch
+what Ironic's events missed; at 10,000 nodes one costs Ironic about ten CPU seconds, so how often
+it runs is the steady-state cost of the fleet.
+
+Guarantees:
+
+* **While the event stream cannot be trusted, each daemon lists every node itself**, every
+  ``frequent`` seconds (``[fleet] node_refresh_interval``): notifications off, this daemon's
+  heartbeat not back on time (:class:`computed.baremetal.events.StreamWatch`), or the stream in
+  doubt at any moment since this daemon's last listing started (events in a gap may be lost, so
+  the first listing after the gap is due at once).
+* **While it can, one daemon per round lists for the fleet**, every ``rare`` seconds (``[fleet]
+  node_audit_interval``), and every ``frequent`` seconds after a round that found changes no
+  event had announced (Ironic may not be publishing). Rounds are claimed in ZooKeeper
+  (:class:`ListingRound`: one znode holding the last round's start, replaced by a versioned
+  write, so two daemons never claim one round; a lister that dies costs one round). The lister
+  compares every node's provider state with the one computed last applied (the ``providers``
+  table all daemons share) and announces the nodes that differed the same way at its previous
+  round too (a difference seen once may be a report on its way), at most
+  :data:`ANNOUNCE_PER_ROUND` per round, on the event stream
+  (:meth:`computed.baremetal.events.Heartbeat.announce_missed`): every daemon re-reads those
+  nodes alone, the owner reports them. The last round's lister keeps the rounds while it lives
+  (others wait :data:`HANDOFF` seconds longer), so it can confirm what it found. Ironic's API
+  cannot filter by hash-ring share, so a per-daemon partial listing is not possible; one full
+  listing per round is N times cheaper than N.
+* Between listings the providers computed reported are re-read every ``frequent`` seconds (one
+  database query; :mod:`computed.daemon.sync` re-reads them at once when an event says a node
+  is gone), so a node deleted from Ironic stays shared out until its owner confirms it gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from sqlalchemy.engine import Engine
+
+from computed.baremetal.catalog import NodeCatalog
+from computed.baremetal.driver import Node
+from computed.baremetal.events import Heartbeat, StreamWatch
+from computed.daemon.nodes import FleetNodes
+from computed.db import api as db_api
+from computed.fleet.membership import fleet_root
+from computed.providers.state import InvalidProvider, provider_from_node
+
+LOG = logging.getLogger(__name__)
+
+#: Seconds between two looks at the round while the stream is trusted (one ZooKeeper read).
+ROUND_CHECK = 5.0
+#: Extra seconds before a round is due for a daemon that did not run the last one.
+HANDOFF = 2 * ROUND_CHECK
+#: Nodes one fleet-wide listing announces at most (see :func:`to_announce`).
+ANNOUNCE_PER_ROUND = 100
+
+
+def round_path(group: str) -> str:
+    """The znode holding ``group``'s last fleet-wide listing (:class:`ListingRound`)."""
+    return f"{fleet_root(group)}/listing-round"
+
+
+# --- pure decisions -----------------------------------------------------------------------------
+
+def own_listing_due(trusted_since_own: bool, own_age: float | None, frequent: float) -> float:
+    """Seconds until this daemon must list every node itself (0: now; ``inf``: not while the
+    stream stays trusted). ``trusted_since_own``: the stream is trusted and was never in doubt
+    since this daemon's last listing started, ``own_age`` seconds ago (None: never listed)."""
+    if own_age is None:
+        return 0.0
+    if trusted_since_own:
+        return float("inf")
+    return max(0.0, frequent - own_age)
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundRecord:
+    """The last fleet-wide listing: when it started (wall clock), who ran it, and how many
+    nodes it found changed with no event (None while it runs)."""
+
+    started: float
+    host: str
+    missed: int | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self)).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RoundRecord | None:
+        """None for data that is not a record (the next round replaces it)."""
+        try:
+            raw = json.loads(data.decode())
+            return cls(started=float(raw["started"]), host=str(raw["host"]),
+                       missed=None if raw.get("missed") is None else int(raw["missed"]))
+        except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
+            return None
+
+
+def round_due(now: float, last: RoundRecord | None, rare: float, frequent: float,
+              host: str = "") -> bool:
+    """Whether a fleet-wide listing is due for ``host`` at wall time ``now``: ``rare`` seconds
+    after the last one, ``frequent`` after one that found differences; :data:`HANDOFF` seconds
+    later for a host other than the last round's (the last lister, if alive, keeps the rounds:
+    it remembers what it found, see :func:`to_announce`)."""
+    if last is None:
+        return True
+    interval = frequent if last.missed else rare
+    if last.host != host:
+        interval += HANDOFF
+    return now - last.started >= interval
+
+
+def to_announce(differing: Mapping[str, Any], previous: Mapping[str, Any],
+                limit: int) -> list[str]:
+    """The nodes to announce: those that differed the same way (same listed node, same applied
+    state) at the previous round too, at most ``limit`` of them. A difference seen once may be a
+    report still on its way (a cold start has thousands); one that outlived a whole round was
+    missed. The cap bounds the re-reads a round causes (each daemon re-reads each announced
+    node); the rest are announced by the next rounds, ``frequent`` seconds apart."""
+    confirmed = sorted(uuid for uuid, how in differing.items()
+                       if uuid in previous and previous[uuid] == how)
+    return confirmed[:limit]
+
+
+def differing(listed: Mapping[str, Node],
+              applied: Mapping[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """:func:`missed_by_events` with how each node differs (its listed node and applied state),
+    for :func:`to_announce` to compare one round with the next."""
+    return {uuid: (listed.get(uuid), json.dumps(applied.get(uuid), sort_keys=True))
+            for uuid in missed_by_events(listed, applied)}
+
+
+def missed_by_events(listed: Mapping[str, Node],
+                     applied: Mapping[str, dict[str, Any] | None]) -> set[str]:
+    """Nodes whose provider state from ``listed`` differs from the state computed last applied
+    (``applied``: uuid -> state dict, None for a deleted provider), plus applied providers whose
+    node is not listed. A node that cannot make a provider counts as differing (its owner logs
+    why)."""
+    missed = set()
+    for uuid, node in listed.items():
+        try:
+            state = provider_from_node(node)
+        except InvalidProvider:
+            missed.add(uuid)
+            continue
+        if (None if state is None else state.to_dict()) != applied.get(uuid):
+            missed.add(uuid)
+    missed.update(uuid for uuid, state in applied.items()
+                  if state is not None and uuid not in listed)
+    return missed
+
+
+# --- the executor -------------------------------------------------------------------------------
+
+class ListingRound:
+    """The fleet's listing rounds in ZooKeeper: one znode at ``path`` holding a
+    :class:`RoundRecord`, claimed by a versioned write. ``client`` is a started KazooClient."""
+
+    def __init__(self, client: Any, path: str, host: str,
+                 wall: Callable[[], float] = time.time):
+        self._client = client
+        self._path = path
+        self._host = host
+        self._wall = wall
+        self._version = -1  # of our record, while our round runs
+
+    def claim(self, rare: float, frequent: float) -> RoundRecord | None:
+        """Our new round's record if one is due and this daemon won it, else None."""
+        now = self._wall()
+        mine = RoundRecord(started=now, host=self._host)
+        try:
+            data, stat = self._client.get(self._path)
+        except NoNodeError:
+            try:
+                self._client.create(self._path, mine.to_bytes(), makepath=True)
+            except NodeExistsError:
+                return None  # another daemon created it first: its round
+            self._version = 0
+            return mine
+        if not round_due(now, RoundRecord.from_bytes(data), rare, frequent, self._host):
+            return None
+        try:
+            self._version = self._client.set(self._path, mine.to_bytes(),
+                                             version=stat.version).version
+        except BadVersionError:
+            return None
+        return mine
+
+    def finish(self, record: RoundRecord, missed: int) -> None:
+        """Record what our round found (it sets the next round's interval)."""
+        try:
+            self._client.set(self._path, dataclasses.replace(record, missed=missed).to_bytes(),
+                             version=self._version)
+        except BadVersionError:
+            pass  # a later round replaced ours already
+
+
+class Listings:
+    """Runs the listing thread's passes: :meth:`step` lists if due and says how long to wait.
+
+    ``watch``, ``rounds`` and ``heartbeat`` are None when notifications are off: then every
+    daemon lists every ``frequent`` seconds.
+    """
+
+    def __init__(self, nodes: FleetNodes, catalog: NodeCatalog, engine: Engine, frequent: float,
+                 rare: float,
+                 watch: StreamWatch | None = None, rounds: ListingRound | None = None,
+                 heartbeat: Heartbeat | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self._nodes = nodes
+        self._catalog = catalog
+        self._engine = engine
+        self._frequent = frequent
+        self._rare = rare
+        self._watch = watch
+        self._rounds = rounds
+        self._heartbeat = heartbeat
+        self._clock = clock
+        self._own_started: float | None = None
+        self._providers_read: float | None = None  # when refresh_providers last ran
+        self.listings = 0  # full listings this daemon ran (read by tests and logs)
+        self.last_missed = 0  # nodes its last fleet-wide listing announced
+        self._differing: dict[str, Any] = {}  # what its last round found differing, and how
+
+    def step(self) -> tuple[bool, float]:
+        """One pass: ``(the set of nodes to share changed, seconds to wait)``."""
+        now = self._clock()
+        trusted = (self._watch is not None and self._own_started is not None
+                   and self._watch.trusted_since(self._own_started))
+        own_age = None if self._own_started is None else now - self._own_started
+        due = own_listing_due(trusted, own_age, self._frequent)
+        if due == 0.0:
+            return self._list("events not trusted" if self._watch is not None
+                              else "notifications off"), self._frequent
+        changed = False
+        if self._providers_read is None or now - self._providers_read >= self._frequent:
+            self._providers_read = now
+            changed = self._nodes.refresh_providers()
+        if trusted and self._rounds is not None:
+            record = self._rounds.claim(self._rare, self._frequent)
+            if record is not None:
+                changed = self._list_for_the_fleet(record) or changed
+        return changed, min(due, ROUND_CHECK if trusted else self._frequent)
+
+    def _list(self, why: str) -> bool:
+        started = self._clock()
+        changed = self._nodes.refresh()
+        view = self._catalog.view()
+        if view is not None and not view.stale and view.listed_at >= started:
+            self._own_started = started
+        self.listings += 1
+        LOG.info("listed %d nodes in %.1f s (%s)", len(view or ()), self._clock() - started,
+                 why)
+        return changed
+
+    def _list_for_the_fleet(self, record: RoundRecord) -> bool:
+        changed = self._list("this daemon's round of the fleet-wide listing")
+        view = self._catalog.view()
+        if view is None or view.stale:
+            return changed  # the next round is due at the usual time; the catalog logged why
+        applied = {row.uuid: None if row.state is None else json.loads(row.state)
+                   for row in db_api.applied_providers(self._engine)}
+        found = differing(view.nodes, applied)
+        announce = to_announce(found, self._differing, ANNOUNCE_PER_ROUND)
+        self._differing = found
+        if found:
+            LOG.warning("the fleet-wide listing found %d node(s) whose provider differs from "
+                        "what computed applied; %d of them did at the last round too "
+                        "(changed with no event): announcing them to their owners, e.g. %s",
+                        len(found), len(announce), ", ".join(announce[:5]) or "none")
+            if announce and self._heartbeat is not None:
+                self._heartbeat.announce_missed(announce)
+        self.last_missed = len(announce)
+        self._rounds.finish(record, len(found))
+        return changed

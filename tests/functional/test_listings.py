@@ -1,0 +1,70 @@
+"""Full listings while Ironic's events flow (issue 13 item 7): rare, one daemon per round for the
+fleet, and still catching a change no event announced.
+
+Three daemons and a reporter as processes against the real Ironic, Placement, RabbitMQ and
+ZooKeeper. Listings are counted where they cost: Ironic's own request log (first pages of
+``GET /v1/nodes`` with computed's fields). Seen failing before the change: each daemon listed every
+``node_refresh_interval`` whatever the events did.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from urllib import parse
+
+from tests.functional.daemons import make_available, seen, wait_for
+
+WORLD_NODES = 6
+FREQUENT = 2.0  # node_refresh_interval: the listing interval while events cannot be trusted
+ROUND = 10.0    # fleet_listing_interval: one fleet-wide listing per round while they can
+WINDOW = 30.0
+
+
+def first_pages(stack, offset: int) -> int:
+    """Listings computed started since byte ``offset`` of Ironic's log."""
+    with open(stack["ironic"].log, "rb") as log:
+        log.seek(offset)
+        text = parse.unquote(log.read().decode(errors="replace"))  # Ironic logs ?fields=a%2Cb
+    return sum(1 for line in text.splitlines()
+               if "GET /v1/nodes?" in line and "fields=uuid,name,resource_class" in line
+               and "marker=" not in line)
+
+
+def _maintenance_behind_ironics_back(stack, node: str) -> None:
+    """Put ``node`` in maintenance in Ironic's database: no notification goes out."""
+    path = stack["ironic"].workdir / "ironic" / "ironic.sqlite"
+    with sqlite3.connect(path, timeout=30) as connection:
+        connection.execute("UPDATE nodes SET maintenance = 1, maintenance_reason = 'no event' "
+                           "WHERE uuid = ?", (node,))
+
+
+def all_free(placement, nodes):
+    def check():
+        got = [seen(placement, node) for node in nodes]
+        return all(p is not None and p.reserved == 0 for p in got)
+    return check
+
+
+def test_while_events_flow_one_daemon_per_round_lists_and_finds_what_events_missed(
+        stack, world, placement):
+    make_available(stack, world.nodes)
+    world.reporter("r1")
+    for host in ("c1", "c2", "c3"):
+        world.daemon(host, refresh=FREQUENT,
+                     extra=f"[fleet]\nfleet_listing_interval = {ROUND}\n")
+    wait_for(all_free(placement, world.nodes), 90, "every node reported", world.processes)
+    time.sleep(3 * FREQUENT)  # heartbeats back, each daemon's listing after them done
+
+    offset = stack["ironic"].log.stat().st_size
+    time.sleep(WINDOW)
+    listings = first_pages(stack, offset)
+    assert first_pages(stack, 0) >= 3  # the count sees listings: each daemon's first, at least
+    # Three daemons listing every 2 s would be ~45; one listing per 10 s round is ~3.
+    assert listings <= WINDOW / ROUND + 2, f"{listings} listings in {WINDOW:g} s"
+
+    node = world.nodes[0]
+    _maintenance_behind_ironics_back(stack, node)
+    wait_for(lambda: seen(placement, node).reserved == 1, 60,
+             "a change no event announced, in Placement after a fleet-wide listing",
+             world.processes)

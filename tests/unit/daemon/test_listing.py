@@ -1,0 +1,353 @@
+"""When full listings run (issue 13 item 7): often while the event stream is in doubt, rarely and by
+one daemon for the fleet while it flows; what the fleet-wide listing announces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from computed.baremetal.catalog import NodeCatalog
+from computed.baremetal.driver import Node
+from computed.baremetal.events import (
+    HEARTBEAT_EVENT,
+    MISSED_EVENT,
+    MISSED_PER_MESSAGE,
+    Heartbeat,
+    NotificationEndpoint,
+    StreamWatch,
+)
+from computed.daemon.listing import (
+    ListingRound,
+    Listings,
+    RoundRecord,
+    differing,
+    missed_by_events,
+    own_listing_due,
+    round_due,
+    to_announce,
+)
+from computed.providers.state import provider_from_node
+from tests.unit.daemon.fakes import Clock, Ironic
+
+N1 = "11111111-1111-1111-1111-111111111111"
+N2 = "22222222-2222-2222-2222-222222222222"
+N3 = "33333333-3333-3333-3333-333333333333"
+
+
+def node(uuid: str = N1, **fields) -> Node:
+    fields = {"resource_class": "gold", "provision_state": "available",
+              "power_state": "power off", **fields}
+    return Node(uuid=uuid, **fields)
+
+
+def state(n: Node) -> dict:
+    return provider_from_node(n).to_dict()
+
+
+# --- pure decisions ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("trusted, age, due", [
+    (False, None, 0.0),          # never listed: now
+    (True, None, 0.0),           # never listed, even with events flowing
+    (False, 10.0, 20.0),         # in doubt: every 30 s
+    (False, 45.0, 0.0),
+    (True, 10_000.0, float("inf")),  # trusted since the last listing: not this daemon's job
+])
+def test_own_listing_due(trusted, age, due):
+    assert own_listing_due(trusted, age, 30.0) == due
+
+
+@pytest.mark.parametrize("last, now, host, due", [
+    (None, 0.0, "c1", True),
+    (RoundRecord(1000.0, "c1", 0), 1599.0, "c1", False),
+    (RoundRecord(1000.0, "c1", 0), 1600.0, "c1", True),
+    (RoundRecord(1000.0, "c1", 0), 1600.0, "c2", False),  # the last lister keeps the rounds
+    (RoundRecord(1000.0, "c1", 0), 1610.0, "c2", True),   # ... unless it is gone
+    (RoundRecord(1000.0, "c1", 3), 1030.0, "c1", True),    # it found differences: 30 s
+    (RoundRecord(1000.0, "c1", None), 1030.0, "c1", False),  # still running: the usual interval
+])
+def test_round_due(last, now, host, due):
+    assert round_due(now, last, rare=600.0, frequent=30.0, host=host) is due
+
+
+def test_only_differences_that_outlived_a_round_are_announced_and_at_most_a_limit():
+    first = {N1: ("n1", "a"), N2: ("n2", "a")}
+    assert to_announce(first, {}, 10) == []  # maybe reports on their way
+    again = {N1: ("n1", "a"), N2: ("n2", "b"), N3: ("n3", "a")}  # N2's report landed meanwhile
+    assert to_announce(again, first, 10) == [N1]
+    many = {f"{i:03d}": ("n", "a") for i in range(300)}
+    assert to_announce(many, many, 100) == sorted(many)[:100]
+
+
+def test_differing_says_how():
+    listed = {N1: node(N1, maintenance=True)}
+    found = differing(listed, {N1: state(node(N1))})
+    assert set(found) == {N1}
+    assert found[N1][0] == node(N1, maintenance=True)
+    assert differing(listed, {N1: state(node(N1, maintenance=True))}) == {}
+
+
+def test_round_record_round_trips_and_garbage_is_no_record():
+    record = RoundRecord(12.5, "c2", 4)
+    assert RoundRecord.from_bytes(record.to_bytes()) == record
+    for junk in (b"", b"\xff", b"[]", b'{"host": "c1"}', b'{"started": "x", "host": 1}'):
+        assert RoundRecord.from_bytes(junk) is None
+
+
+def test_missed_by_events_compares_with_what_computed_applied():
+    listed = {N1: node(N1), N2: node(N2, maintenance=True), N3: node(N3, resource_class=None)}
+    applied = {N1: state(node(N1)), N2: state(node(N2)), "gone": state(node(N1)),
+               "deleted": None}
+    # N2 changed with no event, "gone" vanished with no event; N3 has nothing to report.
+    assert missed_by_events(listed, applied) == {N2, "gone"}
+    assert missed_by_events({N1: node(N1, traits=("bad trait",))}, {}) == {N1}
+
+
+# --- the stream watch ----------------------------------------------------------------------------
+
+class Wall(Clock):
+    pass
+
+
+def watch_and_clocks():
+    clock, wall = Clock(100.0), Wall(5000.0)
+    return StreamWatch("c1", 5.0, 5.0, clock=clock, wall=wall), clock, wall
+
+
+def beat(watch, clock, wall, lag=0.1, host="c1"):
+    sent = wall.now
+    clock.now += lag
+    wall.now += lag
+    watch.heard({"host": host, "sent": sent})
+
+
+def test_the_stream_is_trusted_once_heartbeats_come_back_on_time():
+    watch, clock, wall = watch_and_clocks()
+    assert not watch.trusted()  # nothing heard yet
+    beat(watch, clock, wall)
+    assert watch.trusted()
+    assert not watch.trusted_since(90.0)  # in doubt until the first heartbeat
+    listed = clock.now + 0.5  # a listing that started after the first heartbeat came back
+    clock.now += 1
+    beat(watch, clock, wall)
+    for _ in range(10):
+        clock.now += 4.9
+        wall.now += 4.9
+        beat(watch, clock, wall)
+    assert watch.trusted_since(listed)
+
+
+def test_a_late_heartbeat_a_gap_or_silence_is_a_doubt_remembered_until_the_next_listing():
+    watch, clock, wall = watch_and_clocks()
+    beat(watch, clock, wall)
+    listed = clock.now + 0.5
+    clock.now, wall.now = clock.now + 1, wall.now + 1
+    beat(watch, clock, wall, lag=6.0)  # lagging
+    assert not watch.trusted()
+    beat(watch, clock, wall)
+    assert watch.trusted() and not watch.trusted_since(listed)
+    listed = clock.now + 0.5
+    clock.now, wall.now = clock.now + 11, wall.now + 11  # silence: more than 5 + 5 s
+    assert not watch.trusted()
+    beat(watch, clock, wall)  # back, after a gap: a new listing is due
+    assert watch.trusted() and not watch.trusted_since(listed)
+    assert watch.trusted_since(clock.now + 0.5)  # a listing after the gap ended
+
+
+def test_other_hosts_heartbeats_and_garbage_do_not_count():
+    watch, clock, wall = watch_and_clocks()
+    beat(watch, clock, wall, host="c2")
+    for junk in (None, [], {"host": "c1"}, {"host": "c1", "sent": "x"},
+                 {"host": "c1", "sent": True}):
+        watch.heard(junk)
+    assert watch.last_heard is None and not watch.trusted()
+
+
+class Notifier:
+    def __init__(self, fail: bool = False):
+        self.sent: list[tuple[str, dict]] = []
+        self.fail = fail
+
+    def info(self, ctxt, event_type, payload):
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.sent.append((event_type, payload))
+
+
+class Hints:
+    def __init__(self):
+        self.hints: list[tuple[str, str]] = []
+
+    def hint(self, uuid, event_type):
+        self.hints.append((uuid, event_type))
+
+
+def test_heartbeats_and_missed_announcements_travel_through_the_endpoint():
+    watch, clock, wall = watch_and_clocks()
+    notifier, hints = Notifier(), Hints()
+    heartbeat = Heartbeat(notifier, "c1", wall=wall)
+    heartbeat.beat()
+    uuids = [f"{i:08d}-0000-0000-0000-000000000000" for i in range(MISSED_PER_MESSAGE + 1)]
+    assert heartbeat.announce_missed(uuids)
+    assert [e for e, _ in notifier.sent] == [HEARTBEAT_EVENT, MISSED_EVENT, MISSED_EVENT]
+    endpoint = NotificationEndpoint(hints, watch)
+    for event_type, payload in notifier.sent:
+        endpoint.info({}, "computed.c1", event_type, payload, {})
+    endpoint.info({}, "computed.c2", MISSED_EVENT, {"nodes": "not a list"}, {})
+    assert watch.trusted()
+    assert sorted(u for u, _ in hints.hints) == uuids
+    assert {e for _, e in hints.hints} == {MISSED_EVENT}
+
+
+def test_a_failed_send_is_logged_not_raised(caplog):
+    heartbeat = Heartbeat(Notifier(fail=True), "c1")
+    heartbeat.beat()
+    assert not heartbeat.announce_missed([N1])
+    assert "cannot send the event stream heartbeat" in caplog.text
+
+
+# --- the round in ZooKeeper ----------------------------------------------------------------------
+
+class Stat:
+    def __init__(self, version):
+        self.version = version
+
+
+class ZooKeeper:
+    """One znode, with ZooKeeper's versioned writes."""
+
+    def __init__(self):
+        self.data: bytes | None = None
+        self.version = -1
+
+    def get(self, path):
+        if self.data is None:
+            raise NoNodeError(path)
+        return self.data, Stat(self.version)
+
+    def create(self, path, data, makepath=False):
+        if self.data is not None:
+            raise NodeExistsError(path)
+        self.data, self.version = data, 0
+
+    def set(self, path, data, version=-1):
+        if self.data is None:
+            raise NoNodeError(path)
+        if version != -1 and version != self.version:
+            raise BadVersionError(path)
+        self.data, self.version = data, self.version + 1
+        return Stat(self.version)
+
+
+def test_one_daemon_wins_each_round_and_its_findings_set_the_next():
+    zk, wall = ZooKeeper(), Wall(1000.0)
+    c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
+    mine = c1.claim(600.0, 30.0)
+    assert mine == RoundRecord(1000.0, "c1") and c2.claim(600.0, 30.0) is None
+    c1.finish(mine, 2)
+    wall.now = 1031.0  # differences: the next round 30 s later, c1's (it ran the last)
+    assert c2.claim(600.0, 30.0) is None
+    wall.now = 1041.0  # c1 did not take it: c2 does
+    theirs = c2.claim(600.0, 30.0)
+    assert theirs is not None and c1.claim(600.0, 30.0) is None
+    c2.finish(theirs, 0)
+    wall.now = 1645.0
+    assert c1.claim(600.0, 30.0) is None
+    wall.now = 1651.0
+    assert c1.claim(600.0, 30.0) is not None
+
+
+def test_a_round_claimed_concurrently_goes_to_one_daemon():
+    zk, wall = ZooKeeper(), Wall(1000.0)
+    c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
+    c1.finish(c1.claim(600.0, 30.0), 0)
+    wall.now = 2000.0
+    read = zk.get("/r")
+    c1_round = c1.claim(600.0, 30.0)  # c1 writes between c2's read and c2's write
+    zk.get = lambda path: read
+    assert c2.claim(600.0, 30.0) is None and c1_round is not None
+    assert json.loads(zk.data)["host"] == "c1"
+
+
+# --- the executor ------------------------------------------------------------------------------
+
+class Nodes:
+    """What Listings uses of FleetNodes."""
+
+    def __init__(self, catalog):
+        self.catalog = catalog
+        self.refreshes = 0
+        self.provider_reads = 0
+
+    def refresh(self):
+        self.refreshes += 1
+        self.catalog.refresh()
+        return False
+
+    def refresh_providers(self):
+        self.provider_reads += 1
+        return False
+
+
+class TrustedWatch:
+    def __init__(self, trusted=True):
+        self.trusted = trusted
+
+    def trusted_since(self, since):
+        return self.trusted
+
+
+def listings(monkeypatch, watch, applied=()):
+    clock = Clock()
+    ironic = Ironic(node(N1), node(N2))
+    catalog = NodeCatalog(ironic, clock=clock)
+    nodes = Nodes(catalog)
+    zk = ZooKeeper()
+    notifier = Notifier()
+    rows = [type("Row", (), {"uuid": u, "state": json.dumps(s)}) for u, s in applied]
+    monkeypatch.setattr("computed.db.api.applied_providers", lambda engine: rows)
+    result = Listings(nodes, catalog, None, 30.0, 600.0, watch,
+                      None if watch is None else ListingRound(zk, "/r", "c1", wall=clock),
+                      Heartbeat(notifier, "c1"), clock=clock)
+    return result, nodes, clock, notifier, ironic
+
+
+def test_without_notifications_every_daemon_lists_every_interval(monkeypatch):
+    lister, nodes, clock, _, _ = listings(monkeypatch, None)
+    assert lister.step() == (False, 30.0) and nodes.refreshes == 1
+    clock.now += 10
+    assert lister.step() == (False, 20.0) and nodes.refreshes == 1
+    clock.now += 20
+    lister.step()
+    assert nodes.refreshes == 2
+
+
+def test_while_events_flow_one_round_lists_for_the_fleet_and_announces_what_events_missed(
+        monkeypatch):
+    watch = TrustedWatch(False)
+    lister, nodes, clock, notifier, ironic = listings(
+        monkeypatch, watch, applied=[(N1, state(node(N1))), (N2, state(node(N2)))])
+    lister.step()  # the daemon's own first listing
+    assert nodes.refreshes == 1
+    watch.trusted = True
+    changed, wait = lister.step()  # first round: nobody listed for the fleet yet
+    assert nodes.refreshes == 2 and wait == 5.0 and notifier.sent == []
+    for _ in range(100):  # 500 s: nothing due
+        clock.now += 5
+        lister.step()
+    assert nodes.refreshes == 2 and nodes.provider_reads == 17  # every 30 s
+    ironic.nodes[N2] = node(N2, maintenance=True)  # changed, no event
+    clock.now += 100
+    lister.step()
+    assert nodes.refreshes == 3 and notifier.sent == []  # seen once: maybe a report under way
+    clock.now += 30  # a round that found differences: the next one 30 s later
+    lister.step()
+    assert nodes.refreshes == 4
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
+    assert lister.last_missed == 1
+    watch.trusted = False  # the stream in doubt: this daemon lists on its own again
+    clock.now += 30
+    lister.step()
+    assert nodes.refreshes == 5
