@@ -199,7 +199,8 @@ def test_api_port_in_use_is_a_configuration_error(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         conf = write_conf(tmp_path, GOOD + f'\n[api]\nbind_host = 127.0.0.1\n'
-                                           f'bind_port = {port}\n')
+                                           f'bind_port = {port}\n[database]\n'
+                                           f'connection = sqlite:///{tmp_path}/computed.db\n')
         assert_one_line_error(run(tmp_path, 'computed-api', '--config-file', conf),
                               '[api] bind_port', str(port))
 
