@@ -6,7 +6,7 @@
 # shellcheck source=devstack/lib/computed
 source "$COMPUTED_DIR/devstack/lib/computed"
 
-if is_service_enabled computed computed-reporter computed-zookeeper; then
+if is_service_enabled computed computed-reporter computed-zookeeper computed-api; then
     if [[ "$1" == "stack" && "$2" == "install" ]]; then
         echo_summary "Installing computed"
         install_computed

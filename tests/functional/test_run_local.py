@@ -1,6 +1,6 @@
 """tools/run-local as a newcomer runs it: every way out stops everything it started, a second
-run refuses, a crashed run is cleaned by the next one, and the command prefix it shows builds an
-instance.
+run refuses, a crashed run is cleaned by the next one, the command prefix it shows builds an
+instance, and the compute API it shows lists that instance to openstacksdk and openstackclient.
 
 Each test starts ``tools/run-local`` (its own stack, in a scratch work directory) as a separate
 process: on a pseudo-terminal when the exit path needs one (``q``, Ctrl-C, closing the terminal),
@@ -17,16 +17,19 @@ import pty
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
+import openstack
 import pytest
 
 from computed.testing.process import alive
 
 ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
 RUN_LOCAL = ROOT / "tools" / "run-local"
 NODES = 6
 SMALL = ("--nodes", str(NODES), "--daemons", "2")
@@ -221,7 +224,7 @@ def test_sigterm_stops_everything_and_the_shown_prefix_builds_an_instance(runs, 
     run.output.wait_for(f"free {NODES},", run.proc, READY_TIMEOUT)
     # Each process's metrics endpoint, as the screen shows it, answers.
     endpoints = set(re.findall(r"http://127\.0\.0\.1:\d+/metrics", run.output.text))
-    assert len(endpoints) == 3, endpoints  # the reporter and two daemons
+    assert len(endpoints) == 4, endpoints  # the reporter, the API and two daemons
     for url in endpoints:
         with urllib.request.urlopen(url, timeout=10) as resp:
             assert b"computed_" in resp.read(), url
@@ -230,6 +233,22 @@ def test_sigterm_stops_everything_and_the_shown_prefix_builds_an_instance(runs, 
     listed = subprocess.run([*prefix, "server", "list", "--json"], capture_output=True,
                             text=True, timeout=60)
     assert [s["state"] for s in json.loads(listed.stdout)] == ["ACTIVE"], listed.stdout
+    # The compute API as the screen shows it: openstacksdk with the noauth2 token, and
+    # openstackclient with the environment it exports.
+    api = re.search(r"compute API: (http://127\.0\.0\.1:\d+/v2\.1)", run.output.text)
+    assert api, run.output.text[-3000:]
+    conn = openstack.connection.Connection(
+        auth_type="admin_token", auth={"endpoint": api.group(1), "token": "admin:admin"})
+    servers = list(conn.compute.servers(all_projects=True))
+    assert [s.status for s in servers] == ["ACTIVE"], servers
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OS_")}
+    for line in re.findall(r"^ *export (.+)$", run.output.text, re.MULTILINE)[-2:]:
+        env.update(pair.split("=", 1) for pair in line.split())
+    cli = subprocess.run([str(BIN / "openstack"), "server", "list", "--all-projects",
+                          "--no-name-lookup", "-f", "json"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert cli.returncode == 0, cli.stderr
+    assert [s["ID"] for s in json.loads(cli.stdout)] == [servers[0].id], cli.stdout
     run.proc.send_signal(signal.SIGTERM)
     run.wait_exit()
     assert_nothing_left(run)

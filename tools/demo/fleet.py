@@ -5,7 +5,8 @@ the screen needs.
 nodes brought to ``available`` and powered off through Ironic's own state machine (a node with
 no power state is reported reserved, and nothing could be scheduled on it), writes one
 ``WORKDIR/computed.conf`` that ``computed-manage`` uses as is plus a small file per process for
-what differs (host, metrics port), and starts the reporter and the daemons. Every process it
+what differs (host, port), and starts the reporter, the compute API (``computed-api`` in noauth2
+mode on a free loopback port: no Keystone runs here) and the daemons. Every process it
 starts runs in a session of its own (the terminal's Ctrl-C and hang-up reach only the run, which
 stops them itself) and is recorded in the run's lock file at once (:mod:`tools.demo.lock`), so
 that even a run killed with SIGKILL leaves a record the next run cleans up.
@@ -59,17 +60,22 @@ PLACEMENT_HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placemen
 
 @dataclass(frozen=True)
 class Kind:
-    """A computed console script the local run starts, and its metrics port option."""
+    """A computed console script the local run starts: the option (``[section] option``) of
+    the port that serves its ``/metrics``, and what else its own config says in that section."""
 
     script: str
-    metrics_option: str
+    port_section: str
+    port_option: str
+    settings: str = ""
 
 
-DAEMON = Kind("computed", "port")
-REPORTER = Kind("computed-reporter", "reporter_port")
-# One process of each of these runs next to the daemons. The compute REST API (issue 15) is to be
-# added here, e.g. Kind("computed-api", ...), with its own port line in its process config.
-SINGLETONS = (("reporter-1", REPORTER),)
+DAEMON = Kind("computed", "metrics", "port")
+REPORTER = Kind("computed-reporter", "metrics", "reporter_port")
+# The API serves /metrics on its own port; no Keystone runs here, hence noauth2 (docs/api.md).
+API = Kind("computed-api", "api", "bind_port",
+           "bind_host = 127.0.0.1\nauth_strategy = noauth2\n")
+# One process of each of these runs next to the daemons.
+SINGLETONS = (("reporter-1", REPORTER), ("api-1", API))
 
 
 class Child:
@@ -78,7 +84,7 @@ class Child:
     def __init__(self, name: str, kind: Kind, workdir: Path, shared_conf: Path):
         self.name = name
         self.kind = kind
-        self.metrics_port = free_port()
+        self.port = free_port()
         self.conf = workdir / f"{name}.conf"
         self.log = workdir / f"{name}.log"
         self.audit = workdir / f"{name}.audit"
@@ -86,7 +92,7 @@ class Child:
             f"# {name}: what differs from computed.conf for this process\n"
             f"[DEFAULT]\nhost = {name}\n"
             f"[fleet]\naudit_log = {self.audit}\n"
-            f"[metrics]\n{kind.metrics_option} = {self.metrics_port}\n")
+            f"[{kind.port_section}]\n{kind.port_option} = {self.port}\n{kind.settings}")
         self.argv = [str(BIN / kind.script), "--config-file", str(shared_conf),
                      "--config-file", str(self.conf)]
         self.proc: subprocess.Popen | None = None
@@ -107,8 +113,13 @@ class Child:
         return None if self.proc is None else self.proc.poll()
 
     @property
+    def url(self) -> str:
+        """Where the process serves HTTP: its metrics, and the API's requests."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def metrics(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+        return f"{self.url}/metrics"
 
     def signal(self, signum: signal.Signals) -> None:
         """Signal the process's group (it is the leader of its own session)."""
@@ -218,7 +229,8 @@ class LocalFleet:
         for name in ORDER:
             shutil.rmtree(self.workdir / name, ignore_errors=True)
         (self.workdir / "computed.sqlite").unlink(missing_ok=True)
-        for pattern in ("computed-*.audit", "computed-*.log", "computed-*.conf", "reporter-*"):
+        for pattern in ("computed-*.audit", "computed-*.log", "computed-*.conf", "reporter-*",
+                        "api-*"):
             for path in self.workdir.glob(pattern):
                 path.unlink()
 
@@ -332,7 +344,12 @@ class LocalFleet:
             len(listed["resource_providers"]),
             free=None if free is None else len(free["resource_providers"]),
             instances=states, watched=watched, events=list(self.events),
-            clock=time.strftime("%H:%M:%S"))
+            clock=time.strftime("%H:%M:%S"), api=self.api)
+
+    @property
+    def api(self) -> str | None:
+        """The compute API's base URL (``computed-api`` in noauth2 mode)."""
+        return next((c.url for c in self.children if c.kind is API), None)
 
     # --- down -------------------------------------------------------------------------------
 

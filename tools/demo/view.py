@@ -5,7 +5,8 @@ The screen explains itself to someone who has not read the code: each daemon's s
 keeps listing it until its session expires), what the member epoch is, which members joined from
 outside this run, why nodes are unclaimed (an instance waiting for re-homing, with the seconds
 left), how many providers Placement offers and how many it holds back as reserved, and the exact
-``computed-manage`` command prefix with the metrics endpoints, on every refresh.
+``computed-manage`` command prefix with the metrics endpoints, on every refresh; with the compute
+API, its URL and how openstackclient and openstacksdk reach it in noauth2 mode (docs/api.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from computed.fleet.membership import MemberInfo
 BAR = 40
 KEYS = ("keys: k kill -9 a daemon (one hosting an instance first) | t stop one (SIGTERM: it "
         "drains)\n      a add a daemon | m toggle maintenance on a node | q quit")
+# The compute API in noauth2 mode: the token USER:PROJECT, and "admin" has the admin role.
+API_TOKEN = "admin:admin"
+API_MICROVERSION = "2.61"
 EPOCH_NOTE = ("MEMBER EPOCH: the ZooKeeper transaction id of the daemon's join, new on every "
               "(re)join; instances record it, and re-homing compares it.")
 
@@ -70,6 +74,7 @@ class Snapshot:
     watched: Watched | None
     events: list[str] = field(default_factory=list)
     clock: str = ""
+    api: str | None = None  # the compute API's base URL, when it runs
 
 
 def daemon_state(running: bool, returncode: int | None, sent: str | None,
@@ -157,10 +162,25 @@ def placement_line(snapshot: Snapshot) -> str:
             f"no power state, not available, or hosting an instance)")
 
 
+def api_lines(url: str) -> list[str]:
+    """How to reach the compute API at ``url`` in noauth2 mode, as docs/api.md says: the
+    environment for openstackclient (which builds an Identity v3 client even when it does not call
+    it; the API's root stands in for Keystone) and an openstacksdk connection."""
+    endpoint = f"{url}/v2.1"
+    return [f"compute API: {endpoint} (noauth2: the token USER:PROJECT; {API_TOKEN} is an admin)",
+            f"  export OS_AUTH_TYPE=admin_token OS_ENDPOINT={endpoint} OS_TOKEN={API_TOKEN}",
+            f"  export OS_COMPUTE_API_VERSION={API_MICROVERSION} OS_IDENTITY_API_VERSION=3 "
+            f"OS_IDENTITY_ENDPOINT_OVERRIDE={url}/",
+            "  then e.g. openstack server list --no-name-lookup",
+            f"  python: import openstack; conn = openstack.connection.Connection("
+            f"auth_type=\"admin_token\", auth={{\"endpoint\": \"{endpoint}\", "
+            f"\"token\": \"{API_TOKEN}\"}})"]
+
+
 def render(snapshot: Snapshot, height: int | None = None, width: int = 80) -> str:
     """The screen; with ``height`` and ``width`` (the terminal's rows and columns, long lines
     wrap) it fits by showing fewer recent events, then the services' URLs in one line, never by
-    losing the command prefix or the table."""
+    losing the command prefix, the compute API's lines or the table."""
     head = [f"computed local fleet: {snapshot.node_count} fake-hardware nodes in Ironic   "
             f"{snapshot.clock}", "",
             f"computed-manage: {snapshot.manage}",
@@ -168,6 +188,8 @@ def render(snapshot: Snapshot, height: int | None = None, width: int = 80) -> st
             "http://127.0.0.1/images/demo.qcow2 --wait",
             "       ... fleet status | server list | server show UUID",
             f"configs and logs: {snapshot.workdir}"]
+    if snapshot.api is not None:
+        head += api_lines(snapshot.api)
     services = ["services: " + "\n          ".join(snapshot.services)]
     body = ["", f"{'PROCESS':<16}{'STATE':<22}{'MEMBER EPOCH':>14}{'NODES':>7}  METRICS"]
     body += _table(snapshot.processes)

@@ -99,3 +99,41 @@ def test_a_small_terminal_loses_events_and_service_urls_never_the_prefix_or_tabl
     assert "computed-manage: /x/.venv/bin/computed-manage" in short
     assert "http://127.0.0.1:9001/metrics" in short and "event 7" in short
     assert "event 0" not in short
+
+
+def test_the_screen_says_how_to_reach_the_compute_api_in_noauth2():
+    lines = view.api_lines("http://127.0.0.1:8999")
+    text = "\n".join(lines)
+    assert "compute API: http://127.0.0.1:8999/v2.1" in text
+    assert "USER:PROJECT" in text
+    exported = dict(pair.split("=", 1) for line in lines if line.strip().startswith("export ")
+                    for pair in line.split()[1:])
+    # What docs/api.md says openstackclient needs in noauth2 mode.
+    assert exported == {"OS_AUTH_TYPE": "admin_token", "OS_ENDPOINT": "http://127.0.0.1:8999/v2.1",
+                        "OS_TOKEN": "admin:admin", "OS_COMPUTE_API_VERSION": "2.61",
+                        "OS_IDENTITY_API_VERSION": "3",
+                        "OS_IDENTITY_ENDPOINT_OVERRIDE": "http://127.0.0.1:8999/"}
+    assert "openstack server list --no-name-lookup" in text
+
+
+def test_the_shown_openstacksdk_snippet_builds_a_connection_to_the_api():
+    snippet = next(line.split("python: ", 1)[1]
+                   for line in view.api_lines("http://127.0.0.1:8999") if "python: " in line)
+    namespace: dict = {}
+    exec(snippet, namespace)  # builds the client only: no request is made
+    conn = namespace["conn"]
+    assert conn.config.get_auth_args() == {"endpoint": "http://127.0.0.1:8999/v2.1",
+                                           "token": "admin:admin"}
+    assert conn.config.config["auth_type"] == "admin_token"
+
+
+def test_the_api_lines_are_on_screen_however_small_the_terminal():
+    crowded = snapshot(api="http://127.0.0.1:8999",
+                       events=[f"07:00:0{i} event {i}" for i in range(8)],
+                       processes=[view.ProcessRow("api-1", "running", None, None,
+                                                  "http://127.0.0.1:8999/metrics")])
+    short = view.render(crowded, height=30, width=100)
+    for line in view.api_lines("http://127.0.0.1:8999"):
+        assert line in short
+    assert "api-1" in short and "event 7" in short
+    assert "compute API" not in view.render(snapshot())

@@ -33,6 +33,11 @@ function database_connection_url {
 }
 function recreate_database { _record recreate_database "$@"; }
 function create_service_user { _record create_service_user "$@"; }
+function configure_keystone_authtoken_middleware {
+    _record configure_keystone_authtoken_middleware "$@"
+}
+function get_or_create_service { _record get_or_create_service "$@"; echo service-id; }
+function get_or_create_endpoint { _record get_or_create_endpoint "$@"; echo endpoint-id; }
 function run_process { _record run_process "$@"; }
 function stop_process { _record stop_process "$@"; }
 # Not run: these would need root or change the machine.

@@ -27,7 +27,8 @@ STUBS = Path(__file__).with_name("stubs.sh")
 SHELL_FILES = ("devstack/plugin.sh", "devstack/settings", "devstack/lib/computed")
 PHASES = (("stack", "install"), ("stack", "post-config"), ("stack", "extra"), ("unstack",),
           ("clean",))
-CONTROLLER = "computed computed-reporter computed-zookeeper keystone mysql rabbit ir-api ir-cond"
+CONTROLLER = ("computed computed-reporter computed-zookeeper computed-api keystone mysql rabbit "
+              "ir-api ir-cond")
 SUBNODE = "computed"
 
 ENV = {
@@ -38,7 +39,7 @@ ENV = {
     "KEYSTONE_SERVICE_URI": "http://10.0.0.1/identity", "SERVICE_PASSWORD": "servicepw",
     "SERVICE_PROJECT_NAME": "service", "SERVICE_DOMAIN_NAME": "Default",
     "REGION_NAME": "RegionOne", "ENABLE_DEBUG_LOG_LEVEL": "True", "STACK_USER": "stack",
-    "IRONIC_CONF_FILE": "/etc/ironic/ironic.conf",
+    "IRONIC_CONF_FILE": "/etc/ironic/ironic.conf", "SERVICE_PROTOCOL": "http",
 }
 
 
@@ -184,10 +185,10 @@ def test_controller_creates_user_and_database_and_syncs(controller):
     assert "clientPort=2181" in zoo and f"dataDir={controller.data_dir}/zookeeper" in zoo
 
 
-def test_controller_runs_zookeeper_then_reporter_then_daemon(controller):
+def test_controller_runs_zookeeper_then_reporter_then_daemon_then_api(controller):
     started = controller.named(("stack", "extra"), "run_process")
     assert [name for name, _command in started] == \
-        ["computed-zookeeper", "computed-reporter", "computed"]
+        ["computed-zookeeper", "computed-reporter", "computed", "computed-api"]
     commands = dict(started)
     assert "org.apache.zookeeper.server.quorum.QuorumPeerMain" in commands["computed-zookeeper"]
     assert commands["computed-reporter"] == \
@@ -196,6 +197,29 @@ def test_controller_runs_zookeeper_then_reporter_then_daemon(controller):
     waits = " ".join(" ".join(c) for c in controller.named(("stack", "extra"), "timeout"))
     assert "ruok" in waits
     assert "http://127.0.0.1:9622/healthz" in waits and "http://127.0.0.1:9621/healthz" in waits
+    assert commands["computed-api"] == \
+        f"{controller.bin}/computed-api --config-file {controller.conf_file}"
+    assert "http://127.0.0.1:8774/healthcheck" in waits
+
+
+def test_api_is_the_catalogs_compute_service_behind_keystone(controller, tmp_path):
+    conf = controller.config()
+    assert dict(conf["api"]) == {"bind_port": "8774", "auth_strategy": "keystone"}
+    post = ("stack", "post-config")
+    # devstack's helper writes [keystone_authtoken] for the service user.
+    assert controller.named(post, "configure_keystone_authtoken_middleware") == [
+        [str(controller.conf_file), "computed"]]
+    assert controller.named(post, "get_or_create_service") == [
+        ["computed-api", "compute", "Compute Service (computed)"]]
+    assert controller.named(post, "get_or_create_endpoint") == [
+        ["compute", "RegionOne", "http://10.0.0.1:8774/v2.1"]]
+    path = tmp_path / "computed.conf"
+    with open(path, "w") as out:
+        conf.write(out)
+    parsed = cfg.ConfigOpts()
+    computed_conf.register_opts(parsed)
+    parsed(["--config-file", str(path)], project="computed", default_config_files=[])
+    assert parsed.api.auth_strategy == "keystone" and parsed.api.bind_port == 8774
 
 
 def test_subnode_runs_only_the_daemon_against_the_controller(subnode):
@@ -203,13 +227,15 @@ def test_subnode_runs_only_the_daemon_against_the_controller(subnode):
     assert subnode.named(("stack", "post-config"), "create_service_user") == []
     assert subnode.named(("stack", "post-config"), "recreate_database") == []
     assert subnode.named(("stack", "post-config"), "computed-manage") == []
+    assert subnode.named(("stack", "post-config"), "get_or_create_endpoint") == []
+    assert "api" not in subnode.config()
     assert subnode.config()["coordination"]["backend_url"].startswith("zookeeper://10.0.0.1:")
     assert not (subnode.data_dir / "zoo.cfg").exists()
 
 
-def test_unstack_stops_the_daemon_first_and_clean_removes_files(controller):
+def test_unstack_stops_the_api_then_the_daemon_and_clean_removes_files(controller):
     assert controller.named(("unstack",), "stop_process") == [
-        ["computed"], ["computed-reporter"], ["computed-zookeeper"]]
+        ["computed-api"], ["computed"], ["computed-reporter"], ["computed-zookeeper"]]
     assert controller.named(("clean",), "sudo") == [
         ["rm", "-rf", str(controller.conf_file.parent), str(controller.data_dir)]]
 

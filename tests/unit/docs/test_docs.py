@@ -3,12 +3,15 @@
 computed.conf fragments (```ini) go through ``computed-manage config check`` on top of the
 README's minimal configuration; commands (```sh, ```console and inline ``computed-manage ...``,
 ``tools/...``) through the real program's ``--help`` (every option the doc writes must be in it)
-or a cheap real run; other programs' files are checked against what computed expects of them.
+or a cheap real run; other programs' files are checked against what computed expects of them;
+openstacksdk snippets (```python) build their connections for real and call only methods the SDK
+has.
 A snippet of a kind this test does not know fails: add a check with it.
 """
 
 from __future__ import annotations
 
+import ast
 import configparser
 import functools
 import json
@@ -23,7 +26,7 @@ import yaml
 from tests.unit.docs.snippets import PAGES, ROOT, Block, blocks, commands, inline_commands
 
 BIN = Path(sys.executable).parent
-CONSOLE_SCRIPTS = ("computed", "computed-reporter", "computed-manage")
+CONSOLE_SCRIPTS = ("computed", "computed-reporter", "computed-manage", "computed-api")
 # Commands of the operating system the deployment guide uses; their arguments that are paths in
 # this repository must exist.
 SYSTEM = ("useradd", "install", "systemctl", "systemd-analyze", "promtool", "apt-get")
@@ -128,13 +131,35 @@ def check_system(words: list[str]) -> None:
             f"{' '.join(words)}: no unit {unit} in etc/systemd/"
 
 
+def check_variable(assignment: str) -> None:
+    """``VAR=value``: something in computed, its tests or tools uses VAR."""
+    assert "=" in assignment, f"{assignment}: not VAR=value"
+    variable = assignment.split("=")[0]
+    assert run(["grep", "-rlq", variable, "computed", "tests", "tools"]).returncode == 0, \
+        f"nothing reads {variable}"
+
+
+def check_openstack(words: list[str]) -> None:
+    """python-openstackclient (installed with computed's test requirements): the command and its
+    options exist."""
+    path = []
+    for word in words[1:]:
+        if word.startswith("-"):
+            break
+        path.append(word)
+    assert_options_in(words, help_text(str(BIN / "openstack"), *path), " ".join(words[:3]))
+
+
 def check_command(words: list[str]) -> None:
     while "=" in words[0] and not words[0].startswith("-"):  # VAR=value prefixes
-        variable = words.pop(0).split("=")[0]
-        assert run(["grep", "-rlq", variable, "computed", "tests", "tools"]).returncode == 0, \
-            f"nothing reads {variable}"
+        check_variable(words.pop(0))
     first = words[0]
-    if first in CONSOLE_SCRIPTS:
+    if first == "export":
+        for assignment in words[1:]:
+            check_variable(assignment)
+    elif first == "openstack":
+        check_openstack(words)
+    elif first in CONSOLE_SCRIPTS:
         check_console_script(words)
     elif first.startswith(".venv/bin/"):
         name = first.removeprefix(".venv/bin/")
@@ -261,9 +286,35 @@ def test_devstack_local_conf_enables_what_the_plugin_knows(block):
                 assert re.search(rf"\b{re.escape(service)}\b", plugin), service
 
 
+PYTHON = [b for b in ALL if b.info == "python"]
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=ids(PYTHON))
+def test_openstacksdk_snippets_connect_as_noauth2_and_call_what_the_sdk_has(block):
+    """Each ``openstack.connection.Connection(...)`` is built as written (no request is made)
+    and points at a compute API endpoint; each ``NAME.compute.METHOD`` is a method of the SDK's
+    compute proxy."""
+    import openstack
+    from openstack.compute.v2 import _proxy
+    tree = ast.parse(block.text)
+    built = 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if ast.unparse(node.func) == "openstack.connection.Connection":
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+            conn = openstack.connection.Connection(**kwargs)
+            assert conn.config.get_auth_args()["endpoint"].endswith("/v2.1"), block.where
+            built += 1
+        elif isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "compute":
+            assert callable(getattr(_proxy.Proxy, node.func.attr, None)), \
+                f"{block.where}: openstacksdk's compute has no {node.func.attr}"
+    assert built, f"{block.where}: no openstack.connection.Connection(...)"
+
+
 def test_every_snippet_is_of_a_kind_this_test_checks():
     known = {"sh", "console", "ini", "ini zoo.cfg", "ini ironic.conf", "ini systemd",
-             "ini local.conf", "json fleet-status", "yaml prometheus.yml", "sh inline"}
+             "ini local.conf", "json fleet-status", "yaml prometheus.yml", "sh inline", "python"}
     unknown = [f"{b.where} ({b.info})" for b in ALL if b.info not in known]
     assert not unknown, f"snippets no test checks: {unknown}"
 
