@@ -19,6 +19,8 @@ import importlib.metadata
 import os
 from collections.abc import Iterable, Iterator
 
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from computed.conf.errors import ConfigError
@@ -100,11 +102,26 @@ def check(conf: cfg.ConfigOpts, extra: Iterable[tuple[str, cfg.Opt]] = ()) -> No
             if section not in known:
                 raise ConfigError(None, None, f'config file {path}: unknown section '
                                               f'[{written}]{_hint(section, known, "[{}]")}')
+            allowed = known[section] | _plugin_keys(section, options, conf)
             for option in options:
-                if _key(option) not in known[section]:
+                if _key(option) not in allowed:
                     raise ConfigError(section, option, f'unknown option'
                                                        f'{_hint(_key(option), known[section])}'
                                                        f' in {path}')
+
+
+def _plugin_keys(section: str, options: dict[str, list[str]], conf: cfg.ConfigOpts) -> set[str]:
+    """The options of the auth plugin an unregistered section names in ``auth_type`` (another
+    program's section, e.g. keystonemiddleware's [keystone_authtoken]: the middleware registers
+    the plugin's options only once it runs). Registered sections get theirs from the loader."""
+    if section in conf or not options.get('auth_type'):
+        return set()
+    try:
+        plugin_opts = ks_loading.get_auth_plugin_conf_options(options['auth_type'][-1].strip())
+    except ks_exc.NoMatchingPlugin:
+        raise ConfigError(section, 'auth_type', f"unknown auth plugin "
+                                                f"{options['auth_type'][-1].strip()!r}") from None
+    return {_key(opt.dest) for opt in plugin_opts}
 
 
 def unknown_keys(conf: cfg.ConfigOpts, group: str) -> list[str]:

@@ -214,8 +214,10 @@ def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stac
              held_by(zk, world, "c1")[node].epoch > record.epoch, 30, "c1 claiming again",
              [c1, c2])
     c1.wait_log(f"our claim on node {node} (claim epoch {record.epoch}) was deleted", 10)
-    # Never two holders: c2 never claimed the node, and c1's claims of it do not overlap.
-    assert not [r for r in c2.records() if r.get("node") == node and r["event"] == "claim"]
+    # Never two holders: c2 did not claim the node after the deletion (before it, c2 may have
+    # held it while the two daemons joined), and c1's claims of it do not overlap.
+    assert not [r for r in c2.records() if r.get("node") == node and r["event"] == "claim"
+                and r["t"] >= deleted_at]
     events = [(r["event"], r["claim_epoch"]) for r in c1.records()
               if r.get("node") == node and r["event"] in ("claim", "release")]
     assert events[-3:] == [("claim", record.epoch), ("release", record.epoch),

@@ -251,3 +251,25 @@ def test_sections_of_the_other_programs_sharing_the_file_are_known(tmp_path):
     parse(tmp_path, with_section('oslo_middleware', 'enable_proxy_headers_parsing = true'))
     error = fault(tmp_path, with_section('oslo_middleware', 'enable_proxy_header = true'))
     assert error.option == 'enable_proxy_header'
+
+
+KEYSTONE_AUTHTOKEN = '''auth_type = password
+auth_url = http://127.0.0.1:5000/v3
+username = computed
+password = secret
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+www_authenticate_uri = http://127.0.0.1:5000'''
+
+
+def test_keystone_authtoken_knows_the_options_of_its_auth_plugin(tmp_path):
+    # keystonemiddleware registers the plugin's options (auth_url...) only once it runs: the
+    # check must take them from the auth_type written in the section, and still catch typos.
+    parse(tmp_path, with_section('keystone_authtoken', KEYSTONE_AUTHTOKEN))
+    error = fault(tmp_path, with_section('keystone_authtoken',
+                                         KEYSTONE_AUTHTOKEN.replace('auth_url', 'auth_ur')))
+    assert (error.group, error.option) == ('keystone_authtoken', 'auth_ur')
+    error = fault(tmp_path, with_section('keystone_authtoken',
+                                         KEYSTONE_AUTHTOKEN.replace('= password', '= pasword')))
+    assert (error.group, error.option) == ('keystone_authtoken', 'auth_type')
