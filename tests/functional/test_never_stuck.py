@@ -73,19 +73,25 @@ class Forwarder:
         self.port = free_port()
         self._listener: socket.socket | None = None
         self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", self.port))
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             upstream = socket.create_connection(self.target)
-            self._sockets += [client, upstream]
+            with self._lock:
+                if self._listener is None:  # closed meanwhile: this connection is cut too
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets += [client, upstream]
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
@@ -102,13 +108,19 @@ class Forwarder:
 
     def close(self) -> None:
         """Stop listening and cut every forwarded connection (:meth:`start` opens it again)."""
-        if self._listener is not None:
-            self._listener.close()
-        for sock in self._sockets:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            sockets, self._sockets = self._sockets, []
+        if listener is not None:
+            # shutdown first: a close alone leaves the kernel socket listening (and accepting)
+            # while the accept thread is blocked on it.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
-        self._sockets = []
 
 
 @contextlib.contextmanager
