@@ -223,3 +223,22 @@ def seen(placement, node):
         return placement.get(node)
     except PlacementError:
         return None
+
+
+def wait_schedulable(world, placement, timeout: float = 120):
+    """Every node of ``world`` in Placement with reserved 0 (what a build can land on)."""
+    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
+                         for n in world.nodes), timeout, "nodes schedulable", world.processes)
+
+
+def instance_bus(stack):
+    """A started kazoo client and an RPC transport on the stack: what a ServerAPI in the test
+    process needs to find a node's owner and cast to it. The caller stops the client."""
+    from oslo_config import cfg
+
+    from computed.runtime import rpc
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    conf = cfg.ConfigOpts()
+    conf([])
+    return zk, rpc.get_transport(conf, url=stack["rabbitmq"].url)

@@ -26,8 +26,8 @@ from tests.functional.daemons import (
     ironic,
     make_available,
     ownership_now,
-    seen,
     wait_for,
+    wait_schedulable,
     zk_client,
 )
 
@@ -56,8 +56,7 @@ def compute(stack, world, placement, tmp_path):
     world.reporter("r1")
     for host in ("c1", "c2"):
         world.daemon(host)
-    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
-                         for n in world.nodes), 120, "nodes schedulable", world.processes)
+    wait_schedulable(world, placement)
     port = free_port()
     database = world.engine.url.render_as_string(hide_password=False)
     api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database,

@@ -21,7 +21,7 @@ from openstack import exceptions as sdk_exc
 
 from computed.testing.keystone import ADMIN, MEMBER_A, MEMBER_B, PEOPLE
 from computed.testing.process import free_port
-from tests.functional.daemons import make_available, seen, wait_for
+from tests.functional.daemons import make_available, wait_for, wait_schedulable
 from tests.functional.test_api import IMAGE, ApiProcess, gold_flavor
 
 WORLD_NODES = 2
@@ -33,8 +33,7 @@ def compute(stack, world, placement, tmp_path, keystone_service):
     make_available(stack, world.nodes)
     world.reporter("r1")
     world.daemon("c1")
-    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
-                         for n in world.nodes), 120, "nodes schedulable", world.processes)
+    wait_schedulable(world, placement)
     port = free_port()
     database = world.engine.url.render_as_string(hide_password=False)
     ks = keystone_service

@@ -12,14 +12,17 @@ from __future__ import annotations
 import random
 
 import pytest
-from kazoo.client import KazooClient
-from oslo_config import cfg
 
 from computed.fleet.membership import fleet_root
 from computed.instances import retries, scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
-from computed.runtime import keystone, rpc
-from tests.functional.daemons import ironic, make_available, seen, wait_for
+from computed.runtime import keystone
+from tests.functional.daemons import (
+    instance_bus,
+    ironic,
+    make_available,
+    wait_schedulable,
+)
 
 WORLD_NODES = 3
 IMAGE = "http://127.0.0.1/images/demo.qcow2"
@@ -47,13 +50,8 @@ def fleet(stack, world, placement, computed_config):
     world.reporter("r1")
     for host in ("c1", "c2"):
         world.daemon(host)
-    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
-                         for n in world.nodes), 120, "nodes schedulable", world.processes)
-    zk = KazooClient(hosts=stack["zookeeper"].hosts)
-    zk.start(timeout=15)
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    wait_schedulable(world, placement)
+    zk, transport = instance_bus(stack)
     world.placement_adapter = keystone.load_adapter(computed_config, "placement")
     world.owner_of = scheduler.zookeeper_owner(zk, fleet_root(world.group))
     world.compute = ComputeAPI(transport)

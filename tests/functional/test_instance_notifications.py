@@ -11,14 +11,13 @@ import threading
 
 import oslo_messaging
 import pytest
-from kazoo.client import KazooClient
 from oslo_config import cfg
 
 from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
-from computed.runtime import keystone, rpc
-from tests.functional.daemons import make_available, seen, wait_for
+from computed.runtime import keystone
+from tests.functional.daemons import instance_bus, make_available, wait_for, wait_schedulable
 
 WORLD_NODES = 2
 IMAGE = "http://127.0.0.1/images/demo.qcow2"
@@ -72,13 +71,8 @@ def test_one_servers_life_is_heard_as_versioned_notifications(stack, world, plac
     daemon = world.daemon("c1", extra=f"[oslo_messaging_notifications]\ndriver = messagingv2\n"
                                       f"topics = {heard.topic}\n")
     daemon.wait_log("claimed", timeout=120)  # other groups' daemons report these nodes too
-    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
-                         for n in world.nodes), 120, "nodes schedulable", world.processes)
-    zk = KazooClient(hosts=stack["zookeeper"].hosts)
-    zk.start(timeout=15)
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    wait_schedulable(world, placement)
+    zk, transport = instance_bus(stack)
     try:
         api = ServerAPI(world.engine, keystone.load_adapter(computed_config, "placement"),
                         ComputeAPI(transport),

@@ -10,14 +10,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from kazoo.client import KazooClient
-from oslo_config import cfg
 
 from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
-from computed.runtime import keystone, rpc
-from tests.functional.daemons import BIN, ironic, make_available, seen, wait_for
+from computed.runtime import keystone
+from tests.functional.daemons import (
+    BIN,
+    instance_bus,
+    ironic,
+    make_available,
+    wait_for,
+    wait_schedulable,
+)
 
 WORLD_NODES = 8
 SESSION = 2
@@ -32,13 +37,8 @@ def fleet(stack, world, placement, computed_config):
     world.reporter("r1")
     for host in ("c1", "c2", "c3"):
         world.daemon(host, session_timeout=SESSION, rehome_grace=GRACE)
-    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
-                         for n in world.nodes), 120, "nodes schedulable", world.processes)
-    zk = KazooClient(hosts=stack["zookeeper"].hosts)
-    zk.start(timeout=15)
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    wait_schedulable(world, placement)
+    zk, transport = instance_bus(stack)
     api = ServerAPI(world.engine, keystone.load_adapter(computed_config, "placement"),
                     ComputeAPI(transport), scheduler.zookeeper_owner(zk, fleet_root(world.group)))
     world.api = api
