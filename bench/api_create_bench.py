@@ -20,13 +20,20 @@ import os
 import sys
 import threading
 import time
-import urllib.request
 import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 
 import openstack
 
-from bench.common import arguments, fmt, machine, say, stack_for, workdir_or_tmp
+from bench.common import (
+    arguments,
+    fmt,
+    machine,
+    say,
+    stack_for,
+    wait_for_api,
+    workdir_or_tmp,
+)
 from bench.instance_bench import SERVICES, World, pct
 from bench.seed import make_template, seed_nodes
 from computed.testing.process import free_port
@@ -81,15 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                                    f"workers = {args.workers}\nauth_strategy = noauth2\n"
                                    "[quota]\ninstances = -1\n").start()
             base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/healthcheck", timeout=2):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline or not api.alive:
-                        raise RuntimeError(f"computed-api did not start ({api.log})") from None
-                    time.sleep(0.5)
+            wait_for_api(base, lambda: api.alive, api.log)
             admin = connection(base, "admin:admin")
             flavor = admin.compute.create_flavor(name=f"bm-{prefix}", ram=0, vcpus=0, disk=0)
             admin.compute.create_flavor_extra_specs(flavor, {f"resources:{world.rc}": "1"})

@@ -21,14 +21,13 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import openstack
 import sqlalchemy as sa
 
-from bench.common import arguments, machine, say, stack_for, workdir_or_tmp
+from bench.common import arguments, machine, say, stack_for, wait_for_api, workdir_or_tmp
 from computed import db
 from computed.db import api as db_api
 from computed.db import models
@@ -81,15 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                                    stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/healthcheck", timeout=2):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline or api.poll() is not None:
-                        raise SystemExit(f"computed-api did not start (log: {work}/api.log)")
-                    time.sleep(0.5)
+            try:
+                wait_for_api(base, lambda: api.poll() is None, f"log: {work}/api.log")
+            except RuntimeError as exc:
+                raise SystemExit(str(exc)) from None
             conn = openstack.connection.Connection(
                 auth_type="admin_token", auth={"endpoint": f"{base}/v2.1",
                                                "token": f"u:{PROJECT}"})

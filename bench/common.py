@@ -24,7 +24,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from oslo_config import cfg
@@ -210,3 +211,17 @@ def write_section(path: Path, heading: str, text: str, keep: str | None = None) 
     if keep and keep in old:
         text = text.rstrip("\n") + "\n\n" + old[old.index(keep):].strip("\n") + "\n"
     path.write_text(current[:start] + text.rstrip("\n") + "\n" + ("\n" + tail if tail else ""))
+
+
+def wait_for_api(base: str, alive: Callable[[], bool], log: object, timeout: float = 120) -> None:
+    """Wait until computed-api at ``base`` answers its /healthcheck; RuntimeError naming the log
+    when it exits or does not answer within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/healthcheck", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline or not alive():
+                raise RuntimeError(f"computed-api did not start ({log})") from None
+            time.sleep(0.5)
