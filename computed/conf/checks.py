@@ -103,6 +103,16 @@ def check_writable_directory(group: str, option: str, path: str | None) -> None:
         raise ConfigError(group, option, f'directory {directory} is not writable by this user')
 
 
+def check_batch_size(batch_size: int, max_reports_per_call: int) -> None:
+    """A daemon's batches must fit what a reporter applies from one call: a larger batch has its
+    tail answered "failed" and sent again on every call."""
+    if batch_size > max_reports_per_call:
+        raise ConfigError('reporter', 'batch_size',
+                          f'{batch_size} is above max_reports_per_call '
+                          f'({max_reports_per_call}): a reporter would refuse the rest of every '
+                          'batch; lower batch_size or raise max_reports_per_call')
+
+
 def check_http_url(group: str, option: str, value: str | None) -> None:
     """An endpoint keystoneauth will send requests to: unset is fine."""
     if not value:
