@@ -2,7 +2,7 @@
 
 Owns the service documents. The services are the ``computed`` daemons of ``[coordination]
 group``: a member of the group in ZooKeeper is ``up``; a host that is not a member but still
-claims nodes, hosts live instances or has a drain marker is ``down`` (as ``computed-manage
+hosts live instances or has a drain marker is ``down`` (as ``computed-manage
 fleet status`` reads them, :mod:`computed.fleet.membership`). A service is ``disabled`` while
 it has a persistent drain marker (the operator's, as ``computed-manage fleet drain`` writes it;
 the marker's reason is the ``disabled_reason``): disabling drains the daemon (its free nodes
@@ -12,6 +12,9 @@ them.
 
 A service's id is a uuid derived from the group and host (stable across restarts) from
 microversion 2.53 on, its position in the host list before.
+
+Claims are not read: a daemon's claims live and die with its ZooKeeper session, as its
+membership does, and reading them would cost a request per node on every listing.
 """
 
 from __future__ import annotations
@@ -28,11 +31,9 @@ from computed.api.backends import Backends
 from computed.api.request import Call, json_response
 from computed.conf.default import normalise_host
 from computed.db import api as db_api
-from computed.fleet.claims import read_claims
 from computed.fleet.membership import (
     clear_draining,
     drain_markers_path,
-    fleet_root,
     mark_draining,
     read_members,
 )
@@ -75,10 +76,8 @@ def _services(backends: Backends) -> list[dict[str, Any]]:
         members = {m.name for m in read_members(backends.zookeeper,
                                                 group_path(backends.coordinator, group),
                                                 draining)}
-        claimants = {record.host for record in read_claims(backends.zookeeper,
-                                                           fleet_root(group)).values()}
         disabled = _disabled(backends, draining)
-    hosts = members | claimants | set(disabled) | set(db_api.instance_hosts(
+    hosts = members | set(disabled) | set(db_api.instance_hosts(
         backends.engine).values())
     return [{'host': host, 'up': host in members, 'disabled': host in disabled,
              'reason': disabled.get(host)} for host in sorted(hosts)]
