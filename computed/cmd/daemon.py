@@ -205,7 +205,8 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         endpoint.stop()
         service.close()
     if failed is not None:
-        LOG.error('computed stopped: %s', failed)
+        # Some exceptions (kazoo's ConnectionLoss) have no message: the type is then the reason.
+        LOG.error('computed stopped: %s', str(failed) or type(failed).__name__)
         return EXIT_BACKEND
     LOG.info('computed stopped')
     return 0
