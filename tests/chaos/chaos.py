@@ -15,6 +15,13 @@ namespaces (:mod:`tests.chaos.netns`: one per daemon, the controller behind a br
   rules for the live members with every sticky node's host live, and Placement == Ironic).
 
 After the last fault the invariants are checked from evidence (:meth:`Chaos.check`).
+
+Forgeries (:data:`FORGERIES`) are faults an attacker causes: reports published to the reporters
+(wrong host, stale claim epoch, ``seq = 2**62``, oversize, garbage), instance casts with a member
+epoch not the target's, znodes planted in the fleet's group. Each is checked on the spot (refused,
+nothing done, nothing frozen, the planted entries reported and never on the ring); what went
+wrong is one more invariant. With ``zk_credentials`` the fleet runs with ZooKeeper ACLs, the
+planting is an insider's (the fleet's own credentials) and an anonymous client must be refused.
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ FORGERIES = ("forged_report", "forged_cast", "planted_member")
 KINDS += FORGERIES
 # Where the reporters listen (tests.functional.daemons.Process writes it into every config).
 REPORTER_TOPIC = "reporter-{group}"
+# The instance states forged casts are sent for: nothing in progress that could change them.
+SETTLED = (models.ACTIVE, models.STOPPED, models.ERROR)
 # Each daemon's metrics endpoint, on its own address in its own namespace.
 METRICS_PORT = 9181
 # How long a forgery's effect (or its refusal) may take to show before it counts as missing.
@@ -818,19 +827,20 @@ class Chaos:
             time.sleep(0.5)
 
     def _fault_forged_cast(self, hold: float) -> str:
-        """Instance casts (delete, stop, reboot) to an ACTIVE instance's daemon carrying a member
-        epoch that is not the daemon's (an old one, a future one, garbage): each refused in one
-        line of that daemon's log, and nothing done to the instance nor its node."""
+        """Instance casts (delete, stop, reboot) to a settled instance's daemon (ACTIVE, STOPPED
+        or ERROR) carrying a member epoch that is not the daemon's (an old one, a future one,
+        garbage): each refused in one line of that daemon's log, and nothing done to the
+        instance nor its node."""
         members = {m.name: m.member_epoch for m in ownership_now(self.zk, self.group)[0]}
         rows = [r for r in db_api.live_instances(self.engine)
-                if r.state == models.ACTIVE and r.host in members and r.node_uuid]
+                if r.state in SETTLED and r.host in members and r.node_uuid]
         if not rows:
-            return "no ACTIVE instance on a live member to forge casts for"
+            return "no settled instance on a live member to forge casts for"
         picks = self.rng.sample(rows, min(2, len(rows)))
         self._protect({r.uuid for r in picks} | {r.node_uuid for r in picks})
         try:
             picks = [r for r in (db_api.get_instance(self.engine, p.uuid) for p in picks)
-                     if r is not None and r.state == models.ACTIVE]  # as protected
+                     if r is not None and r.state in SETTLED]  # as protected
             before = {r.uuid: self._ironic("GET", f"/nodes/{r.node_uuid}") for r in picks}
             expected: dict[str, list[str]] = {}
             for row in picks:
@@ -868,7 +878,7 @@ class Chaos:
                 was = before[row.uuid]
                 changed = [key for key in ("provision_state", "power_state", "instance_uuid")
                            if node.get(key) != was.get(key)]
-                if now is None or now.state != models.ACTIVE or now.host != row.host or changed:
+                if now is None or now.state != row.state or now.host != row.host or changed:
                     self._forgery_failed(
                         f"forged casts acted on instance {row.uuid}: state "
                         f"{None if now is None else now.state} on "
@@ -1074,7 +1084,8 @@ class Chaos:
         """The invariant of the forged messages and planted members (when any ran)."""
         if not self.forgeries:
             return
-        sent = ", ".join(f"{k} {v}" for k, v in sorted(self.forgeries.items()))
+        sent = (f"{sum(self.forgeries.values())} forged message(s) or znode(s) of "
+                f"{len(self.forgeries)} kind(s)")
         self.results.check("no forged report or cast taken, no planted member on the ring",
                            not self.forgery_violations,
                            "; ".join(self.forgery_violations[:3]) if self.forgery_violations
