@@ -1149,7 +1149,7 @@ def forged_report_calls(claims: dict[str, ClaimRecord], states: dict[str, dict],
         ("garbage items", {"reports": [1, None, "x", [], {"uuid": 5}, {"uuid": node}, True, 1.5]}),
         ("wrong field types", {"reports": [
             {**base, "claim_epoch": True}, {**base, "seq": "1"}, {**base, "seq": -1},
-            {**base, "state": [1]}, {**base, "uuid": node.upper()},
+            {**base, "state": [1]}, {**base, "uuid": node.replace("-", "")},
             {**base, "state": {**forged, "reserved": "lots"}},
             {**base, "state": {**forged, "uuid": str(uuidlib.uuid4())}},
             {**base, "state": {**forged, "resource_class": 7}},
