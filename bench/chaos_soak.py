@@ -28,7 +28,9 @@ DESCRIPTION = (
     "the services in the root namespace. Recovery = time from the heal (restart, SIGCONT, link "
     "up, rule removed, drain done) to convergence: claims == ownership rules for the live "
     "members with no orphan, and Placement == Ironic for every node (the workload pauses while "
-    "recovery is measured).")
+    "recovery is measured). Forgeries (forged_report, forged_cast, planted_member) are an "
+    "attacker's messages on the bus and znodes in the group: each must be refused on the spot "
+    "(its own invariant), then the fleet recovers as from any fault.")
 
 
 def markdown(chaos: Chaos, args, minutes_run: float) -> str:
@@ -38,10 +40,12 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
     facts = machine_facts()
     lines = [SECTION, "",
              (f"`.venv/bin/python -m bench.chaos_soak --minutes {args.minutes:g} "
-             f"--seed {args.seed} --daemons {args.daemons} --nodes {args.nodes}` on "
+             f"--seed {args.seed} --daemons {args.daemons} --nodes {args.nodes}"
+             f"{'' if args.zk_credentials else ' --zk-credentials='}` on "
              f"{facts['nproc']} cores ({facts['python']}), machine shared with other work (load "
              f"average at the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session "
-             f"timeout {chaos.session} s, rehome_grace {chaos.grace:g} s."), "", DESCRIPTION, "",
+             f"timeout {chaos.session} s, rehome_grace {chaos.grace:g} s, ZooKeeper ACLs "
+             f"{'on' if args.zk_credentials else 'off'}."), "", DESCRIPTION, "",
              "| fault | injected | recovered |", "|---|---|---|"]
     for kind, (count, ok) in sorted(summary["by_kind"].items()):
         lines.append(f"| {kind} | {count} | {ok} |")
@@ -62,13 +66,16 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=60)
     parser.add_argument("--session", type=int, default=3)
     parser.add_argument("--grace", type=float, default=3.0)
+    parser.add_argument("--zk-credentials", default="computed:chaos-soak",
+                        help="the fleet's ZooKeeper credentials (user:password: ACLs on); "
+                             "'' runs with ZooKeeper open")
     parser.add_argument("--benchmarks", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     print(f"chaos soak: seed {args.seed}, {args.minutes:g} min", flush=True)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-soak-"))
     chaos = Chaos(workdir, args.seed, daemons=args.daemons, nodes=args.nodes,
-                  session=args.session, grace=args.grace,
+                  session=args.session, grace=args.grace, zk_credentials=args.zk_credentials,
                   log=lambda text: print(text, flush=True))
     try:
         chaos.setup()

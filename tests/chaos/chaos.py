@@ -15,6 +15,13 @@ namespaces (:mod:`tests.chaos.netns`: one per daemon, the controller behind a br
   rules for the live members with every sticky node's host live, and Placement == Ironic).
 
 After the last fault the invariants are checked from evidence (:meth:`Chaos.check`).
+
+Forgeries (:data:`FORGERIES`) are faults an attacker causes: reports published to the reporters
+(wrong host, stale claim epoch, ``seq = 2**62``, oversize, garbage), instance casts with a member
+epoch not the target's, znodes planted in the fleet's group. Each is checked on the spot (refused,
+nothing done, nothing frozen, the planted entries reported and never on the ring); what went
+wrong is one more invariant. With ``zk_credentials`` the fleet runs with ZooKeeper ACLs, the
+planting is an insider's (the fleet's own credentials) and an anonymous client must be refused.
 """
 
 from __future__ import annotations
@@ -28,21 +35,27 @@ import subprocess
 import threading
 import time
 import traceback
+import urllib.request
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 from oslo_config import cfg
+from prometheus_client.parser import text_string_to_metric_families
+from tooz import utils as tooz_utils
 
 from computed import conf as computed_conf
 from computed import db
 from computed.db import api as db_api
 from computed.db import models
 from computed.fleet.audit import fencing_violations
+from computed.fleet.claims import ClaimRecord, read_claims
 from computed.fleet.membership import fleet_root
-from computed.instances import scheduler
+from computed.instances import rpcapi, scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
+from computed.providers.report import API_VERSION, Outcome
 from computed.providers.state import normalise_resource_class, provider_from_node
 from computed.runtime import keystone, rpc
 from computed.testing import postgres
@@ -74,6 +87,18 @@ PLACEMENT_VERSION = {"OpenStack-API-Version": "placement 1.39"}
 KINDS = ("kill_daemon", "kill_reporter", "freeze_daemon", "partition_zookeeper",
          "partition_all", "restart_zookeeper", "restart_rabbitmq", "restart_placement",
          "restart_ironic", "add_daemon", "drain_daemon")
+# An attacker on the bus or in ZooKeeper (issue 16 items 7, 8, 9): forged reports to the reporter,
+# forged instance casts to a daemon, members planted in the group (see the _fault_* methods).
+FORGERIES = ("forged_report", "forged_cast", "planted_member")
+KINDS += FORGERIES
+# Where the reporters listen (tests.functional.daemons.Process writes it into every config).
+REPORTER_TOPIC = "reporter-{group}"
+# The instance states forged casts are sent for: nothing in progress that could change them.
+SETTLED = (models.ACTIVE, models.STOPPED, models.ERROR)
+# Each daemon's metrics endpoint, on its own address in its own namespace.
+METRICS_PORT = 9181
+# How long a forgery's effect (or its refusal) may take to show before it counts as missing.
+FORGERY_WAIT = 20.0
 
 
 def start_stack(workdir: Path) -> Stack:
@@ -159,7 +184,9 @@ class NetDaemon(Daemon):
     def __init__(self, host_ns: netns.Host, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.ns = host_ns
-        self.conf.write_text(self.conf.read_text().replace("127.0.0.1", host_ns.network.controller))
+        self.conf.write_text(self.conf.read_text().replace("127.0.0.1", host_ns.network.controller)
+                             + f"[metrics]\nbind_host = {host_ns.address}\nport = {METRICS_PORT}\n")
+        self.metrics = f"http://{host_ns.address}:{METRICS_PORT}/metrics"
 
     def start(self) -> NetDaemon:
         with open(self.log, "ab") as out:
@@ -172,7 +199,9 @@ class NetDaemon(Daemon):
 
 class Chaos:
     def __init__(self, workdir: Path, seed: int, daemons: int = 3, nodes: int = 40,
-                 session: int = 3, grace: float = 3.0, log=print):
+                 session: int = 3, grace: float = 3.0, log=print, zk_credentials: str = ""):
+        """``zk_credentials`` ("user:password"): the fleet's ZooKeeper credentials (digest ACLs on
+        every znode it creates); empty: ZooKeeper open to anyone, as without credentials."""
         self.workdir = Path(workdir)
         self.seed = seed
         self.rng = random.Random(seed)
@@ -205,6 +234,12 @@ class Chaos:
         self._threads: list[threading.Thread] = []
         self._next_host = 0
         self._lock = threading.Lock()
+        self.zk_credentials = zk_credentials
+        self.daemon_extra: dict[str, str] = {}       # more config for one daemon, by host
+        # Forgeries: what the workload leaves alone while one runs, and what went wrong.
+        self.protected: set[str] = set()             # node and instance uuids
+        self.forgery_violations: list[str] = []
+        self.forgeries: dict[str, int] = {}          # messages sent, by what they forged
 
     # --- setup and teardown ----------------------------------------------------------------
 
@@ -215,6 +250,11 @@ class Chaos:
         self.log(f"[{self.now():7.1f}s] {text}")
 
     def setup(self) -> None:
+        self.setup_services()
+        self.setup_fleet()
+
+    def setup_services(self) -> None:
+        """The stack, the network, the database, this run's nodes and its own clients."""
         reason = netns.available()
         if reason:
             raise netns.NetnsUnavailable(reason)
@@ -243,7 +283,9 @@ class Chaos:
         computed_conf.register_opts(self.conf)
         self.conf(["--config-file", str(conf_path)], project="computed")
         self.placement = keystone.load_adapter(self.conf, "placement")
-        self.zk = KazooClient(hosts=self.stack["zookeeper"].hosts, timeout=10)
+        self.zk = KazooClient(hosts=self.stack["zookeeper"].hosts, timeout=10,
+                              auth_data=[("digest", self.zk_credentials)]
+                              if self.zk_credentials else None)
         self.zk.start(timeout=30)
         self.transport = rpc.get_transport(self.conf, url=self.stack["rabbitmq"].url)
         self.api = ServerAPI(self.engine, self.placement, ComputeAPI(self.transport),
@@ -255,8 +297,22 @@ class Chaos:
         make_available(self.stack, self.nodes[: self.n_nodes * 3 // 4])
         for node in self.nodes[:3]:
             self._ironic("PUT", f"/nodes/{node}/traits", {"traits": ["CUSTOM_CHAOS"]})
+        self.results.timings["setup"] = time.monotonic() - started
+
+    @property
+    def zookeeper_url(self) -> str:
+        """The fleet's backend URL (with its credentials, if any)."""
+        url = self.stack["zookeeper"].url
+        if self.zk_credentials:
+            url = url.replace("zookeeper://", f"zookeeper://{self.zk_credentials}@")
+        return url
+
+    def setup_fleet(self) -> None:
+        """The reporter and the daemons, up to the first convergence."""
+        started = time.monotonic()
         self.reporter = Reporter(self.stack, self.workdir, "rep1", group=self.group,
-                                 database=self.database).start()
+                                 database=self.database,
+                                 zookeeper_url=self.zookeeper_url).start()
         for _ in range(self.n_daemons):
             self._start_daemon(self._new_host())
         self.say(f"seed {self.seed}: {len(self.nodes)} nodes, daemons {sorted(self.live)}, "
@@ -264,7 +320,7 @@ class Chaos:
         took = self.wait_converged(180, placement_too=True)
         if took is None:
             raise AssertionError("the fleet never converged before any fault\n" + self.tails())
-        self.results.timings["setup"] = time.monotonic() - started
+        self.results.timings["setup"] += time.monotonic() - started
 
     @property
     def ironic_url(self) -> str:
@@ -272,6 +328,10 @@ class Chaos:
 
     def _ironic(self, method: str, path: str, body=None):
         return request(method, f"{self.ironic_url}/v1{path}", body, timeout=10, attempts=3)
+
+    def ironic(self, method: str, path: str, body=None):
+        """One request to this run's Ironic (``path`` under /v1), for tests."""
+        return self._ironic(method, path, body)
 
     def _new_host(self) -> str:
         self._next_host += 1
@@ -283,7 +343,8 @@ class Chaos:
             daemon = NetDaemon(self.network.host(host), self.stack, self.workdir, host,
                                session_timeout=self.session, group=self.group,
                                database=self.database, rehome_grace=self.grace,
-                               drain_timeout=15)
+                               drain_timeout=15, zookeeper_url=self.zookeeper_url,
+                               extra=self.daemon_extra.get(host, ""))
             self.daemons[host] = daemon
         daemon.start()
         self.live.add(host)
@@ -507,17 +568,21 @@ class Chaos:
 
     def _op_delete(self, rng) -> None:
         rows = [r for r in db_api.live_instances(self.engine)
-                if r.state in (models.ACTIVE, models.ERROR, models.STOPPED)]
+                if r.state in (models.ACTIVE, models.ERROR, models.STOPPED)
+                and r.uuid not in self.protected]
         if not rows:
             return
         self.api.action("delete", rng.choice(rows).uuid)  # NoHost (an orphan): counted
 
     def _free_nodes(self) -> list[str]:
         hosting = set(db_api.instance_hosts(self.engine))
-        return [n for n in self.nodes if n not in self.removed_nodes and n not in hosting]
+        return [n for n in self.nodes if n not in self.removed_nodes and n not in hosting
+                and n not in self.protected]
 
     def _op_maintenance(self, rng) -> None:
         node = rng.choice([n for n in self.nodes if n not in self.removed_nodes])
+        if node in self.protected:
+            return
         if rng.random() < 0.5:
             self._ironic("PUT", f"/nodes/{node}/maintenance", {"reason": "chaos"})
         else:
@@ -525,6 +590,8 @@ class Chaos:
 
     def _op_traits(self, rng) -> None:
         node = rng.choice([n for n in self.nodes if n not in self.removed_nodes])
+        if node in self.protected:
+            return
         traits = rng.sample(["CUSTOM_CHAOS", "CUSTOM_FAST", "HW_CPU_X86_AVX2"], rng.randint(0, 2))
         self._ironic("PUT", f"/nodes/{node}/traits", {"traits": traits})
 
@@ -645,15 +712,251 @@ class Chaos:
             self.live.discard(target)
             self.retired.add(target)
             self.manage("fleet", "undrain", target)
+        elif kind in FORGERIES:
+            fault.note = getattr(self, f"_fault_{kind}")(hold)
         fault.healed = self.now()
         return fault
 
-    def manage(self, *args: str) -> None:
+    def manage(self, *args: str) -> str:
+        """Run computed-manage with the reporter's configuration; its output."""
         conf = self.reporter.conf
         result = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(conf), *args],
                                 capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
             raise AssertionError(f"computed-manage {' '.join(args)}: {result.stderr}")
+        return result.stdout
+
+    # --- forgeries: an attacker on the bus or in ZooKeeper, under the running workload --------
+    #
+    # Each sends what an attacker would, checks right away that nothing of it was taken (a
+    # violation is kept in self.forgery_violations, which check() reports), and leaves nothing
+    # behind: the fleet must then converge as after any fault.
+
+    def _forgery_failed(self, text: str) -> None:
+        self.forgery_violations.append(f"t={self.now():.1f}s {text}")
+        self.say(f"VIOLATION: {text}")
+
+    def _forged(self, what: str, count: int = 1) -> None:
+        with self._lock:
+            self.forgeries[what] = self.forgeries.get(what, 0) + count
+
+    def _protect(self, uuids: set[str]) -> None:
+        with self._lock:
+            self.protected |= uuids
+
+    def _unprotect(self) -> None:
+        with self._lock:
+            self.protected = set()
+
+    def _fault_forged_report(self, hold: float) -> str:
+        """Reports an attacker publishes to the reporters: from the wrong host, with a stale or
+        future claim epoch, ``seq = 2**62``, over every size limit, of garbage types. None may
+        be applied (each answered fenced, invalid or, past the batch limit, failed), the
+        reporter logs no traceback, and a real change of each node afterwards still reaches
+        Placement (no provider frozen)."""
+        ironic = self.ironic_nodes()
+        records = read_claims(self.zk, fleet_root(self.group))
+        candidates = sorted(n for n, r in records.items() if n in ironic and r.host in self.live
+                            and n not in self.removed_nodes)
+        if not candidates:
+            return "no claimed node to forge reports for"
+        picks = self.rng.sample(candidates, min(2, len(candidates)))
+        self._protect(set(picks))
+        try:
+            states = {}
+            for node in picks:
+                want = provider_from_node(node_from_api(ironic[node]))
+                states[node] = want.to_dict() if want is not None else {
+                    "uuid": node, "name": node, "resource_class": self.rc, "reserved": 0,
+                    "traits": []}
+            messages = forged_report_calls({n: records[n] for n in picks}, states,
+                                           sorted(self.live), int(time.time() * 1000),
+                                           self.conf.reporter.max_reports_per_call)
+            log_from = self.reporter.log.stat().st_size if self.reporter.log.exists() else 0
+            client = rpc.get_client(self.transport, REPORTER_TOPIC.format(group=self.group),
+                                    version=API_VERSION).prepare(timeout=60)
+            for what, arguments in messages:
+                self._forged(what)
+                try:
+                    answers = client.call({}, "apply_reports", **arguments)
+                except Exception as exc:  # noqa: BLE001 - an error is a finding, not a crash
+                    self._forgery_failed(f"forged report ({what}): the call failed: "
+                                         f"{exc!r}"[:300])
+                    continue
+                taken = [a for a in answers or () if not (isinstance(a, list) and len(a) == 3
+                                                           and a[2] in REFUSED)]
+                if taken:
+                    self._forgery_failed(f"forged report ({what}) not refused: {taken[:2]}")
+            new_log = self.reporter.log.read_bytes()[log_from:].decode(errors="replace")
+            if "Traceback" in new_log:
+                self._forgery_failed("the reporter logged a traceback for a forged report: "
+                                     + new_log[new_log.index("Traceback"):][:300])
+            # A real change afterwards must still reach Placement.
+            for node in picks:
+                traits = [] if "CUSTOM_CHAOS" in ironic[node].get("traits", []) \
+                    else ["CUSTOM_CHAOS"]
+                self._ironic("PUT", f"/nodes/{node}/traits", {"traits": traits})
+            frozen = self._wait_placement_matches(picks, FORGERY_WAIT + hold)
+            for node, why in frozen.items():
+                self._forgery_failed(f"provider {node} frozen after forged reports: a real "
+                                     f"change never reached Placement ({why})")
+        finally:
+            self._unprotect()
+        return f"{len(messages)} forged calls on {len(picks)} node(s), none applied" \
+            if not self.forgery_violations else "see the forgery violations"
+
+    def _wait_placement_matches(self, nodes: list[str], timeout: float) -> dict[str, str]:
+        """Wait until the providers of ``nodes`` are what Ironic says; {node: how not} left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = {}
+            for node in nodes:
+                try:
+                    want = provider_from_node(node_from_api(self._ironic("GET",
+                                                                         f"/nodes/{node}")))
+                    got = self.placement_state(node)
+                except Exception as exc:  # noqa: BLE001 - ask again
+                    left[node] = repr(exc)[:120]
+                    continue
+                expected = None if want is None else (
+                    want.name, {want.resource_class: want.reserved}, want.traits)
+                if got != expected:
+                    left[node] = f"placement {got} != ironic {expected}"
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.5)
+
+    def _fault_forged_cast(self, hold: float) -> str:
+        """Instance casts (delete, stop, reboot) to a settled instance's daemon (ACTIVE, STOPPED
+        or ERROR) carrying a member epoch that is not the daemon's (an old one, a future one,
+        garbage): each refused in one line of that daemon's log, and nothing done to the
+        instance nor its node."""
+        members = {m.name: m.member_epoch for m in ownership_now(self.zk, self.group)[0]}
+        rows = [r for r in db_api.live_instances(self.engine)
+                if r.state in SETTLED and r.host in members and r.node_uuid]
+        if not rows:
+            return "no settled instance on a live member to forge casts for"
+        picks = self.rng.sample(rows, min(2, len(rows)))
+        self._protect({r.uuid for r in picks} | {r.node_uuid for r in picks})
+        try:
+            picks = [r for r in (db_api.get_instance(self.engine, p.uuid) for p in picks)
+                     if r is not None and r.state in SETTLED]  # as protected
+            before = {r.uuid: self._ironic("GET", f"/nodes/{r.node_uuid}") for r in picks}
+            expected: dict[str, list[str]] = {}
+            for row in picks:
+                current = members[row.host]
+                client = rpc.get_client(self.transport, rpcapi.TOPIC, server=row.host,
+                                        version=rpcapi.VERSION)
+                for method, epoch in (("delete_instance", current - 1),
+                                      ("stop_instance", current + 1_000_000),
+                                      ("reboot_instance", 1)):
+                    client.cast({}, method, instance_uuid=row.uuid, member_epoch=epoch)
+                    expected.setdefault(row.host, []).append(
+                        f"refusing {method} of instance {row.uuid}: sent for member epoch "
+                        f"{epoch}")
+                for garbage in ("0", True, [current]):
+                    client.cast({}, "delete_instance", instance_uuid=row.uuid,
+                                member_epoch=garbage)
+                    expected[row.host].append(f"dropping delete_instance of instance {row.uuid}: "
+                                              f"member epoch")
+                self._forged("instance casts", 6)
+            deadline = time.monotonic() + FORGERY_WAIT
+            missing = expected
+            while missing and time.monotonic() < deadline:
+                time.sleep(0.5)
+                missing = {host: [line for line in lines if line not in self.daemons[host].log
+                                  .read_text(errors="replace")]
+                           for host, lines in expected.items()}
+                missing = {host: lines for host, lines in missing.items() if lines}
+            for host, lines in missing.items():
+                self._forgery_failed(f"{host} did not refuse {len(lines)} forged cast(s) in its "
+                                     f"log: {lines[0]}")
+            time.sleep(hold)  # time for anything wrongly queued to show
+            for row in picks:
+                now = db_api.get_instance(self.engine, row.uuid)
+                node = self._ironic("GET", f"/nodes/{row.node_uuid}")
+                was = before[row.uuid]
+                changed = [key for key in ("provision_state", "power_state", "instance_uuid")
+                           if node.get(key) != was.get(key)]
+                if now is None or now.state != row.state or now.host != row.host or changed:
+                    self._forgery_failed(
+                        f"forged casts acted on instance {row.uuid}: state "
+                        f"{None if now is None else now.state} on "
+                        f"{None if now is None else now.host}, node {row.node_uuid} changed "
+                        f"{changed}")
+        finally:
+            self._unprotect()
+        return f"6 forged casts to each of {len(picks)} instance(s)"
+
+    def _fault_planted_member(self, hold: float) -> str:
+        """A persistent znode planted in the group (capabilities a daemon would write, a big
+        weight) and a live (ephemeral) one with garbage data: neither is on the ring (no claim
+        names them, claims == rules for the live members), ``fleet status`` and every daemon's
+        gauge computed_fleet_group_entries_ignored report them; then they are removed and the
+        gauge goes back to 0. With credentials, they are planted as the fleet (an insider), and
+        an anonymous client must be refused."""
+        group_path = f"/tooz/{self.group}"
+        planted = {f"planted-{self.token}": (tooz_utils.dumps(
+                       {"host": f"planted-{self.token}", "weight": 1000}), False),
+                   f"garbage-{self.token}": (b"\x93\xffnot capabilities\x00", True)}
+        notes = []
+        if self.zk_credentials:
+            notes.append(self._anonymous_refused(group_path))
+        for name, (data, ephemeral) in planted.items():
+            self.zk.create(f"{group_path}/{name}", data, ephemeral=ephemeral)
+        self._forged("planted members", len(planted))
+        try:
+            deadline = time.monotonic() + max(hold, 3.0)
+            while time.monotonic() < deadline:
+                claims = read_claims(self.zk, fleet_root(self.group))
+                taken = sorted({r.host for r in claims.values()} & set(planted))
+                if taken:
+                    self._forgery_failed(f"planted member(s) {taken} hold claims")
+                    break
+                time.sleep(0.5)
+            status = json.loads(self.manage("fleet", "status", "--json"))
+            listed = {entry["name"] for entry in status["ignored"]}
+            members = {m["host"] for m in status["members"]}
+            if not set(planted) <= listed or members & set(planted):
+                self._forgery_failed(f"fleet status: ignored {sorted(listed)}, members "
+                                     f"{sorted(members)}; planted {sorted(planted)}")
+            self._check_ignored_gauge(len(planted))
+        finally:
+            for name in planted:
+                with contextlib.suppress(Exception):  # gone already: fine
+                    self.zk.delete(f"{group_path}/{name}")
+        self._check_ignored_gauge(0)
+        return " ".join([f"planted {', '.join(sorted(planted))}", *notes])
+
+    def _anonymous_refused(self, group_path: str) -> str:
+        anonymous = KazooClient(hosts=self.stack["zookeeper"].hosts, timeout=10)
+        anonymous.start(timeout=30)
+        try:
+            anonymous.create(f"{group_path}/anonymous-{self.token}", b"")
+        except NoAuthError:
+            return "(an anonymous client was refused)"
+        finally:
+            anonymous.stop()
+            anonymous.close()
+        with contextlib.suppress(Exception):
+            self.zk.delete(f"{group_path}/anonymous-{self.token}")
+        self._forgery_failed(f"an anonymous client planted a member in {group_path}")
+        return "(an anonymous client planted one!)"
+
+    def _check_ignored_gauge(self, count: int) -> None:
+        """Every live daemon's computed_fleet_group_entries_ignored becomes ``count``."""
+        deadline = time.monotonic() + FORGERY_WAIT
+        wrong: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            wrong = {}
+            for host in sorted(self.live):
+                value = metric(self.daemons[host].metrics, "computed_fleet_group_entries_ignored")
+                if value != count:
+                    wrong[host] = value
+            if not wrong:
+                return
+            time.sleep(0.5)
+        self._forgery_failed(f"computed_fleet_group_entries_ignored is not {count}: {wrong}")
 
     def run_faults(self, count: int | None = None, duration: float = 90.0,
                    recovery_timeout: float = 60.0) -> None:
@@ -774,7 +1077,19 @@ class Chaos:
         res.check("no fencing violation in the merged audit logs", not violations,
                   f"{len(violations)}: {violations[:3]}" if violations else
                   f"{len(records)} records, {acts} actions")
+        self.check_forgeries()
         return res
+
+    def check_forgeries(self) -> None:
+        """The invariant of the forged messages and planted members (when any ran)."""
+        if not self.forgeries:
+            return
+        sent = (f"{sum(self.forgeries.values())} forged message(s) or znode(s) of "
+                f"{len(self.forgeries)} kind(s)")
+        self.results.check("no forged report or cast taken, no planted member on the ring",
+                           not self.forgery_violations,
+                           "; ".join(self.forgery_violations[:3]) if self.forgery_violations
+                           else f"all refused: {sent}")
 
     def summary(self) -> dict:
         rec = [f.recovery for f in self.results.faults if f.recovery is not None]
@@ -787,3 +1102,73 @@ class Chaos:
                 "p50": percentile(rec, 0.5), "p95": percentile(rec, 0.95),
                 "max": max(rec) if rec else float("nan"),
                 "mean": statistics.mean(rec) if rec else float("nan")}
+
+
+#: The answers a forged report may get: never applied, stale nor kept (those mean it passed the
+#: fence).
+REFUSED = frozenset({Outcome.FENCED.value, Outcome.INVALID.value, Outcome.FAILED.value})
+
+
+def forged_report_calls(claims: dict[str, ClaimRecord], states: dict[str, dict],
+                        hosts: list[str], now_ms: int, max_reports: int) -> list[tuple[str, dict]]:
+    """(what it forges, the arguments of one ``apply_reports`` call) for each forgery of the
+    claimed nodes ``claims`` (their provider states ``states``), ``hosts`` the live daemons.
+    Every report either names a host or claim epoch the claim does not have, or breaks the
+    wire format or a limit: none is what the claim's holder would send (pure)."""
+    calls: list[tuple[str, dict]] = []
+    first = None
+    for node, record in claims.items():
+        forged = {**states[node], "name": f"forged-{node[:8]}", "traits": ["CUSTOM_FORGED"]}
+        base = {"uuid": node, "claim_epoch": record.epoch, "seq": now_ms, "host": record.host,
+                "state": forged}
+        other = next((h for h in hosts if h != record.host), "intruder")
+        first = first or (node, base, forged, other)
+        calls += [
+            ("another member as host", {"reports": [{**base, "host": other}]}),
+            ("an unknown host", {"reports": [{**base, "host": "intruder"}]}),
+            ("a delete from another member", {"reports": [{**base, "host": other,
+                                                            "state": None}]}),
+            ("a stale claim epoch", {"reports": [{**base, "claim_epoch": record.epoch - 1}]}),
+            ("a future claim epoch", {"reports": [{**base, "claim_epoch": record.epoch + 1}]}),
+            ("claim_epoch and epoch disagree", {"reports": [{**base,
+                                                             "epoch": record.epoch - 1}]}),
+            ("seq 2**62", {"reports": [{**base, "seq": 2**62}]}),
+            ("seq 2**64", {"reports": [{**base, "seq": 2**64}]}),
+            ("3000 traits", {"reports": [{**base, "state": {
+                **forged, "traits": [f"CUSTOM_T{i}" for i in range(3000)]}}]}),
+            ("a 100 kB field", {"reports": [{**base, "state": {**forged, "name": "x" * 100_000}}]}),
+        ]
+    if first is None:
+        return calls
+    node, base, forged, other = first
+    calls += [
+        (f"{max_reports + 20} reports in one call", {"reports": [
+            {**base, "host": "intruder", "seq": now_ms + i} for i in range(max_reports + 20)]}),
+        ("reports not a list", {"reports": "garbage"}),
+        ("reports null", {"reports": None}),
+        ("garbage items", {"reports": [1, None, "x", [], {"uuid": 5}, {"uuid": node}, True, 1.5]}),
+        ("wrong field types", {"reports": [
+            {**base, "claim_epoch": True}, {**base, "seq": "1"}, {**base, "seq": -1},
+            {**base, "state": [1]}, {**base, "uuid": node.replace("-", "")},
+            {**base, "state": {**forged, "reserved": "lots"}},
+            {**base, "state": {**forged, "uuid": str(uuidlib.uuid4())}},
+            {**base, "state": {**forged, "resource_class": 7}},
+            {**base, "surprise": 1}]}),
+        ("deep nesting", {"reports": [{**base, "state": {"a": {"b": {"c": {"d": 1}}}}}]}),
+        ("an unknown argument", {"reports": [], "sneaky": 1}),
+    ]
+    return calls
+
+
+def metric(url: str, name: str) -> float | None:
+    """One unlabelled sample of a Prometheus endpoint; None when it cannot be read."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return sample.value
+    return None

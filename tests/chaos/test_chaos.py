@@ -1,6 +1,8 @@
 """The short chaos run: 3 daemons (each in its own network namespace), a reporter, ~40 nodes,
-8 faults drawn from a printed seed while a workload runs, then every invariant checked from
-evidence (see :mod:`tests.chaos.chaos`). Reproduce a run with ``COMPUTED_CHAOS_SEED=<seed>``.
+8 faults drawn from a printed seed while a workload runs (forged reports and casts, planted
+members among them), then every invariant checked from evidence (see :mod:`tests.chaos.chaos`).
+The fleet runs with ZooKeeper credentials (ACLs on, as docs/security.md advises). Reproduce a run
+with ``COMPUTED_CHAOS_SEED=<seed>``.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from tests.chaos import netns
 from tests.chaos.chaos import Chaos
 
 FAULTS = 8
+CREDENTIALS = "computed:chaos-short"
+
+
 def test_short_chaos_run(tmp_path):
     reason = netns.available()
     if reason:
         pytest.skip(f"network namespaces unavailable here: {reason}")
     seed = int(os.environ.get("COMPUTED_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
     print(f"chaos seed {seed} (COMPUTED_CHAOS_SEED={seed} reproduces the fault sequence)")
-    chaos = Chaos(tmp_path, seed, daemons=3, nodes=40, session=3, grace=3.0)
+    chaos = Chaos(tmp_path, seed, daemons=3, nodes=40, session=3, grace=3.0,
+                  zk_credentials=CREDENTIALS)
     try:
         chaos.setup()
         chaos.run_faults(count=FAULTS, duration=360)  # recovery waits count too

@@ -46,13 +46,15 @@ GRACE = 1.0
 
 
 class IronicProxy:
-    """Ironic's API relayed on a port of its own; ``fail_writes`` answers PUT/PATCH with 503
-    instead of relaying them. ``requests`` lists (method, path, relayed) in arrival order."""
+    """Ironic's API relayed on a port of its own (on ``address``); ``fail_writes`` answers
+    PUT/PATCH with 503 instead of relaying them. ``requests`` lists (method, path, relayed) in
+    arrival order, ``arrived`` (wall-clock time, method, path) of each."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, address: str = "127.0.0.1"):
         self.target = target.rstrip("/")
         self.fail_writes = False
         self.requests: list[tuple[str, str, bool]] = []
+        self.arrived: list[tuple[float, str, str]] = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -63,6 +65,7 @@ class IronicProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 write = self.command in ("PUT", "PATCH", "POST", "DELETE")
+                proxy.arrived.append((time.time(), self.command, self.path))
                 if write and proxy.fail_writes:
                     proxy.requests.append((self.command, self.path, False))
                     self.answer(503, b'{"error_message": "injected by the test proxy"}', {})
@@ -89,8 +92,8 @@ class IronicProxy:
 
             do_GET = do_PUT = do_PATCH = do_POST = do_DELETE = relay
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server = http.server.ThreadingHTTPServer((address, 0), Handler)
+        self.url = f"http://{address}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
