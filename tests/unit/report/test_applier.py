@@ -24,6 +24,18 @@ class FakePlacement:
         self.generations = {}
         self.allocations = set()
         self.down = False
+        self.created = []
+        self.reshaped = []
+
+    def create(self, provider):
+        if self.down:
+            raise PlacementUnavailable(provider.uuid, "connection refused")
+        self.created.append(provider.uuid)
+        return provider.uuid not in self.providers
+
+    def set_new_inventories(self, states):
+        self.reshaped.append([provider.uuid for provider in states])
+        return []
 
     def apply(self, provider, assume_new=False, last_applied=None):
         if self.down:
