@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import ast
 import calendar
+import collections
+import datetime
 import json
 import os
 import random
@@ -320,6 +322,26 @@ def queue_messages(stack, queue: str) -> str:
                      if line.split("\t")[0] == queue) or "-"
 
 
+def placement_requests(stack, t_from: float, t_to: float) -> dict[str, int]:
+    """Requests Placement logged between two wall-clock times, by method and path kind."""
+    counts: collections.Counter[str] = collections.Counter()
+    with open(stack["placement"].log, errors="replace") as log:
+        for line in log:
+            if "placement.requestlog" not in line:
+                continue
+            try:
+                t = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+            except ValueError:
+                continue
+            if not t_from <= t <= t_to:
+                continue
+            match = re.search(r'"(GET|POST|PUT|DELETE) (/[^" ?]*)', line)
+            if match:
+                kind = re.sub(r"/[0-9a-f-]{36}", "/{uuid}", match.group(2))
+                counts[f"{match.group(1)} {kind}"] += 1
+    return dict(counts)
+
+
 def service_pids(stack) -> dict[str, list[int]]:
     out = {}
     for name in ("placement", "ironic"):
@@ -459,13 +481,16 @@ class Run:
                "last_claim": max(claims) - t0 if claims else None,
                "claims": len(claims), "cpu": cpu, "wall": t_seen - t0,
                "load": (min(loads), max(loads))}
+        out["requests"] = placement_requests(self.stack, t0, last)
+        out["requests_per"] = sum(out["requests"].values()) / n_expected
         out["placement"] = self.check_placement()
         out["counts"] = self.stop_reporters(reporters)
         say(f"  cold start: {n_expected} providers applied {out['seconds']:.1f} s after the "
             f"daemons' start = {out['rate']:.0f} providers/s (first joined "
             f"+{fmt(out['first_join'])} s, last claim +{fmt(out['last_claim'])} s, first provider "
-            f"applied +{out['first_applied']:.1f} s); reporters' outcomes {out['counts']}; CPU s "
-            f"{_cpu(cpu)}; load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
+            f"applied +{out['first_applied']:.1f} s); Placement requests per provider "
+            f"{out['requests_per']:.2f} {out['requests']}; reporters' outcomes {out['counts']}; "
+            f"CPU s {_cpu(cpu)}; load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
             f"{out['placement']}")
         return out
 
@@ -668,6 +693,12 @@ def table(runs: list[dict], args) -> list[str]:
     row("  cold start rate (providers/s)", [c["rate"] for c in cold], 0)
     row("  cold start rate / raw apply rate", [c["rate"] / r["apply_rate"]
                                                for c, r in zip(cold, raw)], 2)
+    row("  **cold start rate / bare rate** (issue 13 item 9: >= 1.0)",
+        [c["rate"] / r["bare_rate"] for c, r in zip(cold, raw)], 2)
+    row("  rate from the first provider applied to the last (providers/s)",
+        [(n - 1) / (c["seconds"] - c["first_applied"]) for c in cold], 0)
+    row("  Placement requests per provider during the cold start",
+        [c.get("requests_per") for c in cold], 2)
     row("  daemons started -> first join record (s)", [c["first_join"] for c in cold])
     row("  daemons started -> last claim record (s)", [c["last_claim"] for c in cold])
     row("  daemons started -> first provider applied (s)", [c["first_applied"] for c in cold])

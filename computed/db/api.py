@@ -15,6 +15,10 @@ Guarantees:
   (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
   write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
   both apply, and an older report is never applied after a newer one.
+* :func:`apply_reports_if_newer` does the same for a batch of providers in one transaction,
+  locking their rows in uuid order and skipping (never waiting for) rows another transaction
+  holds; rows are inserted beforehand in a short transaction of their own, so the batch's
+  transaction waits on no other.
 * :func:`record_placement_generation` (the resync's repair) runs under the same row lock and
   changes nothing unless the row still holds the (claim_epoch, seq) the caller read: a repair
   never overtakes, nor undoes, a report.

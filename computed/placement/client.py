@@ -14,6 +14,12 @@ allocations are :mod:`computed.placement.allocations`'. Guarantees:
   was last applied by anyone (the reporter's database row, shared by its
   replicas) passes it as ``last_applied``, and a cache that disagrees with it
   is not trusted.
+* New providers in bulk: :meth:`PlacementClient.create` (one ``POST``, no read
+  first) then :meth:`PlacementClient.set_new_inventories` (``POST /reshaper``:
+  the inventories of up to :data:`RESHAPE_MAX` providers in one request). A
+  reshaper Placement refuses writes nothing and returns the providers for
+  :meth:`PlacementClient.apply` one by one; a 403 (the default policy wants the
+  ``service`` role) or 404 (Placement older than 1.30) stops the client asking.
 * Generation conflicts (``placement.concurrent_update``) are retried after
   re-reading the provider, a bounded number of times.
 * Inventory of another class that still has allocations is never removed

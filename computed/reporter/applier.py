@@ -15,21 +15,34 @@ answers with an outcome per report. For each report, in this order:
    that lost its claim (a partition, a long pause, a handover), one naming another host, and any
    report for a claim whose data cannot be parsed are answered ``fenced`` and not applied. This
    does not authenticate the sender: see docs/security.md.
-3. **Order** it: in one database transaction that locks the provider's row, a report is applied
-   only if its ``(claim_epoch, seq)`` is newer than the last one applied
-   (:func:`computed.db.api.apply_report_if_newer`; duplicates and reordered reports answer
-   ``stale``); the Placement write happens inside that transaction, so two replicas never apply
-   two reports of one provider out of order.
-4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is
-   deleted only for a report that says its node is gone, and only when it has no allocations
-   (``kept`` otherwise). Placement unreachable answers ``failed``: the sender keeps the report
-   and retries. Every Placement request is bounded by ``[placement] timeout``, which bounds how
-   long the provider's row stays locked; and once one request of a batch got no answer at all,
-   the reports of the batch not yet started answer ``failed`` at once, so that a Placement that
-   hangs costs a batch one timeout, not one per report, and the reporter answers the call before
-   the daemon gives up on it. The row also records Placement's generation after the write,
-   which the resync (:mod:`computed.reporter.resync`) compares with Placement's listing to find
-   what someone else changed.
+3. **Order** it: the batch's reports are applied in ONE database transaction
+   (:func:`computed.db.api.apply_reports_if_newer`) that locks their providers' rows in uuid
+   order; a report is applied only if its ``(claim_epoch, seq)`` is newer than the last one
+   applied to its provider (duplicates and reordered reports answer ``stale``; of several
+   reports of one provider in a call only the newest is applied, the older answer ``stale``, or
+   ``failed`` when the newest was not applied). The Placement writes happen inside that
+   transaction, so two replicas never apply two reports of one provider out of order. A row
+   another transaction holds (another replica applying that provider right now) is skipped,
+   not waited for (under eventlet a wait in the database driver would block the whole
+   process): its report answers ``failed`` and is resent. This process also holds its own lock
+   of each of the batch's providers (:class:`ProviderLocks`, shared with the resync).
+4. **Apply** it through :class:`computed.placement.client.PlacementClient`. Providers never
+   applied before are created first (one request each, in parallel over ``workers``), then
+   their inventories are set many per request (``POST /reshaper``), then each is completed
+   alone (its traits); a reshaper Placement refuses (a generation conflict, its policy, an old
+   Placement) falls back to one provider at a time, and every other report is written alone, so
+   each report's outcome is its own. A provider is deleted only for a report that says its node
+   is gone, and only when it has no allocations (``kept`` otherwise). Placement unreachable
+   answers ``failed``: the sender keeps the report and retries. Every Placement request is
+   bounded by ``[placement] timeout``; once one request of a batch got no answer at all, the
+   reports of the batch not yet written answer ``failed`` at once, so that a Placement that
+   hangs costs a batch about one timeout (plus the requests already in flight), which bounds
+   how long the batch's rows stay locked, and the reporter answers the call before the daemon
+   gives up on it. If the transaction cannot commit, every report of the batch answers
+   ``failed`` (Placement writes are idempotent: the resend finds them done). The row also
+   records Placement's generation after the write, which the resync
+   (:mod:`computed.reporter.resync`) compares with Placement's listing to find what someone
+   else changed.
 """
 
 from __future__ import annotations
@@ -121,11 +134,7 @@ class ReportApplier:
         unanswered = threading.Event()
         # The newest report of each provider goes into the batch. An older one of the same
         # provider is stale once the newest is applied or stale; otherwise it failed too.
-        newest: dict[str, int] = {}
-        for index, (report, _) in enumerate(current):
-            best = newest.get(report.uuid)
-            if best is None or _order(report) > _order(current[best][0]):
-                newest[report.uuid] = index
+        newest = newest_per_provider([report for report, _ in current])
         decided = self._apply_batch([current[index] for index in sorted(newest.values())],
                                     unanswered)
         for index, (report, _) in enumerate(current):
@@ -199,10 +208,10 @@ class ReportApplier:
         parallel), then their inventories set many a request (``POST /reshaper``), then each is
         completed alone (traits; everything when the reshaper was refused); every other report
         is written alone (:meth:`_write`). ``outcomes`` gets each report's."""
-        fresh = [items[key.uuid] for key, row in newer
-                 if row is None and items[key.uuid][1] is not None]
-        alone = [(items[key.uuid], row) for key, row in newer
-                 if not (row is None and items[key.uuid][1] is not None)]
+        fresh_keys, alone_keys = split_new(newer, {uuid: state for uuid, (_, state)
+                                                   in items.items()})
+        fresh = [items[key.uuid] for key in fresh_keys]
+        alone = [(items[key.uuid], row) for key, row in alone_keys]
         created: list[ProviderState] = []
         made = self._pool.map(functools.partial(self._create, unanswered=unanswered), fresh)
         for (report, state), outcome in zip(fresh, made):
@@ -291,8 +300,29 @@ class ReportApplier:
         self._pool.shutdown(wait=True)
 
 
-def _order(report: Report) -> tuple[int, int]:
-    return report.claim_epoch, report.seq
+def newest_per_provider(reports: list[Report]) -> dict[str, int]:
+    """PURE: ``{uuid: index}`` of the newest report (by ``(claim_epoch, seq)``; the first of
+    equals) of each provider in ``reports``."""
+    newest: dict[str, int] = {}
+    for index, report in enumerate(reports):
+        best = newest.get(report.uuid)
+        if best is None or (report.claim_epoch, report.seq) > (reports[best].claim_epoch,
+                                                               reports[best].seq):
+            newest[report.uuid] = index
+    return newest
+
+
+def split_new(newer: list[tuple[db_api.ReportKey, db_api.ProviderRow | None]],
+              states: dict[str, ProviderState | None]
+              ) -> tuple[list[db_api.ReportKey], list[tuple[db_api.ReportKey,
+                                                            db_api.ProviderRow | None]]]:
+    """PURE: the reports to apply -> those of providers never applied that report a state
+    (created, then their inventories set together) and the others (written one by one:
+    providers applied before, deletes), each in the order given."""
+    fresh = [key for key, row in newer if row is None and states[key.uuid] is not None]
+    alone = [(key, row) for key, row in newer
+             if not (row is None and states[key.uuid] is not None)]
+    return fresh, alone
 
 
 def _failure(report: Report, exc: Exception) -> tuple[Outcome, bool]:
