@@ -318,9 +318,9 @@ def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
     conn.execute(stmt)
 
 
-def _lock_provider(conn: Connection, uuid: str, host: str) -> ProviderRow | None:
-    """Lock the provider's row for this transaction; None when no report was applied yet."""
-    _insert_unapplied(conn, uuid, host)
+def _lock_provider(conn: Connection, uuid: str) -> ProviderRow | None:
+    """Lock the provider's row (inserted beforehand) for this transaction; None when no report
+    was applied yet."""
     row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
                        .with_for_update()).one()
     return None if row.claim_epoch == _UNAPPLIED else _provider_row(row)
@@ -347,8 +347,12 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
     for attempt in range(DEADLOCK_RETRIES):
         applied = False
         try:
+            # Inserted and committed apart: no transaction that writes Placement holds an
+            # uncommitted insert another (a batch's) would have to wait for.
             with _transaction(engine, write=True) as conn:
-                row = _lock_provider(conn, uuid, host)
+                _insert_unapplied(conn, uuid, host)
+            with _transaction(engine, write=True) as conn:
+                row = _lock_provider(conn, uuid)
                 if row is not None and (row.claim_epoch, row.seq) >= (claim_epoch, seq):
                     return False
                 applied = True
