@@ -9,15 +9,19 @@ Runs real ``computed`` daemons and ``computed-reporter`` workers as separate pro
    run, just before the cold start: ``computed.placement.client.PlacementClient.apply`` over
    ``--raw`` fresh provider states (random uuids, same resource class / trait / reserved mix as
    the nodes) from ``reporters x workers`` threads (the reporters' parallelism), and the bare
-   requests (POST provider + PUT inventory [+ PUT traits]) over ``--raw // 2`` more. Those
-   providers are deleted before the cold start.
+   requests (POST provider + PUT inventory [+ PUT traits]) over ``--raw // 2`` more, with
+   Placement's CPU seconds per provider over the bare requests. Those providers are deleted
+   before the cold start.
 2. **cold start**: a fresh PostgreSQL database for computed, ``--reporters`` reporters started and
    serving, then 3 daemons started; time from the daemons' start until computed's ``providers``
    table holds every node applied with its expected state (the reporter commits that row in the
    transaction that wrote Placement: ``max(updated_at)`` is the last Placement write). Polled once
    a second with one ``count(*)``; then cross-checked in Placement: ``GET
    /resource_providers?resources=<RC>:1`` must list exactly the nodes with reserved 0, and a sample
-   of providers is read in full (inventory, traits).
+   of providers is read in full (inventory, traits). Placement's request log over the cold
+   start gives its requests per provider (issue 13 item 9: the reporter creates new providers,
+   then sets their inventories with one ``POST /reshaper`` per batch); the cold start rate is
+   compared with the bare rate of the same run.
 3. **steady state**: the cold-start reporters are stopped (their final outcome counters are the
    cold start's), fresh ones started; then ``--cycles`` node_refresh_interval cycles with nothing
    changing in Ironic. Quietness evidence over that window: the new reporters' outcome counters
@@ -48,6 +52,8 @@ from __future__ import annotations
 
 import ast
 import calendar
+import collections
+import datetime
 import json
 import os
 import random
@@ -227,10 +233,13 @@ def raw_rate(stack, workdir: Path, rc: str, count: int, threads: int) -> dict:
             http("PUT", f"/resource_providers/{u}/traits",
                  {"resource_provider_generation": gen, "traits": list(TRAITS)})
 
+    placement_pids = {"placement": service_pids(stack).get("placement", [])}
+    cpu0 = cpu_snapshot(placement_pids)
     t0 = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(write, bare))
     bare_s = time.monotonic() - t0
+    bare_cpu = cpu_delta(cpu0, cpu_snapshot(placement_pids))["placement"]
 
     t0 = time.monotonic()
     gone = [s.uuid for s in states] + [u for u, _ in bare]
@@ -239,11 +248,13 @@ def raw_rate(stack, workdir: Path, rc: str, count: int, threads: int) -> dict:
     delete_s = time.monotonic() - t0
     out = {"apply_rate": count / apply_s, "apply_s": apply_s, "requests_per": requests_per,
            "bare_rate": len(bare) / bare_s, "bare_s": bare_s, "count": count,
-           "bare_count": len(bare), "delete_rate": len(gone) / delete_s}
+           "bare_count": len(bare), "delete_rate": len(gone) / delete_s,
+           "bare_placement_cpu_ms": 1000 * bare_cpu / len(bare)}
     say(f"  raw: PlacementClient.apply {count} providers in {apply_s:.1f} s = "
         f"{out['apply_rate']:.0f}/s ({requests_per:.2f} requests each); bare requests "
         f"{len(bare)} in {bare_s:.1f} s = {out['bare_rate']:.0f}/s; {len(gone)} deleted at "
-        f"{out['delete_rate']:.0f}/s ({threads} threads)")
+        f"{out['delete_rate']:.0f}/s ({threads} threads); Placement CPU per bare provider "
+        f"{out['bare_placement_cpu_ms']:.1f} ms")
     return out
 
 
@@ -318,6 +329,26 @@ def queue_messages(stack, queue: str) -> str:
         return "?"
     return "; ".join(line.replace("\t", " ") for line in out.splitlines()
                      if line.split("\t")[0] == queue) or "-"
+
+
+def placement_requests(stack, t_from: float, t_to: float) -> dict[str, int]:
+    """Requests Placement logged between two wall-clock times, by method and path kind."""
+    counts: collections.Counter[str] = collections.Counter()
+    with open(stack["placement"].log, errors="replace") as log:
+        for line in log:
+            if "placement.requestlog" not in line:
+                continue
+            try:
+                t = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+            except ValueError:
+                continue
+            if not t_from <= t <= t_to:
+                continue
+            match = re.search(r'"(GET|POST|PUT|DELETE) (/[^" ?]*)', line)
+            if match:
+                kind = re.sub(r"/[0-9a-f-]{36}", "/{uuid}", match.group(2))
+                counts[f"{match.group(1)} {kind}"] += 1
+    return dict(counts)
 
 
 def service_pids(stack) -> dict[str, list[int]]:
@@ -459,13 +490,16 @@ class Run:
                "last_claim": max(claims) - t0 if claims else None,
                "claims": len(claims), "cpu": cpu, "wall": t_seen - t0,
                "load": (min(loads), max(loads))}
+        out["requests"] = placement_requests(self.stack, t0, last)
+        out["requests_per"] = sum(out["requests"].values()) / n_expected
         out["placement"] = self.check_placement()
         out["counts"] = self.stop_reporters(reporters)
         say(f"  cold start: {n_expected} providers applied {out['seconds']:.1f} s after the "
             f"daemons' start = {out['rate']:.0f} providers/s (first joined "
             f"+{fmt(out['first_join'])} s, last claim +{fmt(out['last_claim'])} s, first provider "
-            f"applied +{out['first_applied']:.1f} s); reporters' outcomes {out['counts']}; CPU s "
-            f"{_cpu(cpu)}; load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
+            f"applied +{out['first_applied']:.1f} s); Placement requests per provider "
+            f"{out['requests_per']:.2f} {out['requests']}; reporters' outcomes {out['counts']}; "
+            f"CPU s {_cpu(cpu)}; load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
             f"{out['placement']}")
         return out
 
@@ -668,6 +702,17 @@ def table(runs: list[dict], args) -> list[str]:
     row("  cold start rate (providers/s)", [c["rate"] for c in cold], 0)
     row("  cold start rate / raw apply rate", [c["rate"] / r["apply_rate"]
                                                for c, r in zip(cold, raw)], 2)
+    row("  **cold start rate / bare rate** (issue 13 item 9: >= 1.0)",
+        [c["rate"] / r["bare_rate"] for c, r in zip(cold, raw)], 2)
+    row("  rate from the first provider applied to the last (providers/s)",
+        [(n - 1) / (c["seconds"] - c["first_applied"]) for c in cold], 0)
+    row("  Placement requests per provider during the cold start",
+        [c.get("requests_per") for c in cold], 2)
+    row("  Placement CPU per provider, bare requests (ms)",
+        [r.get("bare_placement_cpu_ms") for r in raw], 1)
+    row("  Placement CPU per provider, cold start (ms)",
+        [1000 * c["cpu"]["placement"] / n if c["cpu"].get("placement") else None
+         for c in cold], 1)
     row("  daemons started -> first join record (s)", [c["first_join"] for c in cold])
     row("  daemons started -> last claim record (s)", [c["last_claim"] for c in cold])
     row("  daemons started -> first provider applied (s)", [c["first_applied"] for c in cold])

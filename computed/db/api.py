@@ -15,6 +15,10 @@ Guarantees:
   (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
   write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
   both apply, and an older report is never applied after a newer one.
+* :func:`apply_reports_if_newer` does the same for a batch of providers in one transaction,
+  locking their rows in uuid order and skipping (never waiting for) rows another transaction
+  holds; rows are inserted beforehand in a short transaction of their own, so the batch's
+  transaction waits on no other.
 * :func:`record_placement_generation` (the resync's repair) runs under the same row lock and
   changes nothing unless the row still holds the (claim_epoch, seq) the caller read: a repair
   never overtakes, nor undoes, a report.
@@ -314,9 +318,9 @@ def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
     conn.execute(stmt)
 
 
-def _lock_provider(conn: Connection, uuid: str, host: str) -> ProviderRow | None:
-    """Lock the provider's row for this transaction; None when no report was applied yet."""
-    _insert_unapplied(conn, uuid, host)
+def _lock_provider(conn: Connection, uuid: str) -> ProviderRow | None:
+    """Lock the provider's row (inserted beforehand) for this transaction; None when no report
+    was applied yet."""
     row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
                        .with_for_update()).one()
     return None if row.claim_epoch == _UNAPPLIED else _provider_row(row)
@@ -343,8 +347,12 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
     for attempt in range(DEADLOCK_RETRIES):
         applied = False
         try:
+            # Inserted and committed apart: no transaction that writes Placement holds an
+            # uncommitted insert another (a batch's) would have to wait for.
             with _transaction(engine, write=True) as conn:
-                row = _lock_provider(conn, uuid, host)
+                _insert_unapplied(conn, uuid, host)
+            with _transaction(engine, write=True) as conn:
+                row = _lock_provider(conn, uuid)
                 if row is not None and (row.claim_epoch, row.seq) >= (claim_epoch, seq):
                     return False
                 applied = True
@@ -360,6 +368,123 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
         except sa_exc.DBAPIError as error:
             # A deadlock can only come from taking the lock, before apply ran; retrying
             # then is safe. After apply it is the caller's failure to see.
+            if applied or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportKey:
+    """What orders one report of a batch (:func:`apply_reports_if_newer`)."""
+
+    uuid: str
+    claim_epoch: int
+    seq: int
+    host: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    """What :func:`apply_reports_if_newer` did: the uuids whose report was ``applied`` (and
+    stored), those whose report was ``stale`` (not newer than the stored one), and those left
+    ``busy`` because another transaction held their row (not looked at: apply them alone)."""
+
+    applied: frozenset[str]
+    stale: frozenset[str]
+    busy: tuple[str, ...]
+
+
+def _insert_unapplied_many(conn: Connection, reports: list[ReportKey]) -> None:
+    """Rows to lock for every report's provider that has none, in one statement where the
+    backend allows (in the order given)."""
+    now = models.utcnow()
+    values = [dict(uuid=report.uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=report.host,
+                   state=None, deleted=True, updated_at=now) for report in reports]
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+        conn.execute(postgresql.insert(_providers).values(values).on_conflict_do_nothing())
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+        conn.execute(sqlite.insert(_providers).values(values).on_conflict_do_nothing())
+    else:
+        for report in reports:
+            _insert_unapplied(conn, report.uuid, report.host)
+
+
+def apply_reports_if_newer(
+        engine: Engine, reports: Collection[ReportKey],
+        apply: Callable[[list[tuple[ReportKey, ProviderRow | None]]], dict[str, Applied]],
+) -> BatchResult:
+    """Apply a batch of reports, each only if newer than its provider's last applied one, in ONE
+    transaction: :func:`apply_report_if_newer` for many providers at once.
+
+    The uuids must be distinct. Rows missing are first inserted (unapplied) and committed in a
+    short transaction of their own, so that the batch's transaction never waits on another's
+    insert. Then, in one transaction, the batch's rows are locked in uuid order, skipping those
+    another transaction holds (``FOR UPDATE SKIP LOCKED`` on PostgreSQL and MySQL; sqlite's
+    write lock, taken by ``BEGIN IMMEDIATE``, holds them all): the skipped are returned as
+    ``busy``, untouched. Each locked report not strictly newer than its row is ``stale``. The
+    newer ones go to ONE call ``apply([(report, row), ...])`` (``row`` None: never applied),
+    which writes Placement and returns ``{uuid: Applied}`` for the reports it applied; those
+    rows are stored (claim_epoch, seq, host, state, generation), the others are left as they
+    were (their reports failed: the sender retries). If ``apply`` raises, nothing is stored
+    and the exception propagates; if the commit fails, none of the batch is recorded and later
+    reports re-apply (Placement writes must be idempotent).
+    """
+    by_uuid = {report.uuid: report for report in reports}
+    if len(by_uuid) != len(reports):
+        raise ValueError("a batch of reports names a provider more than once")
+    for report in reports:
+        if report.claim_epoch < 0 or report.seq < 0:
+            raise ValueError(f"provider {report.uuid}: claim_epoch and seq must be >= 0, "
+                             f"got ({report.claim_epoch}, {report.seq})")
+    uuids = sorted(by_uuid)
+    if not uuids:
+        return BatchResult(frozenset(), frozenset(), ())
+    for attempt in range(DEADLOCK_RETRIES):
+        applied = False
+        try:
+            with _transaction(engine, write=True) as conn:
+                _insert_unapplied_many(conn, [by_uuid[uuid] for uuid in uuids])
+            with _transaction(engine, write=True) as conn:
+                rows = {row.uuid: row for row in conn.execute(
+                    sa.select(_providers).where(_providers.c.uuid.in_(uuids))
+                    .order_by(_providers.c.uuid).with_for_update(skip_locked=True))}
+                stale, newer = set(), []
+                for uuid in uuids:
+                    raw = rows.get(uuid)
+                    if raw is None:
+                        continue  # held by another transaction
+                    report = by_uuid[uuid]
+                    row = None if raw.claim_epoch == _UNAPPLIED else _provider_row(raw)
+                    if row is not None and (row.claim_epoch, row.seq) >= (report.claim_epoch,
+                                                                          report.seq):
+                        stale.add(uuid)
+                    else:
+                        newer.append((report, row))
+                applied = True
+                results = apply(newer) if newer else {}
+                done = {report.uuid for report, _ in newer if report.uuid in results}
+                if done:
+                    now = models.utcnow()
+                    conn.execute(
+                        sa.update(_providers).where(_providers.c.uuid == sa.bindparam("b_uuid"))
+                        .values(claim_epoch=sa.bindparam("b_claim_epoch"),
+                                seq=sa.bindparam("b_seq"), host=sa.bindparam("b_host"),
+                                state=sa.bindparam("b_state"),
+                                deleted=sa.bindparam("b_deleted"),
+                                placement_generation=sa.bindparam("b_generation"),
+                                updated_at=now),
+                        [dict(b_uuid=uuid, b_claim_epoch=by_uuid[uuid].claim_epoch,
+                              b_seq=by_uuid[uuid].seq, b_host=by_uuid[uuid].host,
+                              b_state=results[uuid].state,
+                              b_deleted=results[uuid].state is None,
+                              b_generation=results[uuid].placement_generation)
+                         for uuid in sorted(done)])
+            return BatchResult(frozenset(done), frozenset(stale),
+                               tuple(uuid for uuid in uuids if uuid not in rows))
+        except sa_exc.DBAPIError as error:
             if applied or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
                 raise
     raise AssertionError("unreachable")

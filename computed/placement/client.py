@@ -14,6 +14,12 @@ allocations are :mod:`computed.placement.allocations`'. Guarantees:
   was last applied by anyone (the reporter's database row, shared by its
   replicas) passes it as ``last_applied``, and a cache that disagrees with it
   is not trusted.
+* New providers in bulk: :meth:`PlacementClient.create` (one ``POST``, no read
+  first) then :meth:`PlacementClient.set_new_inventories` (``POST /reshaper``:
+  the inventories of up to :data:`RESHAPE_MAX` providers in one request). A
+  reshaper Placement refuses writes nothing and returns the providers for
+  :meth:`PlacementClient.apply` one by one; a 403 (the default policy wants the
+  ``service`` role) or 404 (Placement older than 1.30) stops the client asking.
 * Generation conflicts (``placement.concurrent_update``) are retried after
   re-reading the provider, a bounded number of times.
 * Inventory of another class that still has allocations is never removed
@@ -40,7 +46,7 @@ import enum
 import logging
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from computed.placement import http
@@ -57,6 +63,8 @@ PROVIDER_IN_USE = 'placement.resource_provider.inuse'
 _INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit',
                      'step_size', 'allocation_ratio')
 _LOCK_STRIPES = 64
+#: Providers whose inventories one ``POST /reshaper`` sets (~200 bytes each in the request).
+RESHAPE_MAX = 250
 
 
 class DeleteOutcome(enum.Enum):
@@ -114,6 +122,8 @@ class PlacementClient:
         self._cache_lock = threading.Lock()
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._known_names: set[str] = set()
+        # False once Placement refused POST /reshaper for good (policy, microversion).
+        self._reshaper_works = True
 
     # -- public API ---------------------------------------------------------
 
@@ -165,6 +175,63 @@ class PlacementClient:
             raise PlacementError(state.uuid, 'apply',
                                  detail=f'still conflicting after '
                                  f'{self._max_attempts} attempts')
+
+    def create(self, state: ProviderState) -> bool:
+        """Create the provider with ``POST /resource_providers`` and no read first (for a
+        provider the caller never applied); True if this created it. A created provider is
+        remembered empty, so :meth:`set_new_inventories` (or :meth:`apply`) writes only its
+        inventory and traits. False: it exists already (or its name is taken), nothing is
+        remembered, and :meth:`apply` finds out the rest.
+
+        :raises PlacementUnavailable: Placement unreachable or failing.
+        :raises PlacementError: a refusal.
+        """
+        uuid = state.uuid
+        with self._lock_for(uuid):
+            resp = self._http.request('POST', '/resource_providers', uuid,
+                                      {'uuid': uuid, 'name': state.name})
+            if resp.status_code == 409:
+                self._forget(uuid)
+                return False
+            body = http.json_body(uuid, 'create provider', resp)
+            try:
+                view = ProviderView(uuid, body['generation'], {}, (), body.get('name'))
+            except KeyError as exc:
+                raise PlacementError(uuid, 'create provider', detail=f'answer lacks {exc}')
+            self._remember(uuid, _Entry(view, None))
+            return True
+
+    def set_new_inventories(self, states: Sequence[ProviderState]) -> list[ProviderState]:
+        """Set the inventories of providers :meth:`create` just created, many per request
+        (``POST /reshaper``, microversion 1.30+, at most :data:`RESHAPE_MAX` providers a
+        request, no allocations moved); the states it did NOT set are returned, for the caller
+        to :meth:`apply` one by one: a provider this client does not remember as just created,
+        and every provider of a request Placement refused (a generation conflict: someone
+        wrote to one of them; a 400; a 403 from the default policy, which keeps the reshaper to
+        the ``service`` role; a 404 from a Placement older than 1.30). After a 403 or a 404 the
+        client stops asking (one WARNING). A provider it did set is remembered with its
+        inventory and the generation after (the reshaper answers none: it is read from one
+        provider of the request, one GET a request), its traits still to be set by
+        :meth:`apply`.
+
+        :raises PlacementUnavailable: Placement unreachable or failing (nothing is known of
+            the request's outcome; the providers involved are forgotten).
+        :raises PlacementError: a refusal creating a custom resource class.
+        """
+        todo: list[tuple[ProviderState, ProviderView]] = []
+        rest: list[ProviderState] = []
+        for state in states:
+            entry = self._cached(state.uuid)
+            if (self._reshaper_works and entry is not None and entry.state is None
+                    and not entry.view.inventories and not entry.view.traits):
+                todo.append((state, entry.view))
+            else:
+                rest.append(state)
+        for start in range(0, len(todo), RESHAPE_MAX):
+            chunk = todo[start:start + RESHAPE_MAX]
+            if not self._reshaper_works or not self._reshape(chunk):
+                rest.extend(state for state, _ in chunk)
+        return rest
 
     def delete(self, uuid: str) -> DeleteOutcome:
         """Delete the provider unless it has allocations."""
@@ -310,6 +377,53 @@ class PlacementClient:
             if view is not None:
                 return view
         raise http.error(uuid, 'create provider', resp)
+
+    def _reshape(self, chunk: list[tuple[ProviderState, ProviderView]]) -> bool:
+        """One ``POST /reshaper`` setting the chunk's inventories; True if Placement did."""
+        first = chunk[0][0].uuid
+        for name in sorted({state.resource_class for state, _ in chunk}):
+            self._ensure_name('resource_classes', name, first)
+        body = {'inventories': {view.uuid: {'resource_provider_generation': view.generation,
+                                            'inventories': inventory(state)}
+                                for state, view in chunk},
+                'allocations': {}}
+        try:
+            resp = self._http.request('POST', '/reshaper', first, body)
+        except PlacementError:
+            for state, _ in chunk:
+                self._forget(state.uuid)
+            raise
+        if resp.status_code != 204:
+            if resp.status_code in (403, 404):
+                self._reshaper_works = False
+                LOG.warning('Placement refuses POST /reshaper (%s): inventories of new '
+                            'providers are set one provider a request from now on; give '
+                            'computed\'s Placement user the service role (Placement 1.30+) '
+                            'to batch them', http.error(first, 'reshape', resp))
+            else:
+                LOG.info('%s (%d providers): setting their inventories one by one',
+                         http.error(first, 'reshape', resp), len(chunk))
+            return False
+        # Placement answers no generation: the step it added is read from one provider.
+        step = self._generation_step(first, chunk[0][1].generation)
+        for state, view in chunk:
+            if step is None:
+                self._forget(state.uuid)  # the next apply re-reads it
+                continue
+            self._remember(state.uuid, _Entry(dataclasses.replace(
+                view, generation=view.generation + step, inventories=inventory(state)), None))
+        return True
+
+    def _generation_step(self, uuid: str, before: int) -> int | None:
+        """How much the reshaper bumped the provider's generation (None: cannot tell)."""
+        resp = self._http.request('GET', f'/resource_providers/{uuid}', uuid)
+        if resp.status_code != 200:
+            return None
+        try:
+            step = resp.json()['generation'] - before
+        except (ValueError, KeyError, TypeError):
+            return None
+        return step if step > 0 else None
 
     def _rename(self, view: ProviderView, name: str) -> ProviderView:
         uuid = view.uuid

@@ -15,32 +15,46 @@ answers with an outcome per report. For each report, in this order:
    that lost its claim (a partition, a long pause, a handover), one naming another host, and any
    report for a claim whose data cannot be parsed are answered ``fenced`` and not applied. This
    does not authenticate the sender: see docs/security.md.
-3. **Order** it: in one database transaction that locks the provider's row, a report is applied
-   only if its ``(claim_epoch, seq)`` is newer than the last one applied
-   (:func:`computed.db.api.apply_report_if_newer`; duplicates and reordered reports answer
-   ``stale``); the Placement write happens inside that transaction, so two replicas never apply
-   two reports of one provider out of order.
-4. **Apply** it through :class:`computed.placement.client.PlacementClient`. A provider is
-   deleted only for a report that says its node is gone, and only when it has no allocations
-   (``kept`` otherwise). Placement unreachable answers ``failed``: the sender keeps the report
-   and retries. Every Placement request is bounded by ``[placement] timeout``, which bounds how
-   long the provider's row stays locked; and once one request of a batch got no answer at all,
-   the reports of the batch not yet started answer ``failed`` at once, so that a Placement that
-   hangs costs a batch one timeout, not one per report, and the reporter answers the call before
-   the daemon gives up on it. The row also records Placement's generation after the write,
-   which the resync (:mod:`computed.reporter.resync`) compares with Placement's listing to find
-   what someone else changed.
+3. **Order** it: the batch's reports are applied in ONE database transaction
+   (:func:`computed.db.api.apply_reports_if_newer`) that locks their providers' rows in uuid
+   order; a report is applied only if its ``(claim_epoch, seq)`` is newer than the last one
+   applied to its provider (duplicates and reordered reports answer ``stale``; of several
+   reports of one provider in a call only the newest is applied, the older answer ``stale``, or
+   ``failed`` when the newest was not applied). The Placement writes happen inside that
+   transaction, so two replicas never apply two reports of one provider out of order. A row
+   another transaction holds (another replica applying that provider right now) is skipped,
+   not waited for (under eventlet a wait in the database driver would block the whole
+   process): its report answers ``failed`` and is resent. This process also holds its own lock
+   of each of the batch's providers (:class:`ProviderLocks`, shared with the resync).
+4. **Apply** it through :class:`computed.placement.client.PlacementClient`. Providers never
+   applied before are created first (one request each, in parallel over ``workers``), then
+   their inventories are set many per request (``POST /reshaper``), then each is completed
+   alone (its traits); a reshaper Placement refuses (a generation conflict, its policy, an old
+   Placement) falls back to one provider at a time, and every other report is written alone, so
+   each report's outcome is its own. A provider is deleted only for a report that says its node
+   is gone, and only when it has no allocations (``kept`` otherwise). Placement unreachable
+   answers ``failed``: the sender keeps the report and retries. Every Placement request is
+   bounded by ``[placement] timeout``; once one request of a batch got no answer at all, the
+   reports of the batch not yet written answer ``failed`` at once, so that a Placement that
+   hangs costs a batch about one timeout (plus the requests already in flight), which bounds
+   how long the batch's rows stay locked, and the reporter answers the call before the daemon
+   gives up on it. If the transaction cannot commit, every report of the batch answers
+   ``failed`` (Placement writes are idempotent: the resend finds them done). The row also
+   records Placement's generation after the write, which the resync
+   (:mod:`computed.reporter.resync`) compares with Placement's listing to find what someone
+   else changed.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -90,7 +104,7 @@ class ReportApplier:
         self._clock = clock
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="apply")
         self._lock = threading.Lock()
-        self._stripes = [threading.Lock() for _ in range(64)]
+        self._locks = ProviderLocks()
         self.counts: collections.Counter[str] = collections.Counter()
 
     def apply(self, raw_reports: Any) -> list[list[Any]]:
@@ -116,11 +130,18 @@ class ReportApplier:
                      "none" if holder is None else
                      f"claim epoch {holder[0]} held by {holder[1] or '(unreadable)'}")
             answers.append([report.uuid, report.seq, self._count(Outcome.FENCED)])
-        # Set by the first report of this batch that Placement did not answer at all.
+        # Set by the first request of this batch that Placement did not answer at all.
         unanswered = threading.Event()
-        outcomes = self._pool.map(functools.partial(self._apply_one, unanswered=unanswered),
-                                  current)
-        for (report, _), outcome in zip(current, outcomes):
+        # The newest report of each provider goes into the batch. An older one of the same
+        # provider is stale once the newest is applied or stale; otherwise it failed too.
+        newest = newest_per_provider([report for report, _ in current])
+        decided = self._apply_batch([current[index] for index in sorted(newest.values())],
+                                    unanswered)
+        for index, (report, _) in enumerate(current):
+            outcome = decided[report.uuid]
+            if newest[report.uuid] != index:
+                outcome = (Outcome.STALE if outcome in (Outcome.APPLIED, Outcome.STALE)
+                           else Outcome.FAILED)
             answers.append([report.uuid, report.seq, self._count(outcome)])
         return answers
 
@@ -147,62 +168,128 @@ class ReportApplier:
             reports.append((report, state))
         return reports, answers
 
-    def _apply_one(self, item: tuple[Report, ProviderState | None],
-                   unanswered: threading.Event) -> Outcome:
-        # One report per provider at a time in this process: the database row lock would do it
-        # too, but under eventlet a thread blocked in the database driver blocks the whole
-        # process, including the green thread holding that lock.
-        with self.provider_lock(item[0].uuid):
-            if unanswered.is_set():  # (also while this waited for the provider's lock)
-                return Outcome.FAILED  # Placement did not answer this batch: the sender resends
-            outcome, no_answer = self._apply_locked(item)
-        if no_answer:
-            unanswered.set()
-        return outcome
+    def _apply_batch(self, batch: list[tuple[Report, ProviderState | None]],
+                     unanswered: threading.Event) -> dict[str, Outcome]:
+        """Outcomes of a batch of reports of distinct providers, applied in one database
+        transaction (:func:`computed.db.api.apply_reports_if_newer`). A report whose row another
+        transaction holds (another replica applying the same provider) fails: waiting for that
+        row would block this whole process under eventlet; its sender resends it."""
+        items = {report.uuid: (report, state) for report, state in batch}
+        keys = [db_api.ReportKey(report.uuid, report.claim_epoch, report.seq, report.host)
+                for report, _ in batch]
+        outcomes: dict[str, Outcome] = {}
+        with self._locks.hold(items):
+            try:
+                result = db_api.apply_reports_if_newer(
+                    self._engine, keys, functools.partial(self._write_batch, items, outcomes,
+                                                          unanswered))
+            except Exception:
+                LOG.exception("applying a batch of %d report(s) failed; none was recorded",
+                              len(batch))
+                # Written to Placement perhaps, but not recorded: the senders resend them.
+                return {uuid: (outcomes.get(uuid) if outcomes.get(uuid) in _UNRECORDED
+                               else Outcome.FAILED) for uuid in items}
+        for uuid in result.stale:
+            outcomes[uuid] = Outcome.STALE
+        for uuid in result.applied:
+            outcomes[uuid] = Outcome.APPLIED
+        for uuid in result.busy:
+            LOG.info("provider %s: another transaction holds its row (another replica applies "
+                     "it); report seq %s failed, to be resent", uuid, items[uuid][0].seq)
+            outcomes[uuid] = Outcome.FAILED
+        return outcomes
 
-    def provider_lock(self, uuid: str) -> threading.Lock:
+    def _write_batch(self, items: dict[str, tuple[Report, ProviderState | None]],
+                     outcomes: dict[str, Outcome], unanswered: threading.Event,
+                     newer: list[tuple[db_api.ReportKey, db_api.ProviderRow | None]],
+                     ) -> dict[str, db_api.Applied]:
+        """Runs inside the batch's transaction, every row of ``newer`` locked: writes them to
+        Placement and says which were applied. Providers never applied are created first (in
+        parallel), then their inventories set many a request (``POST /reshaper``), then each is
+        completed alone (traits; everything when the reshaper was refused); every other report
+        is written alone (:meth:`_write`). ``outcomes`` gets each report's."""
+        fresh_keys, alone_keys = split_new(newer, {uuid: state for uuid, (_, state)
+                                                   in items.items()})
+        fresh = [items[key.uuid] for key in fresh_keys]
+        alone = [(items[key.uuid], row) for key, row in alone_keys]
+        created: list[ProviderState] = []
+        made = self._pool.map(functools.partial(self._create, unanswered=unanswered), fresh)
+        for (report, state), outcome in zip(fresh, made):
+            if outcome is None:
+                created.append(state)
+            elif outcome is Outcome.STALE:  # exists already: apply it as any report
+                alone.append(((report, state), None))
+            else:
+                outcomes[report.uuid] = outcome
+        if created and not unanswered.is_set():
+            try:
+                self._placement.set_new_inventories(created)
+            except PlacementError as exc:  # the reports below fail, or set them one by one
+                LOG.warning("setting the inventories of %d new provider(s) at once failed: %s",
+                            len(created), exc)
+                if isinstance(exc, PlacementUnavailable) and exc.status is None:
+                    unanswered.set()
+        # Traits, and the inventories the reshaper did not set, one provider at a time.
+        alone = [(items[state.uuid], None) for state in created] + alone
+        applied: dict[str, db_api.Applied] = {}
+        written = self._pool.map(functools.partial(self._write_one, unanswered=unanswered),
+                                 alone)
+        for ((report, _), _), (outcome, result) in zip(alone, written):
+            outcomes[report.uuid] = outcome
+            if result is not None:
+                applied[report.uuid] = result
+        return applied
+
+    def _create(self, item: tuple[Report, ProviderState], unanswered: threading.Event
+                ) -> Outcome | None:
+        """Create a never applied provider: None when created, STALE when it existed already,
+        FAILED when Placement failed (no answer at all: ``unanswered`` set)."""
+        report, state = item
+        if unanswered.is_set():
+            return Outcome.FAILED
+        try:
+            return None if self._placement.create(state) else Outcome.STALE
+        except Exception as exc:
+            outcome, no_answer = _failure(report, exc)
+            if no_answer:
+                unanswered.set()
+            return outcome
+
+    def _write_one(self, item: tuple[tuple[Report, ProviderState | None],
+                                     db_api.ProviderRow | None],
+                   unanswered: threading.Event) -> tuple[Outcome, db_api.Applied | None]:
+        (report, state), row = item
+        if unanswered.is_set():
+            return Outcome.FAILED, None
+        try:
+            return Outcome.APPLIED, self._write(report, state, row)
+        except Exception as exc:
+            outcome, no_answer = _failure(report, exc)
+            if no_answer:
+                unanswered.set()
+            return outcome, None
+
+    def provider_lock(self, uuid: str) -> contextlib.AbstractContextManager:
         """This process's lock of one provider: held while applying a report to it, and by the
         resync while repairing it."""
-        return self._stripes[hash(uuid) % len(self._stripes)]
+        return self._locks.hold([uuid])
 
-    def _apply_locked(self, item: tuple[Report, ProviderState | None]) -> tuple[Outcome, bool]:
-        """The report's outcome, and whether Placement failed to answer at all."""
-        report, state = item
-
-        def write(row: db_api.ProviderRow | None) -> db_api.Applied:
-            # Runs inside the ordering transaction, with the provider's row locked.
-            if state is None:
-                if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
-                    raise _Kept()
-                return db_api.Applied(None)
-            # A provider never applied before is most likely not in Placement yet. What the row
-            # says was applied last (by any replica) decides whether this replica's cache of
-            # Placement may be trusted.
-            self._placement.apply(state, assume_new=row is None,
-                                  last_applied=_last_applied(row))
-            # The generation the resync compares with Placement's listing
-            # (computed.reporter.resync): a later change by someone else bumps it.
-            return db_api.Applied(json.dumps(state.to_dict(), sort_keys=True),
-                                  self._placement.generation(report.uuid))
-
-        try:
-            newer = db_api.apply_report_if_newer(self._engine, report.uuid, report.claim_epoch,
-                                                 report.seq, report.host, write)
-        except _Kept:
-            LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "
-                        "kept", report.uuid)
-            return Outcome.KEPT, False
-        except PlacementUnavailable as exc:
-            LOG.warning("provider %s: Placement unavailable, report will be resent: %s",
-                        report.uuid, exc)
-            return Outcome.FAILED, exc.status is None  # no HTTP status: no answer
-        except PlacementError as exc:
-            LOG.error("provider %s: Placement refused the report: %s", report.uuid, exc)
-            return Outcome.FAILED, False
-        except Exception:
-            LOG.exception("provider %s: applying report seq %s failed", report.uuid, report.seq)
-            return Outcome.FAILED, False
-        return (Outcome.APPLIED if newer else Outcome.STALE), False
+    def _write(self, report: Report, state: ProviderState | None,
+               row: db_api.ProviderRow | None) -> db_api.Applied:
+        """Write one report to Placement; runs inside the ordering transaction, with the
+        provider's row locked. Raises :class:`_Kept` when a delete was refused."""
+        if state is None:
+            if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
+                raise _Kept()
+            return db_api.Applied(None)
+        # A provider never applied before is most likely not in Placement yet. What the row
+        # says was applied last (by any replica) decides whether this replica's cache of
+        # Placement may be trusted.
+        self._placement.apply(state, assume_new=row is None, last_applied=_last_applied(row))
+        # The generation the resync compares with Placement's listing
+        # (computed.reporter.resync): a later change by someone else bumps it.
+        return db_api.Applied(json.dumps(state.to_dict(), sort_keys=True),
+                              self._placement.generation(report.uuid))
 
     def _count(self, outcome: Outcome) -> str:
         with self._lock:
@@ -211,6 +298,76 @@ class ReportApplier:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def newest_per_provider(reports: list[Report]) -> dict[str, int]:
+    """PURE: ``{uuid: index}`` of the newest report (by ``(claim_epoch, seq)``; the first of
+    equals) of each provider in ``reports``."""
+    newest: dict[str, int] = {}
+    for index, report in enumerate(reports):
+        best = newest.get(report.uuid)
+        if best is None or (report.claim_epoch, report.seq) > (reports[best].claim_epoch,
+                                                               reports[best].seq):
+            newest[report.uuid] = index
+    return newest
+
+
+def split_new(newer: list[tuple[db_api.ReportKey, db_api.ProviderRow | None]],
+              states: dict[str, ProviderState | None]
+              ) -> tuple[list[db_api.ReportKey], list[tuple[db_api.ReportKey,
+                                                            db_api.ProviderRow | None]]]:
+    """PURE: the reports to apply -> those of providers never applied that report a state
+    (created, then their inventories set together) and the others (written one by one:
+    providers applied before, deletes), each in the order given."""
+    fresh = [key for key, row in newer if row is None and states[key.uuid] is not None]
+    alone = [(key, row) for key, row in newer
+             if not (row is None and states[key.uuid] is not None)]
+    return fresh, alone
+
+
+def _failure(report: Report, exc: Exception) -> tuple[Outcome, bool]:
+    """The outcome of a report whose write raised ``exc`` (logged, naming the provider), and
+    whether Placement failed to answer at all."""
+    if isinstance(exc, _Kept):
+        LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "
+                    "kept", report.uuid)
+        return Outcome.KEPT, False
+    if isinstance(exc, PlacementUnavailable):
+        LOG.warning("provider %s: Placement unavailable, report will be resent: %s",
+                    report.uuid, exc)
+        return Outcome.FAILED, exc.status is None  # no HTTP status: no answer
+    if isinstance(exc, PlacementError):
+        LOG.error("provider %s: Placement refused the report: %s", report.uuid, exc)
+        return Outcome.FAILED, False
+    LOG.error("provider %s: applying report seq %s failed", report.uuid, report.seq,
+              exc_info=exc)
+    return Outcome.FAILED, False
+
+
+#: Outcomes of a batch that record nothing, and stay true when the batch's commit fails.
+_UNRECORDED = (Outcome.KEPT, Outcome.FAILED)
+
+
+class ProviderLocks:
+    """This process's locks of providers by uuid: :meth:`hold` takes a whole set at once
+    (waiting until none is held elsewhere), so batches never deadlock on each other."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held: set[str] = set()
+
+    @contextlib.contextmanager
+    def hold(self, uuids: Iterable[str]) -> Iterator[None]:
+        wanted = set(uuids)
+        with self._cond:
+            self._cond.wait_for(lambda: self._held.isdisjoint(wanted))
+            self._held |= wanted
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held -= wanted
+                self._cond.notify_all()
 
 
 def _last_applied(row: db_api.ProviderRow | None) -> ProviderState | None:

@@ -4,6 +4,10 @@ No auth (``noauth2``: any ``X-Auth-Token`` is accepted, ``admin`` gets admin rig
 on the stack's PostgreSQL when there is one (sqlite answers concurrent writes with "database is
 locked", which would make every benchmark measure sqlite), else sqlite in the scratch directory,
 served by computed/testing/bin/wsgi_serve.py. Ready when ``GET /`` lists the API versions.
+
+Placement's default policy keeps ``POST /reshaper`` to the ``service`` role, which a cloud gives
+the service users (Nova's, computed's); ``noauth2`` gives the ``admin`` token the admin role
+only, so a ``policy.yaml`` here lets admin reshape too, as the service role would.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from computed.testing.service import Service
 REQUIREMENTS = ("openstack-placement==16.0.0", "psycopg2-binary>=2.9")
 # Kept in a folder of its own: the script's folder goes first on sys.path, and this one
 # holds modules named placement and ironic.
+RESHAPE_RULE = "placement:reshaper:reshape"
 SERVE = Path(__file__).parent / "bin" / "wsgi_serve.py"
 
 
@@ -48,6 +53,7 @@ class Placement(Service):
             f"connection = {connection}",
             "",
         ]))
+        (home / "policy.yaml").write_text(f'"{RESHAPE_RULE}": "role:admin or role:service"\n')
         process.run([str(venv / "bin" / "placement-manage"), "--config-file", str(conf),
                      "db", "sync"], "placement-manage db sync")
         port = self.info.get("port") or process.free_port()

@@ -7,10 +7,11 @@ from computed.db import api as db_api
 from computed.placement.client import DeleteOutcome
 from computed.placement.http import PlacementUnavailable
 from computed.providers.report import Report
-from computed.reporter.applier import ReportApplier
+from computed.reporter.applier import ReportApplier, newest_per_provider, split_new
 
 U1 = "11111111-1111-1111-1111-111111111111"
 U2 = "22222222-2222-2222-2222-222222222222"
+U3 = "33333333-3333-3333-3333-333333333333"
 
 
 def state(uuid=U1, reserved=0, rc="CUSTOM_GOLD"):
@@ -24,6 +25,18 @@ class FakePlacement:
         self.generations = {}
         self.allocations = set()
         self.down = False
+        self.created = []
+        self.reshaped = []
+
+    def create(self, provider):
+        if self.down:
+            raise PlacementUnavailable(provider.uuid, "connection refused")
+        self.created.append(provider.uuid)
+        return provider.uuid not in self.providers
+
+    def set_new_inventories(self, states):
+        self.reshaped.append([provider.uuid for provider in states])
+        return []
 
     def apply(self, provider, assume_new=False, last_applied=None):
         if self.down:
@@ -223,3 +236,66 @@ def test_a_placement_error_answer_does_not_fail_the_rest_of_the_batch(world):
     placement.apply = error_for_u1
     answers = applier.apply([report(U1), report(U2, epoch=9)])
     assert sorted(answers) == [[U1, 1, "failed"], [U2, 1, "applied"]]
+
+
+# -- batches (issue 13 item 9) -------------------------------------------------------------------
+
+def test_newest_per_provider_keeps_the_newest_report_of_each():
+    reports = [Report(U1, 7, 3, "c1", None), Report(U2, 9, 1, "c1", None),
+               Report(U1, 8, 1, "c1", None), Report(U1, 7, 9, "c1", None),
+               Report(U2, 9, 1, "c1", None)]
+    assert newest_per_provider(reports) == {U1: 2, U2: 1}
+
+
+def test_split_new_creates_only_never_applied_providers_with_a_state():
+    rows = {U1: None, U2: None, U3: "a row"}
+    keys = [db_api.ReportKey(u, 7, 1, "c1") for u in (U1, U2, U3)]
+    newer = [(key, rows[key.uuid]) for key in keys]
+    fresh, alone = split_new(newer, {U1: "state", U2: None, U3: "state"})
+    assert fresh == [keys[0]]
+    assert alone == [(keys[1], None), (keys[2], "a row")]
+
+
+def test_a_batch_creates_new_providers_then_sets_their_inventories_at_once(world):
+    placement, engine, claims, applier = world
+    claims[U3] = 7
+    assert applier.apply([report(U1, seq=2)]) == [[U1, 2, "applied"]]
+    placement.created.clear(), placement.reshaped.clear()
+    answers = applier.apply([report(U1, seq=3), report(U2, epoch=9), report(U3)])
+    assert sorted(answers) == sorted([[U1, 3, "applied"], [U2, 1, "applied"],
+                                      [U3, 1, "applied"]])
+    # U1 was applied before: written alone, never created again.
+    assert sorted(placement.created) == sorted([U2, U3])
+    assert [sorted(batch) for batch in placement.reshaped] == [sorted([U2, U3])]
+    assert [last_applied(engine, u) for u in (U1, U2, U3)] == [(7, 3), (9, 1), (7, 1)]
+
+
+def test_older_reports_of_a_provider_in_one_call_answer_after_the_newest(world):
+    placement, engine, _, applier = world
+    answers = applier.apply([report(seq=4), report(seq=6), report(seq=5)])
+    assert answers == [[U1, 4, "stale"], [U1, 6, "applied"], [U1, 5, "stale"]]
+    assert last_applied(engine, U1) == (7, 6)
+    placement.down = True
+    answers = applier.apply([report(seq=8), report(seq=7)])
+    assert answers == [[U1, 8, "failed"], [U1, 7, "failed"]]  # nothing applied: both resent
+    assert last_applied(engine, U1) == (7, 6)
+
+
+def test_a_provider_that_exists_already_is_written_alone(world):
+    placement, engine, _, applier = world
+    placement.providers[U1] = "left over"  # created by an earlier attempt whose commit failed
+    assert applier.apply([report(U1), report(U2, epoch=9)]) == [[U1, 1, "applied"],
+                                                                 [U2, 1, "applied"]]
+    assert placement.reshaped == [[U2]]
+    assert placement.providers[U1].resource_class == "CUSTOM_GOLD"
+
+
+def test_a_batch_whose_commit_fails_answers_failed_and_records_nothing(world, monkeypatch):
+    placement, engine, _, applier = world
+
+    def broken(*args, **kwargs):
+        raise db_api.DatabaseError("commit failed")
+
+    monkeypatch.setattr(db_api, "apply_reports_if_newer", broken)
+    assert applier.apply([report(U1), report(U2, epoch=9)]) == [[U1, 1, "failed"],
+                                                                 [U2, 1, "failed"]]
