@@ -33,6 +33,7 @@ function database_connection_url {
 }
 function recreate_database { _record recreate_database "$@"; }
 function create_service_user { _record create_service_user "$@"; }
+function get_or_add_user_project_role { _record get_or_add_user_project_role "$@"; }
 function configure_keystone_authtoken_middleware {
     _record configure_keystone_authtoken_middleware "$@"
 }

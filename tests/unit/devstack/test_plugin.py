@@ -178,6 +178,8 @@ def test_ironic_sends_versioned_notifications(controller, subnode):
 def test_controller_creates_user_and_database_and_syncs(controller):
     post = ("stack", "post-config")
     assert controller.named(post, "create_service_user") == [["computed", "admin"]]
+    assert controller.named(post, "get_or_add_user_project_role") == [
+        ["service", "computed", "service"]]
     assert controller.named(post, "recreate_database") == [["computed"]]
     assert controller.named(post, "computed-manage") == [
         ["--config-file", str(controller.conf_file), "db", "sync"]]
