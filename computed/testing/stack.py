@@ -23,7 +23,7 @@ from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
 from computed.testing.rabbitmq import RabbitMQ
 from computed.testing.service import Service
-from computed.testing.zookeeper import ZooKeeper
+from computed.testing.zookeeper import Ensemble, ZooKeeper
 
 ORDER = ("zookeeper", "rabbitmq", "postgres", "placement", "ironic")
 CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
@@ -95,7 +95,8 @@ class Stack:
         state = json.loads(stack.state_file.read_text())
         for name in ORDER:
             if name in state:
-                stack.services[name] = CLASSES[name](stack.workdir, info=state[name])
+                kind = Ensemble if "servers" in state[name] else CLASSES[name]
+                stack.services[name] = kind(stack.workdir, info=state[name])
         return stack
 
     def save(self) -> None:
