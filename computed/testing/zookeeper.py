@@ -301,7 +301,15 @@ class Ensemble(Service):
             subprocess.run(["nft", "delete", "table", "inet", table], capture_output=True,
                            timeout=30, check=False)
 
+    def restart(self) -> None:
+        """Every server stopped, then started again on the same ports and data."""
+        self.heal()
+        for index in range(len(self.info["servers"])):
+            self.stop_server(index)
+        self.start()
+
     def stop(self) -> None:
+        """Every server stopped, its data removed, the partitions undone."""
         if os.geteuid() == 0:
             self._nft_delete()
         self.info["partitioned"] = []

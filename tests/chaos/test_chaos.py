@@ -1,6 +1,9 @@
 """The short chaos run: 3 daemons (each in its own network namespace), a reporter, ~40 nodes,
 8 faults drawn from a printed seed while a workload runs, then every invariant checked from
 evidence (see :mod:`tests.chaos.chaos`). Reproduce a run with ``COMPUTED_CHAOS_SEED=<seed>``.
+
+The same on a ZooKeeper ensemble of 3 with its three faults once each, in order (leader killed,
+the busiest follower cut from its peers, quorum lost and regained), fewer nodes.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import random
 import pytest
 
 from tests.chaos import netns
-from tests.chaos.chaos import Chaos
+from tests.chaos.chaos import ENSEMBLE_KINDS, Chaos
 
 FAULTS = 8
 def test_short_chaos_run(tmp_path):
@@ -28,6 +31,27 @@ def test_short_chaos_run(tmp_path):
         print(results.report())
         failed = {name: detail for name, (ok, detail) in results.checks.items() if not ok}
         # A fault "recovers" when claims converge and Placement matches Ironic again.
+        never = [f.line() for f in results.faults if f.recovery is None]
+        assert not never, f"seed {seed}: faults never recovered: {never}\n" \
+                          f"{results.report()}\n{chaos.tails()}"
+        assert not failed, f"seed {seed}: invariants failed: {failed}\n{results.report()}"
+    finally:
+        chaos.close()
+
+
+def test_short_chaos_run_on_an_ensemble(tmp_path):
+    reason = netns.available()
+    if reason:
+        pytest.skip(f"network namespaces unavailable here: {reason}")
+    seed = int(os.environ.get("COMPUTED_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
+    print(f"chaos seed {seed} (COMPUTED_CHAOS_SEED={seed} reproduces the run)")
+    chaos = Chaos(tmp_path, seed, daemons=3, nodes=24, session=3, grace=3.0, ensemble=True)
+    try:
+        chaos.setup()
+        chaos.run_faults(count=len(ENSEMBLE_KINDS), duration=240, kinds=list(ENSEMBLE_KINDS))
+        results = chaos.check()
+        print(results.report())
+        failed = {name: detail for name, (ok, detail) in results.checks.items() if not ok}
         never = [f.line() for f in results.faults if f.recovery is None]
         assert not never, f"seed {seed}: faults never recovered: {never}\n" \
                           f"{results.report()}\n{chaos.tails()}"
