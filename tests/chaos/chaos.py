@@ -15,6 +15,11 @@ namespaces (:mod:`tests.chaos.netns`: one per daemon, the controller behind a br
   rules for the live members with every sticky node's host live, and Placement == Ironic).
 
 After the last fault the invariants are checked from evidence (:meth:`Chaos.check`).
+
+With ``ensemble=True`` ZooKeeper is an ensemble of 3 (:class:`computed.testing.zookeeper.Ensemble`,
+every server forwarded to the controller address, the daemons' URL listing all three) and the
+faults drawn include :data:`ENSEMBLE_KINDS` (leader killed, the follower with the most clients
+cut from its peers, quorum lost by stopping 2 of 3) instead of restarting the whole of ZooKeeper.
 """
 
 from __future__ import annotations
