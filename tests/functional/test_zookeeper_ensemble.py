@@ -173,6 +173,9 @@ def failover(stack, zk, world, placement, load, victim) -> float:
     claims = read_claims(zk, fleet_root(world.group))
     node = next(n for n in world.nodes if claims[n].host == victim.host)
     load.spared.add(node)
+    # Settled first: Placement shows what Ironic has (a toggle by the load may be in flight).
+    wait_for(lambda: node not in ironic_matches_placement(stack, world, placement), 60,
+             "the victim's node settled before the kill", world.processes)
     want = 0 if ironic(stack, "GET", f"/nodes/{node}")["maintenance"] else 1
     victim.kill()
     killed = time.monotonic()
