@@ -1,7 +1,10 @@
 """The long chaos soak: faults drawn from a seed for ``--minutes``, then every invariant checked.
 
     .venv/bin/python -m bench.chaos_soak --minutes 30 --seed 42 [--daemons 3 --nodes 60]
-        [--benchmarks BENCHMARKS.md]
+        [--benchmarks BENCHMARKS.md] [--ensemble]
+
+``--ensemble`` runs ZooKeeper as an ensemble of 3 servers and adds its faults (leader killed,
+a follower cut from its peers, quorum lost and regained) to the ones drawn.
 
 Same engine as the short run in the test suite (:mod:`tests.chaos.chaos`): daemons in network
 namespaces, a workload through ServerAPI and Ironic, one fault at a time (inject, hold, heal,
@@ -23,6 +26,7 @@ from bench.common import machine_facts, write_section
 from tests.chaos.chaos import Chaos
 
 SECTION = "## Chaos soak (issue 8)"
+ENSEMBLE_SECTION = "## Chaos soak on a ZooKeeper ensemble (issue 16)"
 DESCRIPTION = (
     "Daemons each in a network namespace of their own (tests/chaos/netns.py), the reporter and "
     "the services in the root namespace. Recovery = time from the heal (restart, SIGCONT, link "
@@ -38,10 +42,11 @@ def markdown(chaos: Chaos, args, minutes_run: float) -> str:
     summary = chaos.summary()
     load = os.getloadavg()
     facts = machine_facts()
-    lines = [SECTION, "",
+    lines = [ENSEMBLE_SECTION if args.ensemble else SECTION, "",
              (f"`.venv/bin/python -m bench.chaos_soak --minutes {args.minutes:g} "
              f"--seed {args.seed} --daemons {args.daemons} --nodes {args.nodes}"
-             f"{'' if args.zk_credentials else ' --zk-credentials='}` on "
+             f"{'' if args.zk_credentials else ' --zk-credentials='}"
+             f"{' --ensemble' if args.ensemble else ''}` on "
              f"{facts['nproc']} cores ({facts['python']}), machine shared with other work (load "
              f"average at the end {load[0]:.1f}); fault phase {minutes_run:.1f} min, session "
              f"timeout {chaos.session} s, rehome_grace {chaos.grace:g} s, ZooKeeper ACLs "
@@ -71,12 +76,15 @@ def main() -> int:
                              "'' runs with ZooKeeper open")
     parser.add_argument("--benchmarks", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--ensemble", action="store_true",
+                        help="ZooKeeper as an ensemble of 3, with its faults")
     args = parser.parse_args()
-    print(f"chaos soak: seed {args.seed}, {args.minutes:g} min", flush=True)
+    print(f"chaos soak: seed {args.seed}, {args.minutes:g} min"
+          f"{', ZooKeeper ensemble of 3' if args.ensemble else ''}", flush=True)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="chaos-soak-"))
     chaos = Chaos(workdir, args.seed, daemons=args.daemons, nodes=args.nodes,
                   session=args.session, grace=args.grace, zk_credentials=args.zk_credentials,
-                  log=lambda text: print(text, flush=True))
+                  log=lambda text: print(text, flush=True), ensemble=args.ensemble)
     try:
         chaos.setup()
         started = time.monotonic()
@@ -89,7 +97,8 @@ def main() -> int:
               f"max {summary['max']:.1f}s over {summary['recovered']}/{summary['faults']}",
               flush=True)
         if args.benchmarks:
-            write_section(args.benchmarks, SECTION, markdown(chaos, args, minutes_run))
+            write_section(args.benchmarks, ENSEMBLE_SECTION if args.ensemble else SECTION,
+                          markdown(chaos, args, minutes_run))
         never = summary["recovered"] < summary["faults"]
         return 1 if never or not results.ok else 0
     finally:

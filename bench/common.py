@@ -73,7 +73,7 @@ def workdir_or_tmp(path: Path | None, prefix: str) -> Path:
 
 @contextlib.contextmanager
 def stack_for(args, work: Path, services: list[str], prefix: str, keep_nodes: bool = False,
-              log=say) -> Iterator[Stack]:
+              log=say, zookeeper_servers: int = 1) -> Iterator[Stack]:
     """The stack the benchmark runs against, for the ``with`` block.
 
     With ``--stack-dir``: the stack running there, left running; the nodes seeded under ``prefix``
@@ -88,8 +88,9 @@ def stack_for(args, work: Path, services: list[str], prefix: str, keep_nodes: bo
             if not keep_nodes:
                 log(f"deleted {unseed_nodes(borrowed, prefix)} seeded nodes")
         return
-    log(f"starting {', '.join(services)} in {work / 'stack'}")
-    own = Stack.up(work / "stack", services)
+    log(f"starting {', '.join(services)} in {work / 'stack'}"
+        + (f" (ZooKeeper: {zookeeper_servers} servers)" if zookeeper_servers > 1 else ""))
+    own = Stack.up(work / "stack", services, zookeeper_servers=zookeeper_servers)
     try:
         yield own
     finally:

@@ -22,9 +22,10 @@ It also owns what computed asks the ZooKeeper *server*:
   2.11 reads the negotiated value in its connection thread and keeps it nowhere (not even a
   private attribute), so the value is computed the way the server computes it, from the bounds
   the server reports to the ``conf`` four-letter command (:func:`ask_server`, over TLS when
-  the session uses TLS, to the ensemble's servers in turn). A server that refuses ``conf``
-  (not in ``4lw.commands.whitelist``) leaves the lease unknowable: that is an error naming the
-  fix, never a guess.
+  the session uses TLS, to the ensemble's servers in turn, passing over one that cannot be
+  reached or is out of the quorum: it answers "not currently serving requests"). A server that
+  refuses ``conf`` (not in ``4lw.commands.whitelist``) leaves the lease unknowable: that is an
+  error naming the fix, never a guess.
 
 * :func:`protect`: the ACL of the znodes computed keeps its fleet under. With credentials in the
   backend URL (``zookeeper://user:password@host:2181``) tooz's driver authenticates the session
@@ -101,9 +102,16 @@ def granted_session_timeout(client: KazooClient, requested: float,
     return clamp_session_timeout(requested, *bounds)
 
 
+#: What a server out of its ensemble's quorum (cut from its peers, or with too few of them up)
+#: answers every four-letter command but ``ruok``.
+NOT_SERVING = "not currently serving requests"
+
+
 def ask_server(client: KazooClient, command: bytes, timeout: float = 5.0) -> str:
     """The answer of the first server of ``client``'s ensemble that answers the four-letter
-    ``command``, over TLS when the client uses TLS, with the client's certificates.
+    ``command``, over TLS when the client uses TLS, with the client's certificates. A server
+    that is not serving (out of the quorum) is passed over for the next one, as one that cannot
+    be reached is.
 
     kazoo's own ``KazooClient.command`` passes the server's port as the TLS host name (kazoo
     2.11: "'int' object has no attribute 'decode'" on every TLS session) and reads a single
@@ -127,7 +135,11 @@ def ask_server(client: KazooClient, command: bytes, timeout: float = 5.0) -> str
         except Exception as exc:  # socket and TLS errors: try the next server
             failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
             continue
-        return b"".join(chunks).decode("utf-8", "replace")
+        answer = b"".join(chunks).decode("utf-8", "replace")
+        if NOT_SERVING in answer:  # out of the quorum: it says so instead of answering
+            failures.append(f"{host}:{port}: {NOT_SERVING}")
+            continue
+        return answer
     raise SessionTimeoutUnknown(f"cannot ask ZooKeeper for its session timeout bounds "
                                 f"('{command.decode()}' command): {'; '.join(failures)}")
 

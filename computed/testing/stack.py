@@ -5,7 +5,9 @@ Ironic: Ironic sends its notifications to the broker) and saves their infos in
 ``WORKDIR/state.json`` after each one, so that even a process killed half-way leaves a state that
 ``down`` can clean. It returns a whole stack or none: when a service fails to start (or the caller
 is interrupted), the ones already started are stopped before the error goes on. ``Stack.load``
-finds a saved stack again from another process.
+finds a saved stack again from another process. ZooKeeper is one server, or with
+``zookeeper_servers`` > 1 an :class:`~computed.testing.zookeeper.Ensemble` (``stack["zookeeper"]``
+either way: its ``url`` and ``hosts`` list every server).
 
 ``computed_conf`` renders a computed.conf pointing at the stack, the one place where the harness
 knows computed's option names.
@@ -23,7 +25,7 @@ from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
 from computed.testing.rabbitmq import RabbitMQ
 from computed.testing.service import Service
-from computed.testing.zookeeper import ZooKeeper
+from computed.testing.zookeeper import Ensemble, ZooKeeper
 
 ORDER = ("zookeeper", "rabbitmq", "postgres", "placement", "ironic")
 CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
@@ -31,23 +33,27 @@ CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
 
 
 class Stack:
-    def __init__(self, workdir: Path, services: dict[str, Service] | None = None):
+    def __init__(self, workdir: Path, services: dict[str, Service] | None = None,
+                 zookeeper_servers: int = 1):
         self.workdir = Path(workdir)
         self.services: dict[str, Service] = services or {}
+        self.zookeeper_servers = zookeeper_servers
 
     @property
     def state_file(self) -> Path:
         return self.workdir / "state.json"
 
     @classmethod
-    def up(cls, workdir: Path, names: Iterable[str] = ORDER) -> Stack:
-        """Start ``names`` (PostgreSQL only where a server is available)."""
+    def up(cls, workdir: Path, names: Iterable[str] = ORDER,
+           zookeeper_servers: int = 1) -> Stack:
+        """Start ``names`` (PostgreSQL only where a server is available); ZooKeeper as an
+        :class:`Ensemble` of ``zookeeper_servers`` when more than one."""
         wanted = set(names)
         unknown = wanted - set(ORDER)
         if unknown:
             raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(ORDER)}")
-        stack = cls(Path(workdir))
+        stack = cls(Path(workdir), zookeeper_servers=zookeeper_servers)
         stack.workdir.mkdir(parents=True, exist_ok=True)
         try:
             for name in ORDER:
@@ -67,6 +73,8 @@ class Stack:
         return stack
 
     def _new(self, name: str) -> Service:
+        if name == "zookeeper" and self.zookeeper_servers > 1:
+            return Ensemble(self.workdir, info={"size": self.zookeeper_servers})
         if name == "ironic" and "rabbitmq" in self.services:
             return Ironic(self.workdir, transport_url=self.services["rabbitmq"].url)
         if name == "placement" and "postgres" in self.services:
@@ -95,7 +103,8 @@ class Stack:
         state = json.loads(stack.state_file.read_text())
         for name in ORDER:
             if name in state:
-                stack.services[name] = CLASSES[name](stack.workdir, info=state[name])
+                kind = Ensemble if "servers" in state[name] else CLASSES[name]
+                stack.services[name] = kind(stack.workdir, info=state[name])
         return stack
 
     def save(self) -> None:

@@ -22,6 +22,11 @@ epoch not the target's, znodes planted in the fleet's group. Each is checked on 
 nothing done, nothing frozen, the planted entries reported and never on the ring); what went
 wrong is one more invariant. With ``zk_credentials`` the fleet runs with ZooKeeper ACLs, the
 planting is an insider's (the fleet's own credentials) and an anonymous client must be refused.
+
+With ``ensemble=True`` ZooKeeper is an ensemble of 3 (:class:`computed.testing.zookeeper.Ensemble`,
+every server forwarded to the controller address, the daemons' URL listing all three) and the
+faults drawn include :data:`ENSEMBLE_KINDS` (leader killed, the follower with the most clients
+cut from its peers, quorum lost by stopping 2 of 3) instead of restarting the whole of ZooKeeper.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
 from computed.testing.rabbitmq import RabbitMQ
 from computed.testing.stack import Stack
-from computed.testing.zookeeper import ZooKeeper
+from computed.testing.zookeeper import Ensemble, ZooKeeper
 from computed_ironic.convert import LIST_FIELDS, node_from_api
 from hashring.ownership import compute_ownership
 from tests.chaos import netns
@@ -99,15 +104,20 @@ SETTLED = (models.ACTIVE, models.STOPPED, models.ERROR)
 METRICS_PORT = 9181
 # How long a forgery's effect (or its refusal) may take to show before it counts as missing.
 FORGERY_WAIT = 20.0
+# Faults of a run on a ZooKeeper ensemble (``Chaos(ensemble=True)``), drawn besides KINDS (less
+# restart_zookeeper: all servers at once is what zk_lose_quorum does by halves).
+ENSEMBLE_KINDS = ("zk_kill_leader", "zk_partition_follower", "zk_lose_quorum")
 
 
-def start_stack(workdir: Path) -> Stack:
-    """ZooKeeper, a private RabbitMQ, PostgreSQL (if available), Placement, Ironic."""
+def start_stack(workdir: Path, ensemble: bool = False) -> Stack:
+    """ZooKeeper (one server, or an ensemble of 3), a private RabbitMQ, PostgreSQL (if
+    available), Placement, Ironic."""
     stack = Stack(Path(workdir))
     stack.workdir.mkdir(parents=True, exist_ok=True)
     try:
         for name, make in (
-                ("zookeeper", lambda: ZooKeeper(stack.workdir)),
+                ("zookeeper", lambda: Ensemble(stack.workdir) if ensemble else
+                 ZooKeeper(stack.workdir)),
                 ("rabbitmq", lambda: RabbitMQ(stack.workdir, info={"private": True})),
                 ("postgres", lambda: PostgreSQL(stack.workdir)),
                 ("placement", lambda: Placement(stack.workdir, info={
@@ -199,9 +209,12 @@ class NetDaemon(Daemon):
 
 class Chaos:
     def __init__(self, workdir: Path, seed: int, daemons: int = 3, nodes: int = 40,
-                 session: int = 3, grace: float = 3.0, log=print, zk_credentials: str = ""):
+                 session: int = 3, grace: float = 3.0, log=print, zk_credentials: str = "",
+                 ensemble: bool = False):
         """``zk_credentials`` ("user:password"): the fleet's ZooKeeper credentials (digest ACLs on
-        every znode it creates); empty: ZooKeeper open to anyone, as without credentials."""
+        every znode it creates); empty: ZooKeeper open to anyone, as without credentials.
+        ``ensemble``: ZooKeeper as an ensemble of 3, with :data:`ENSEMBLE_KINDS` among the
+        faults."""
         self.workdir = Path(workdir)
         self.seed = seed
         self.rng = random.Random(seed)
@@ -211,6 +224,9 @@ class Chaos:
         self.session = session
         self.grace = grace
         self.log = log
+        self.ensemble = ensemble
+        self.kinds = [k for k in KINDS if k != "restart_zookeeper"] + list(ENSEMBLE_KINDS) \
+            if ensemble else list(KINDS)
         self.results = Results(seed)
         self.t0 = time.monotonic()
         self.stack: Stack | None = None
@@ -262,11 +278,14 @@ class Chaos:
         if removed:
             self.say(f"removed leftovers of a previous run: {', '.join(removed)}")
         started = time.monotonic()
-        self.stack = start_stack(self.workdir / "stack")
+        self.stack = start_stack(self.workdir / "stack", ensemble=self.ensemble)
         self.results.timings["stack_up"] = time.monotonic() - started
         ports = {name: self.stack[name].info["port"] for name in
                  ("zookeeper", "rabbitmq", "placement", "ironic", "postgres")
-                 if name in self.stack}
+                 if name in self.stack and not (name == "zookeeper" and self.ensemble)}
+        if self.ensemble:  # every server forwarded; "zookeeper*" ports are what cuts cut
+            ports.update({f"zookeeper{s['id']}": s["port"]
+                          for s in self.stack["zookeeper"].info["servers"]})
         self.network = netns.Network(self.workdir)
         self.network.setup(ports)
         if "postgres" in self.stack:
@@ -316,7 +335,8 @@ class Chaos:
         for _ in range(self.n_daemons):
             self._start_daemon(self._new_host())
         self.say(f"seed {self.seed}: {len(self.nodes)} nodes, daemons {sorted(self.live)}, "
-                 f"session {self.session}s, rehome_grace {self.grace}s, group {self.group}")
+                 f"session {self.session}s, rehome_grace {self.grace}s, group {self.group}"
+                 + (", ZooKeeper ensemble of 3" if self.ensemble else ""))
         took = self.wait_converged(180, placement_too=True)
         if took is None:
             raise AssertionError("the fleet never converged before any fault\n" + self.tails())
@@ -663,7 +683,7 @@ class Chaos:
         return sorted(self.live)
 
     def pick_fault(self) -> str:
-        kinds = list(KINDS)
+        kinds = list(self.kinds)
         if len(self.live) <= 2:
             kinds = [k for k in kinds if k != "drain_daemon"]
         if len(self.live) >= self.n_daemons + 1:
@@ -704,6 +724,8 @@ class Chaos:
         elif kind == "add_daemon":
             fault.target = self._new_host()
             self._start_daemon(fault.target)
+        elif kind in ENSEMBLE_KINDS:
+            self._ensemble_fault(kind, fault, hold)
         elif kind == "drain_daemon":
             self.manage("fleet", "drain", target)
             fault.note = "drained, then stopped (SIGTERM) and retired"
@@ -716,6 +738,41 @@ class Chaos:
             fault.note = getattr(self, f"_fault_{kind}")(hold)
         fault.healed = self.now()
         return fault
+
+    def _ensemble_fault(self, kind: str, fault: Fault, hold: float) -> None:
+        """One of ENSEMBLE_KINDS: a server of the ensemble killed, cut from its peers, or two of
+        three stopped; healed after ``hold`` (the server back, the cut undone)."""
+        ensemble = self.stack["zookeeper"]
+        if kind == "zk_kill_leader":
+            leader = ensemble.leader()
+            if leader is None:
+                fault.note = "no leader to kill"
+                return
+            fault.target = f"zookeeper-{leader + 1} (leader)"
+            ensemble.kill(leader)
+            time.sleep(hold)
+            ensemble.start_server(leader)
+        elif kind == "zk_partition_follower":
+            followers = ensemble.followers()
+            if not followers:
+                fault.note = "no follower to cut"
+                return
+            # The follower serving the most clients: the daemons on it must move.
+            cut = max(followers, key=ensemble.connections)
+            fault.target = f"zookeeper-{cut + 1} ({ensemble.connections(cut)} clients)"
+            ensemble.partition(cut)
+            time.sleep(hold)
+            ensemble.heal()
+        elif kind == "zk_lose_quorum":
+            leader = ensemble.leader()
+            down = [i for i in ensemble.followers()[:1]] + ([leader] if leader is not None else [])
+            fault.target = "zookeeper-" + "+".join(str(i + 1) for i in down)
+            for index in down:
+                ensemble.stop_server(index)
+            time.sleep(hold)
+            for index in down:
+                ensemble.start_server(index)
+        self.stack.save()
 
     def manage(self, *args: str) -> str:
         """Run computed-manage with the reporter's configuration; its output."""
@@ -959,14 +1016,15 @@ class Chaos:
         self._forgery_failed(f"computed_fleet_group_entries_ignored is not {count}: {wrong}")
 
     def run_faults(self, count: int | None = None, duration: float = 90.0,
-                   recovery_timeout: float = 60.0) -> None:
-        """Inject faults (``count`` of them, or until ``duration`` seconds passed)."""
+                   recovery_timeout: float = 60.0, kinds: list[str] | None = None) -> None:
+        """Inject faults (``count`` of them, or until ``duration`` seconds passed); ``kinds``
+        gives the sequence of fault kinds instead of drawing them."""
         self.start_threads()
         started = time.monotonic()
         injected = 0
         while (count is None or injected < count) and time.monotonic() - started < duration:
             self._stop.wait(self.rng.uniform(1.0, 4.0))  # workload runs between faults
-            fault = self.inject(self.pick_fault())
+            fault = self.inject(kinds[injected % len(kinds)] if kinds else self.pick_fault())
             injected += 1
             self.pause_workload()
             healed_at = self.faults_stopped = time.monotonic()

@@ -16,9 +16,10 @@ are found and removed by name at the next start):
   it.
 
 Faults: :meth:`Host.cut_zookeeper` drops, with nftables in the daemon's namespace only, every
-packet to the controller's ZooKeeper port (RabbitMQ, the database, Ironic and Placement stay
-reachable); :meth:`Host.link_down` takes the namespace's end of the veth down (cut from
-everything); :meth:`Host.heal` undoes both. No address outside 10.231.N.0/24 or loopback is used.
+packet to the controller's ZooKeeper port (every server's, on an ensemble; RabbitMQ, the
+database, Ironic and Placement stay reachable); :meth:`Host.link_down` takes the namespace's end
+of the veth down (cut from everything); :meth:`Host.heal` undoes both. No address outside
+10.231.N.0/24 or loopback is used.
 """
 
 from __future__ import annotations
@@ -185,10 +186,10 @@ class Host:
             raise RuntimeError(f"nft {' '.join(args)} in {self.ns}: {result.stderr.strip()}")
 
     def cut_zookeeper(self) -> None:
-        """Drop every packet from this namespace to the controller's ZooKeeper port."""
-        self._nft("add", "rule", "inet", TABLE, "out", "ip", "daddr", self.network.controller,
-                  "tcp",
-                  "dport", str(self.network.zookeeper_port), "drop")
+        """Drop every packet from this namespace to the controller's ZooKeeper port(s)."""
+        for port in self.network.zookeeper_ports:
+            self._nft("add", "rule", "inet", TABLE, "out", "ip", "daddr",
+                      self.network.controller, "tcp", "dport", str(port), "drop")
         self.zookeeper_cut = True
 
     def link_down(self) -> None:
@@ -215,7 +216,7 @@ class Network:
         self.workdir = Path(workdir)
         self.hosts: dict[str, Host] = {}
         self.forwarders: list[int] = []
-        self.zookeeper_port = 0
+        self.zookeeper_ports: list[int] = []
         self._next = 0
         self.slot, self._lock = take_slot()
         self.prefix, self.bridge, self.subnet = names(self.slot)
@@ -228,7 +229,9 @@ class Network:
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.controller}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
-        self.zookeeper_port = ports["zookeeper"]
+        # One ZooKeeper, or the servers of an ensemble ("zookeeper1", ...): cuts cut them all.
+        self.zookeeper_ports = [port for name, port in ports.items()
+                                if name.startswith("zookeeper")]
         for name, port in ports.items():
             listen = f"TCP-LISTEN:{port},bind={self.controller},fork,reuseaddr,backlog=256"
             pid = process.spawn(["socat", listen, f"TCP:127.0.0.1:{port}"],

@@ -128,6 +128,20 @@ def test_granted_session_timeout_asks_a_server_over_tls_with_the_clients_setting
     assert options["hostname"] == "zk-1"  # kazoo's own command() passed the port here
 
 
+def test_a_server_without_quorum_is_skipped_for_the_next_one():
+    # An ensemble server cut from its peers (or the last one of a lost quorum) still answers
+    # four-letter commands, with this line instead of its configuration.
+    ensemble = Ensemble(NOT_SERVING, CONF_ANSWER)
+    assert granted_session_timeout(ensemble, 90) == 40
+    assert [address for address, _ in ensemble.connections] == [("zk-0", 2281), ("zk-1", 2281)]
+    with pytest.raises(SessionTimeoutUnknown, match="zk-0:2281: not currently serving.*"
+                                                    "zk-1:2281: not currently serving"):
+        granted_session_timeout(Ensemble(NOT_SERVING, NOT_SERVING), 90)
+
+
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
+
+
 @pytest.mark.parametrize("answers, message", [
     (["conf is not executed because it is not in the whitelist.\n"], "4lw.commands.whitelist"),
     ([ConnectionResetError("reset by peer"), OSError("no route")], "reset by peer.*no route"),
