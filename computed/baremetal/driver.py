@@ -43,6 +43,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from stevedore import driver as stevedore_driver
@@ -52,7 +53,11 @@ from stevedore import exception as stevedore_exc
 DRIVER_NAMESPACE = 'computed.baremetal.drivers'
 
 
-@dataclasses.dataclass(frozen=True)
+#: The ``properties`` of a node without capabilities: one shared, read-only mapping.
+NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Node:
     """What computed needs to know about one Ironic node, as one snapshot.
 
@@ -66,6 +71,11 @@ class Node:
 
     ``updated_at`` is Ironic's ISO 8601 timestamp, or None when the node was
     never updated or the driver could not ask for it (see the driver).
+
+    A daemon keeps one per node of the fleet (50,000 of them must fit in its
+    memory budget): slots, no per-instance dict, and a driver shares the
+    values thousands of nodes repeat (states, resource class, traits,
+    :data:`NO_PROPERTIES`).
     """
 
     uuid: str
@@ -82,7 +92,7 @@ class Node:
     last_error: str | None = None
     updated_at: str | None = None
     properties: Mapping[str, str] = dataclasses.field(
-        default_factory=dict, hash=False)
+        default_factory=lambda: NO_PROPERTIES, hash=False)
 
     @property
     def capabilities(self) -> str | None:

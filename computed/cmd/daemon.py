@@ -39,6 +39,7 @@ from computed.conf.errors import ConfigError
 from computed.daemon.hosting import Hosting
 from computed.daemon.listing import ListingRound, Listings, round_path
 from computed.daemon.nodes import FleetNodes
+from computed.daemon.profiling import start_from_env as start_profiling
 from computed.daemon.service import ComputeService
 from computed.daemon.sync import NodeSync, ReportGate
 from computed.db import api as db_api
@@ -177,6 +178,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
 
 
 def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
+    start_profiling()  # only with COMPUTED_TRACEMALLOC set (benchmarks)
     backend = _backend_label(conf.coordination.backend_url)
     service = _service(conf)
     endpoint = metrics.serve_daemon(conf, service)  # before joining: a busy port is a config error

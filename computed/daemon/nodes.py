@@ -20,6 +20,9 @@ Guarantees:
   fleet's again. So neither a filtered listing nor an empty one deletes a provider: only Ironic's
   word about that one node does. A provider is never deleted because its owner changed. The
   database is only a hint here: when it cannot be read, the last set read is kept.
+* **Unchanged is cheap to tell.** :meth:`FleetNodes.uuids` returns the same set object, and
+  :attr:`FleetNodes.version` the same number, while nothing changed: the fleet's and the sync
+  pass's every-second passes see "nothing new" without looking at a node (issue 13 item 7).
 * **A listing on demand.** :meth:`FleetNodes.request_refresh` (an Ironic event that adds or removes
   a node, or the daemon stopping) cuts the listing thread's wait short.
 
@@ -49,16 +52,29 @@ class FleetNodes:
         self._engine = engine
         self._providers: frozenset[str] = frozenset()
         self._foreign: set[str] = set()  # exist in Ironic, outside this fleet's filter
+        self.version = 0  # bumped when the known providers or the foreign nodes change
         self._lock = threading.Lock()
         self._refresh_due = threading.Event()
+        # The last answer of uuids() and what it was made from (the view's nodes, the version):
+        # the same inputs give the same object.
+        self._shared: frozenset[str] | None = None
+        self._shared_from: tuple[object, int] | None = None
 
-    def uuids(self) -> list[str] | None:
-        """What the fleet shares out; None until Ironic was listed once."""
+    def uuids(self) -> frozenset[str] | None:
+        """What the fleet shares out; None until Ironic was listed once. The same set object
+        while nothing changed (the catalog's view, the providers, the foreign nodes), so a caller
+        can tell "unchanged" without looking at the nodes."""
         view = self._catalog.view()
         if view is None:
             return None
         with self._lock:
-            return list((set(view.nodes) | self._providers) - self._foreign)
+            if (self._shared_from is None or self._shared_from[0] is not view.nodes
+                    or self._shared_from[1] != self.version):
+                shared = frozenset(view.nodes.keys() | self._providers) - self._foreign
+                if shared != self._shared:
+                    self._shared = shared
+                self._shared_from = (view.nodes, self.version)
+            return self._shared
 
     def is_known_provider(self, uuid: str) -> bool:
         """Whether computed reported a provider for ``uuid`` (at the last refresh)."""
@@ -67,7 +83,9 @@ class FleetNodes:
     def mark_foreign(self, uuid: str) -> None:
         """``uuid`` exists in Ironic outside this fleet's filter: stop sharing it out."""
         with self._lock:
-            self._foreign.add(uuid)
+            if uuid not in self._foreign:
+                self._foreign.add(uuid)
+                self.version += 1
 
     def is_foreign(self, uuid: str) -> bool:
         with self._lock:
@@ -84,23 +102,30 @@ class FleetNodes:
         view = self._catalog.view()
         if view is not None and not view.stale:
             with self._lock:  # listed again: this fleet's node again
-                self._foreign.difference_update(view.nodes)
+                if not self._foreign.isdisjoint(view.nodes):
+                    self._foreign.difference_update(view.nodes)
+                    self.version += 1
         self._read_providers()
         after = self.uuids()
-        return before is None or set(before) != set(after or ())
+        return before is None or before != after
 
     def refresh_providers(self) -> bool:
         """Read the known providers again, without listing Ironic (the listing is rare while
         events flow); True when the set of uuids to share changed."""
         before = self.uuids()
         self._read_providers()
-        return before is not None and set(before) != set(self.uuids() or ())
+        return before is not None and before != self.uuids()
 
     def _read_providers(self) -> None:
         try:
-            self._providers = frozenset(db_api.provider_uuids(self._engine))
+            providers = frozenset(db_api.provider_uuids(self._engine))
         except Exception as exc:  # the database is a hint here: keep the last set
             LOG.warning("cannot read known providers: %s", exc)
+            return
+        if providers != self._providers:
+            with self._lock:
+                self._providers = providers
+                self.version += 1
 
     def request_refresh(self) -> None:
         """List again now rather than at the end of the interval (from any thread)."""

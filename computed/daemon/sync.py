@@ -21,7 +21,10 @@ Guarantees:
   changed with no event (:mod:`computed.daemon.listing`), is re-read by every daemon, so each
   one's set of nodes to share out follows without a full listing of its own.
 * A node is synced again only when its snapshot or its claim changed since it was last synced, so
-  a pass over unchanged nodes offers nothing.
+  a pass over unchanged nodes offers nothing; and a pass whose inputs are those of the last pass
+  (same catalog view, claims and known providers) that left nothing to retry looks at no node
+  at all (:func:`unchanged`): the every-second pass costs nothing per node while nothing
+  changes.
 * **Only Ironic's word about one node deletes its provider.** A claimed node the listing does
   not show, whose provider computed reported, is looked up alone and unfiltered
   (:meth:`BaremetalDriver.get_node`): not found, it is offered as gone (state None); found, it
@@ -45,7 +48,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
@@ -66,6 +69,15 @@ LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
 REREAD_EVERYWHERE = frozenset(LISTING_EVENTS) | {MISSED_EVENT}
 # Unfiltered look-ups of unlisted nodes per pass (see the module docstring).
 CONFIRMATIONS_PER_PASS = 100
+
+
+def unchanged(last: tuple[Mapping[str, Node], Mapping[str, Claim], object],
+              listed: Mapping[str, Node], held: Mapping[str, Claim], version: object) -> bool:
+    """Whether a sync pass's inputs are those of the ``last`` one: the same catalog mapping
+    (a listing or an update makes a new one), equal claims (compared by identity first: the claim
+    table hands out the same objects) and the same version of the known providers."""
+    last_listed, last_held, last_version = last
+    return listed is last_listed and version == last_version and held == last_held
 
 
 class ReportGate:
@@ -110,6 +122,10 @@ class NodeSync:
         self._hints: dict[str, tuple[float, bool]] = {}
         self._hints_lock = threading.Lock()
         self._wake = threading.Event()
+        # The inputs of the last pass that left nothing to retry (see sync_claimed), and the
+        # nodes passes looked at since start (read by tests: an idle pass looks at none).
+        self._settled: tuple[Mapping[str, Node], Mapping[str, Claim], object] | None = None
+        self.examined = 0
 
     # --- any thread ------------------------------------------------------------------------
 
@@ -182,10 +198,16 @@ class NodeSync:
         self._fleet.wake()
 
     def sync_claimed(self) -> int:
-        """Sync every claimed node whose snapshot or claim changed; returns how many."""
+        """Sync every claimed node whose snapshot or claim changed; returns how many.
+
+        A pass whose inputs (the catalog's nodes, the claims, the known providers) are those of
+        the last pass, when that pass left nothing to retry, looks at no node."""
         view = self._catalog.view()
         listed = view.nodes if view is not None else {}
         held = self._fleet.claims.held()
+        version = self._nodes.version
+        if self._settled is not None and unchanged(self._settled, listed, held, version):
+            return 0
         released = self._synced.keys() - held.keys()
         for uuid in released:
             del self._synced[uuid]
@@ -196,22 +218,32 @@ class NodeSync:
                 del self.failing[uuid]
         synced = 0
         lookups = CONFIRMATIONS_PER_PASS
+        complete = True  # every node synced or unchanged: nothing to retry at the next pass
         for uuid, claim in held.items():
+            self.examined += 1
             node = listed.get(uuid)
             if node is None and (not self._nodes.is_known_provider(uuid)
                                  or self._nodes.is_foreign(uuid)):
                 continue  # not listed yet (or another fleet's): nothing to report as gone
-            if self._synced.get(uuid) == (claim.epoch, node):
+            record = self._synced.get(uuid)
+            if record is not None and record[0] == claim.epoch and record[1] == node:
+                if record[1] is not node:  # an equal copy from a newer listing: keep it, so
+                    self._synced[uuid] = (claim.epoch, node)  # the next look is by identity
                 continue
             if node is None:
                 if lookups == 0:
+                    complete = False
                     continue  # the next pass asks
                 lookups -= 1
                 if not self._confirmed_gone(uuid):
+                    complete = False
                     continue
             if self._sync_one(uuid, node, claim):
                 self._synced[uuid] = (claim.epoch, node)
                 synced += 1
+            else:
+                complete = False
+        self._settled = (listed, held, version) if complete else None
         if synced:
             self._outbox.kick()
         return synced

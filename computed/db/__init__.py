@@ -5,23 +5,25 @@ database to the newest migration (idempotent: a current database is left as
 it is); :func:`current_revision` and :func:`head_revision` say where a
 database is and where the code is. Alembic is configured here in code, from
 the migrations shipped inside this package: no alembic.ini at run time.
+Alembic is imported by these functions only: the daemon and the reporter, which use :mod:`.api`
+alone, do not carry it (about 12 MB of RSS each).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from typing import TYPE_CHECKING
 
 from computed.db import api
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 def alembic_config(url: str | None = None) -> Config:
+    from alembic.config import Config
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     if url is not None:
@@ -32,11 +34,14 @@ def alembic_config(url: str | None = None) -> Config:
 
 def head_revision() -> str | None:
     """The newest migration this code ships."""
+    from alembic.script import ScriptDirectory
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def sync(url: str) -> str | None:
     """Upgrade the database at ``url`` to the newest migration; returns the revision."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
     engine = api.engine_from_url(url)
     try:
         with engine.connect() as connection:
@@ -51,6 +56,7 @@ def sync(url: str) -> str | None:
 
 def current_revision(url: str) -> str | None:
     """The migration the database at ``url`` is at; None for an empty database."""
+    from alembic.runtime.migration import MigrationContext
     engine = api.engine_from_url(url)
     try:
         with engine.connect() as connection:

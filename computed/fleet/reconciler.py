@@ -18,7 +18,9 @@ guarantees live there) and does it through the :class:`computed.fleet.claims.Cla
 can claim it), then **take** what is ours and free. A node a peer still holds is watched and
 retried the moment it is freed. Nodes that do not move are untouched: a join or leave moves only
 the keys the ring moves, with no fleet-wide pause. The ring is rebuilt only when the membership
-changes (:class:`computed.fleet.plan.RingCache`).
+changes (:class:`computed.fleet.plan.RingCache`), and the nodes are placed on it again only when
+the members, the node set or the instances' hosts changed
+(:class:`computed.fleet.plan.OwnershipCache`): a pass with nothing new places no node again.
 
 Actions go through :meth:`Fleet.act`, which acts only on a claim this daemon holds and only while
 the fence (:mod:`computed.fleet.fence`) says the session is alive and the lease fresh. That check
@@ -51,7 +53,7 @@ from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.claims import Claim, ClaimGuard, ClaimTable
 from computed.fleet.fence import Fence, SessionState
 from computed.fleet.membership import Membership
-from computed.fleet.plan import Plan, RingCache, compute_plan
+from computed.fleet.plan import OwnershipCache, Plan, RingCache, compute_plan
 
 LOG = logging.getLogger(__name__)
 
@@ -96,6 +98,7 @@ class Fleet:
         self._on_joined = on_joined
         self._tick = tick
         self._rings = RingCache()
+        self._ownerships = OwnershipCache()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._term = 0  # the fence term our membership and claims belong to
@@ -195,10 +198,14 @@ class Fleet:
         nodes = self._nodes()
         if nodes is None:
             return None
+        if not isinstance(nodes, frozenset):
+            nodes = frozenset(nodes)
         members = [member.as_ring_member() for member in self._membership.members()]
-        self.plan = compute_plan(members, self.claims.held().keys(), set(nodes),
-                                 self._instance_hosts(), self.host, draining=draining,
-                                 ring=self._rings.ring_for(members))
+        ring = self._rings.ring_for(members)
+        instance_hosts = self._instance_hosts()
+        ownership = self._ownerships.ownership_for(members, nodes, instance_hosts, ring)
+        self.plan = compute_plan(members, self.claims.held().keys(), nodes, instance_hosts,
+                                 self.host, draining=draining, ring=ring, ownership=ownership)
         return self.plan
 
     def _release(self, nodes: Iterable[str]) -> None:

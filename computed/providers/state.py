@@ -25,6 +25,7 @@ or 1, traits sorted and unique); anything else raises
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping
@@ -67,7 +68,7 @@ class InvalidProvider(ValueError):
         self.reason = reason
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProviderState:
     """The state computed wants Placement to hold for one provider.
 
@@ -195,6 +196,13 @@ def normalise_resource_class(name: str) -> str:
     becomes ``CUSTOM_CUSTOM_GOLD``): flavors written for Nova name that
     class, and allocations made through Nova are against it.
     """
+    return _normalised(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalised(name: str) -> str:
+    # One string per class, shared by the states of every node of that class (a daemon keeps
+    # the confirmed state of thousands of nodes); a fleet has a handful of classes.
     return CUSTOM_PREFIX + _NON_ALNUM_RE.sub('_', name).upper()
 
 

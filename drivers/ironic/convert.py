@@ -9,11 +9,12 @@ out, so one bad record cannot break a listing.
 
 from __future__ import annotations
 
+import sys
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any
 
-from computed.baremetal.driver import MalformedNode, Node
+from computed.baremetal.driver import NO_PROPERTIES, MalformedNode, Node
 
 #: What ``GET /v1/nodes?fields=`` asks for. ``updated_at`` is not in this
 #: list: Ironic (39.0, API 1.115) rejects it in ``fields`` ("not a valid
@@ -26,6 +27,10 @@ LIST_FIELDS = ('uuid', 'name', 'resource_class', 'provision_state',
 _OPTIONAL_STR = ('name', 'resource_class', 'provision_state',
                  'target_provision_state', 'power_state', 'shard',
                  'last_error', 'updated_at')
+#: Values thousands of nodes repeat: one shared string each (a daemon keeps
+#: every node of the fleet; a parsed listing makes a new string per node).
+_SHARED = frozenset(('resource_class', 'provision_state',
+                     'target_provision_state', 'power_state', 'shard'))
 
 
 def node_from_api(record: Any) -> Node:
@@ -36,12 +41,14 @@ def node_from_api(record: Any) -> Node:
     node_uuid = _uuid(record.get('uuid'))
     values: dict[str, Any] = {'uuid': node_uuid}
     for field in _OPTIONAL_STR:
-        values[field] = _optional_str(record, field, node_uuid)
+        value = _optional_str(record, field, node_uuid)
+        values[field] = (sys.intern(value) if value is not None and field in _SHARED
+                         else value)
     values['instance_uuid'] = _instance_uuid(record, node_uuid)
     values['maintenance'] = _maintenance(record, node_uuid)
     values['traits'] = _traits(record, node_uuid)
     # None and '' both mean Ironic's default (unnamed) conductor group.
-    values['conductor_group'] = (
+    values['conductor_group'] = sys.intern(
         _optional_str(record, 'conductor_group', node_uuid) or '')
     values['properties'] = _properties(record, node_uuid)
     return Node(**values)
@@ -95,19 +102,19 @@ def _traits(record: Mapping, node_uuid: str) -> tuple[str, ...]:
         if not isinstance(trait, str):
             raise MalformedNode(node_uuid, 'traits',
                                 f'expected strings, got {trait!r}')
-    return tuple(sorted(set(value)))
+    return tuple(sorted({sys.intern(trait) for trait in value}))
 
 
-def _properties(record: Mapping, node_uuid: str) -> dict[str, str]:
+def _properties(record: Mapping, node_uuid: str) -> Mapping[str, str]:
     value = record.get('properties')
     if value is None:
-        return {}
+        return NO_PROPERTIES
     if not isinstance(value, Mapping):
         raise MalformedNode(node_uuid, 'properties',
                             f'expected an object, got {value!r}')
     capabilities = value.get('capabilities')
     if capabilities is None:
-        return {}
+        return NO_PROPERTIES
     if not isinstance(capabilities, str):
         raise MalformedNode(node_uuid, 'properties.capabilities',
                             f'expected a string, got {capabilities!r}')

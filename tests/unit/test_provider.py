@@ -224,3 +224,14 @@ def test_malformed_capabilities_raise_naming_the_node_and_the_field(capabilities
     with pytest.raises(InvalidProvider) as err:
         provider_from_node(node(properties={'capabilities': capabilities}))
     assert err.value.uuid == UUID and err.value.field == 'capabilities'
+
+
+def test_states_of_many_nodes_share_their_resource_class_and_carry_no_dict():
+    # The daemon's outbox keeps the confirmed state of every node it holds (issue 13 item 10).
+    from computed.baremetal.driver import Node
+    from computed.providers.state import provider_from_node
+    a, b = (provider_from_node(Node(uuid=u, resource_class="bench-gold"))
+            for u in ("11111111-2222-3333-4444-555555555501",
+                      "11111111-2222-3333-4444-555555555502"))
+    assert a.resource_class == "CUSTOM_BENCH_GOLD" and a.resource_class is b.resource_class
+    assert not hasattr(a, "__dict__")

@@ -106,6 +106,11 @@ class KnownProviders:
 
         self.foreign: set[str] = set()
 
+    @property
+    def version(self) -> tuple:
+        """Changes when the known providers or the foreign nodes do (as FleetNodes.version)."""
+        return frozenset(self.uuids), frozenset(self.foreign)
+
     def is_known_provider(self, uuid: str) -> bool:
         return uuid in self.uuids
 

@@ -30,7 +30,7 @@ def test_nothing_is_shared_until_ironic_was_listed_once(engine):
     assert nodes.uuids() is None
     ironic.down = False
     assert nodes.refresh()
-    assert nodes.uuids() == [N1]
+    assert nodes.uuids() == {N1}
 
 
 def test_providers_whose_node_is_gone_are_shared_and_known(engine):
@@ -71,3 +71,23 @@ def test_a_requested_refresh_ends_the_wait_at_once():
     thread.start()
     thread.join(5)
     assert done.is_set()
+
+
+def test_the_shared_set_is_the_same_object_until_something_changes(engine):
+    # The fleet passes every second; it compares the set by identity (no work per node) while
+    # nothing changed (issue 13 item 7).
+    ironic = Ironic(Node(uuid=N1))
+    catalog = NodeCatalog(ironic)
+    nodes = FleetNodes(catalog, engine)
+    nodes.refresh()
+    first = nodes.uuids()
+    assert first == {N1} and nodes.uuids() is first
+    assert not nodes.refresh_providers() and nodes.uuids() is first  # same providers
+    record_provider(engine, N2)
+    assert nodes.refresh_providers()
+    second = nodes.uuids()
+    assert second == {N1, N2} and nodes.uuids() is second
+    catalog.update(N1, None)  # an event: the node is gone
+    assert nodes.uuids() == {N2}
+    nodes.mark_foreign(N2)
+    assert nodes.uuids() == frozenset()

@@ -416,3 +416,30 @@ def test_malformed_capabilities_fail_only_their_node_and_changed_ones_follow(cap
     assert daemon.node_pass() == 2 and daemon.sync.failing == {}
     assert {uuid: state["traits"] for uuid, _, state in daemon.sent()} == \
         {N1: ["CUSTOM_CAP_BOOT_MODE__UEFI"], N2: ["CUSTOM_CAP_BOOT_MODE__UEFI"]}
+
+
+def test_a_pass_with_nothing_new_looks_at_no_node():
+    # The node thread passes every second: with nothing changed (same listing, same claims, same
+    # known providers) a pass must cost no work per node (issue 13 item 7).
+    daemon = Daemon(node(N1), node(N2))
+    daemon.fleet.claim(N1, 7)
+    daemon.fleet.claim(N2, 8)
+    assert daemon.node_pass() == 2
+    examined = daemon.sync.examined
+    assert daemon.node_pass() == 0 and daemon.sync.examined == examined
+    # A new listing of equal nodes (new objects): looked at once, nothing offered, then quiet.
+    daemon.catalog.refresh()
+    assert daemon.node_pass() == 0 and daemon.sync.examined == examined + 2
+    assert daemon.node_pass() == 0 and daemon.sync.examined == examined + 2
+    # A claim that changes is looked at again, and synced.
+    daemon.fleet.claim(N2, 9)
+    assert daemon.node_pass() == 1
+    assert daemon.sent()[-1][:2] == (N2, 9)
+    examined = daemon.sync.examined
+    assert daemon.node_pass() == 0 and daemon.sync.examined == examined
+    # A node that cannot be synced now (the fence closed) is looked at again at every pass.
+    daemon.change(N1, maintenance=True)
+    daemon.fence.lost()
+    assert daemon.node_pass() == 0
+    examined = daemon.sync.examined
+    assert daemon.node_pass() == 0 and daemon.sync.examined > examined

@@ -55,3 +55,14 @@ def test_a_sqlite_database_computed_creates_is_private_whatever_the_umask(tmp_pa
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for sidecar in tmp_path.glob("open-umask.sqlite-*"):  # WAL files follow the database's mode
         assert stat.S_IMODE(sidecar.stat().st_mode) & 0o077 == 0, sidecar
+
+
+def test_the_queries_do_not_load_the_migrations_tooling():
+    # The daemon and the reporter use computed.db.api only; alembic costs each of them ~12 MB of
+    # RSS (issue 13 item 10), so it is imported when a migration command runs, not before.
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys, computed.db.api; "
+                          "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,7 +3,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computed.fleet.plan import RingCache, compute_plan
+from computed.fleet.plan import OwnershipCache, RingCache, compute_plan
 from hashring.ownership import Member, compute_ownership, member_ring
 
 SMALL = 256  # ring partitions: these tests check rules, not balance
@@ -212,3 +212,39 @@ def test_each_orphan_has_one_adopter_among_the_non_draining_members(fleet):
         assert set().union(*adopted) == set()
     for member, plan in zip(members, plans):
         assert not (member.draining and plan.adopt)
+
+
+def test_the_ownership_is_computed_once_per_members_nodes_and_instance_hosts():
+    computed = []
+
+    def compute(members, nodes, instance_hosts, ring):
+        computed.append(nodes)
+        return compute_ownership(members, nodes, instance_hosts, ring=ring)
+
+    cache = OwnershipCache(compute)
+    members = (Member("a"), Member("b"))
+    ring = member_ring(members, SMALL)
+    nodes = frozenset(NODES[:20])
+    first = cache.ownership_for(members, nodes, {}, ring)
+    assert cache.ownership_for(members, nodes, {}, ring) is first
+    assert cache.ownership_for(members, frozenset(NODES[:20]), {}, ring) is first  # equal set
+    assert len(computed) == 1
+    other_ring = member_ring((Member("a"),), SMALL)
+    for changed in ((members, frozenset(NODES[:19]), {}, ring),
+                    (members, frozenset(NODES[:19]), {NODES[0]: "a"}, ring),
+                    ((Member("a"),), frozenset(NODES[:19]), {NODES[0]: "a"}, other_ring)):
+        assert cache.ownership_for(*changed) is not first
+    assert len(computed) == 4
+    again = cache.ownership_for((Member("a"),), frozenset(NODES[:19]), {NODES[0]: "a"},
+                                other_ring)
+    assert len(computed) == 4 and again.owner(NODES[0]) == "a"
+
+
+def test_a_plan_from_a_given_ownership_equals_the_computed_one():
+    members = (Member("a"), Member("b"))
+    ring = member_ring(members, SMALL)
+    ownership = compute_ownership(members, NODES, {}, ring=ring)
+    held = set(NODES[:10])
+    given = compute_plan(members, held, NODES, {}, "a", ring=ring, ownership=ownership)
+    assert given == compute_plan(members, held, NODES, {}, "a", ring=ring)
+    assert given.ownership is ownership

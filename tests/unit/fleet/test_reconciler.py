@@ -237,6 +237,28 @@ def test_the_ring_is_built_once_per_membership(tmp_path):
     assert dict(a.fleet.plan.ring.nodes) == {"a": 1, "b": 1}
 
 
+def test_a_pass_with_nothing_changed_does_not_place_the_nodes_again(tmp_path):
+    # A pass every tick must not cost a placement of every node on the ring (issue 13 item 7).
+    ensemble, a = settled_alone(tmp_path)
+    ownership = a.fleet.plan.ownership
+    for _ in range(3):
+        a.fleet.reconcile()
+        assert a.fleet.plan.ownership is ownership
+    a.nodes = NODES[:10]
+    a.fleet.reconcile()
+    assert a.fleet.plan.ownership is not ownership
+    assert a.held() == set(NODES[:10])
+    ownership = a.fleet.plan.ownership
+    ensemble.members["b"] = (1, ensemble.next_zxid())
+    a.fleet.reconcile()
+    assert a.fleet.plan.ownership is not ownership
+    ownership = a.fleet.plan.ownership
+    a.instance_hosts = {NODES[0]: "b"}
+    a.fleet.reconcile()
+    assert a.fleet.plan.ownership is not ownership
+    assert NODES[0] not in a.held()
+
+
 def test_run_joins_follows_events_then_drains_and_leaves(tmp_path):
     ensemble = Ensemble()
     a = Daemon(ensemble, "a", tmp_path, drain_timeout=1.0)

@@ -51,3 +51,18 @@ def test_record_without_a_usable_uuid_is_malformed(raw):
     with pytest.raises(MalformedNode) as info:
         node_from_api(raw)
     assert info.value.uuid is None
+
+
+def test_nodes_of_a_listing_share_their_repeated_values_and_carry_no_dict():
+    # A daemon keeps every node of the fleet (issue 13 item 10: 50,000 nodes in 150 MB): values
+    # that thousands of nodes repeat are one object, and a node has no per-instance dict.
+    import json
+    page = json.loads(json.dumps([record(uuid=f'11111111-2222-3333-4444-5555555555{i:02d}',
+                                         name=f'n{i}', traits=['CUSTOM_A'])
+                                  for i in range(2)]))
+    first, second = (node_from_api(raw) for raw in page)
+    for field in ('resource_class', 'provision_state', 'power_state'):
+        assert getattr(first, field) is getattr(second, field), field
+    assert first.traits[0] is second.traits[0]
+    assert first.properties is second.properties  # no capabilities: one shared empty mapping
+    assert not hasattr(first, '__dict__')
