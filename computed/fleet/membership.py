@@ -117,7 +117,8 @@ class Membership:
         """Join the group and return the member epoch.
 
         A member with our name may be our own previous session that has not expired yet (a
-        restart right after a crash): that conflict is retried until ``timeout``.
+        restart right after a crash): that conflict is retried until ``timeout``. One made by
+        this very session is our own join, whose answer a dropped connection lost: it stands.
         """
         group = self.group.encode()
         try:
@@ -131,6 +132,8 @@ class Membership:
                     group, capabilities={"host": self.host, "weight": self.weight}).get()
                 break
             except coordination.MemberAlreadyExist:
+                if self._ours(f"{self.members_path}/{self.host}"):
+                    break  # our own join, whose answer a dropped connection lost
                 if stopping() or time.monotonic() >= deadline:
                     raise MembershipError(
                         f"host {self.host} is already a member of group {self.group}: another "
@@ -142,6 +145,12 @@ class Membership:
                                   f"membership znode is gone")
         self.member_epoch = stat.czxid
         return self.member_epoch
+
+    def _ours(self, path: str) -> bool:
+        """True when ``path`` is an ephemeral znode of this client's own session."""
+        stat = self._client.exists(path)
+        session = self._client.client_id
+        return stat is not None and session is not None and stat.ephemeralOwner == session[0]
 
     def leave(self) -> None:
         try:

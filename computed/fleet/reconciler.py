@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo import exceptions as zk_exc
+from tooz import coordination
 
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.claims import Claim, ClaimGuard, ClaimTable
@@ -131,9 +132,13 @@ class Fleet:
     # --- the reconciler thread -------------------------------------------------------------
 
     def run(self) -> None:
-        """Join, then reconcile on every event until asked to stop; then drain and leave."""
-        self.join()
-        self._membership.watch()
+        """Join, then reconcile on every event until asked to stop; then drain and leave.
+
+        Raises :class:`computed.fleet.membership.MembershipError` when the daemon cannot be a
+        member (another daemon runs with its host name); a lost ZooKeeper connection while
+        joining is waited out, as in any pass."""
+        if not self._start():
+            return
         while not self._stop.is_set():
             self._wake.wait(self._tick)
             self._wake.clear()
@@ -150,6 +155,23 @@ class Fleet:
                 LOG.exception("reconcile pass failed; retrying")
                 time.sleep(min(self._tick, 1.0))
         self.drain_and_leave()
+
+    def _start(self) -> bool:
+        """The first join and the watches, retried while ZooKeeper is away (a connection that
+        drops while a loaded daemon starts must not end it); False when asked to stop first."""
+        while not self._stop.is_set():
+            try:
+                if self._member_epoch is None or self._term != self._fence.term:
+                    self.join()
+                self._membership.watch()
+                return True
+            except (zk_exc.ConnectionLoss, zk_exc.SessionExpiredError,
+                    coordination.ToozConnectionError) as exc:
+                LOG.warning("joining group %s interrupted by ZooKeeper (%s); retrying",
+                            self._membership.group, type(exc).__name__)
+                self._wake.wait(min(self._tick, 1.0))
+                self._wake.clear()
+        return False
 
     def join(self) -> None:
         """Join the group in the fence's current term, with a new member epoch."""

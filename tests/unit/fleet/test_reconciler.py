@@ -23,12 +23,12 @@ class Daemon:
     ``instance_hosts`` on every pass, so a test changes them by assigning."""
 
     def __init__(self, ensemble, host, tmp_path, nodes=NODES, instance_hosts=None,
-                 drain_timeout=5.0):
+                 drain_timeout=5.0, membership=None):
         self.clock = Clock()
         self.fence = Fence(SESSION, clock=self.clock)
         self.fence.connected()
         assert self.fence.renew(lambda: None)
-        self.membership = FakeMembership(ensemble, host)
+        self.membership = membership or FakeMembership(ensemble, host)
         self.claims = FakeClaims(ensemble, host)
         self.audit_path = tmp_path / f"{host}.audit"
         self.nodes = nodes
@@ -322,3 +322,55 @@ def test_may_act_as_only_under_the_current_member_epoch_while_the_fence_allows(t
     assert not a.fleet.may_act_as(epoch - 1)
     a.fence.suspended()
     assert not a.fleet.may_act_as(epoch)
+
+
+
+class FlakyMembership(FakeMembership):
+    """Joining, then watching, fail first with the errors given, as when the ZooKeeper
+    connection drops while the daemon starts (seen at load ~30: the daemon died before its
+    first join was done)."""
+
+    def __init__(self, ensemble, host, join_errors=(), watch_errors=()):
+        super().__init__(ensemble, host)
+        self.join_errors, self.watch_errors = list(join_errors), list(watch_errors)
+
+    def join(self, timeout, stopping):
+        if self.join_errors:
+            raise self.join_errors.pop(0)
+        return super().join(timeout, stopping)
+
+    def watch(self):
+        if self.watch_errors:
+            raise self.watch_errors.pop(0)
+        super().watch()
+
+
+def test_a_zookeeper_error_while_starting_is_retried_not_fatal(tmp_path):
+    from kazoo import exceptions as zk_exc
+    from tooz import coordination
+    ensemble = Ensemble()
+    membership = FlakyMembership(
+        ensemble, "a", join_errors=[zk_exc.ConnectionLoss(), zk_exc.SessionExpiredError(),
+                                    coordination.ToozConnectionError("connection lost")],
+        watch_errors=[zk_exc.ConnectionLoss()])
+    a = Daemon(ensemble, "a", tmp_path, membership=membership)
+    runner = threading.Thread(target=a.fleet.run)
+    runner.start()
+    deadline = time.monotonic() + 10
+    while a.held() != set(NODES) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    a.fleet.request_stop()
+    runner.join(10)
+    assert not runner.is_alive()
+    assert a.held() == set()  # it ran, claimed everything, then drained and left
+    assert membership.join_errors == membership.watch_errors == []
+    assert membership.watching and len(a.records("leave")) == 1
+
+
+def test_a_membership_error_while_starting_still_ends_the_run(tmp_path):
+    from computed.fleet.membership import MembershipError
+    ensemble = Ensemble()
+    membership = FlakyMembership(ensemble, "a", join_errors=[MembershipError("duplicate host")])
+    a = Daemon(ensemble, "a", tmp_path, membership=membership)
+    with pytest.raises(MembershipError):
+        a.fleet.run()
