@@ -273,3 +273,12 @@ def test_keystone_authtoken_knows_the_options_of_its_auth_plugin(tmp_path):
     error = fault(tmp_path, with_section('keystone_authtoken',
                                          KEYSTONE_AUTHTOKEN.replace('= password', '= pasword')))
     assert (error.group, error.option) == ('keystone_authtoken', 'auth_type')
+
+
+def test_a_reporter_may_take_fewer_reports_per_call_than_the_default_batch(tmp_path):
+    # The reporter's own file: batch_size is a daemon's option it never uses (test_reporter_limits
+    # runs a reporter so); only a batch size written in the file is held to the reporter limit.
+    conf = parse(tmp_path, with_section('reporter', 'max_reports_per_call = 50'))
+    assert (conf.reporter.batch_size, conf.reporter.max_reports_per_call) == (100, 50)
+    error = fault(tmp_path, with_section('reporter', 'max_reports_per_call = 50\nbatch_size = 60'))
+    assert (error.group, error.option) == ('reporter', 'batch_size')
