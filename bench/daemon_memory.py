@@ -138,7 +138,8 @@ def measure(count: int, daemons: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--nodes", type=int, nargs="+", default=[10000, 50000])
     parser.add_argument("--daemons", type=int, default=3)
     args = parser.parse_args(argv)

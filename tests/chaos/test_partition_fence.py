@@ -77,9 +77,13 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
         time.sleep(SESSION + 2)  # c1, still cut, had every chance to write again
         assert victim.alive, "c1 must have run (cut, not frozen) all along"
 
+        # c2 may have held the node before c1 joined (and handed it over): the claim that counts
+        # is the first one newer than c1's, i.e. taken over from the cut daemon.
+        c1_epoch = records[node].epoch
         peer_claims = [r["t"] for r in peer.records()
-                       if r["event"] == "claim" and r.get("node") == node]
-        assert peer_claims, f"c2 never claimed {node}"
+                       if r["event"] == "claim" and r.get("node") == node
+                       and r["claim_epoch"] > c1_epoch]
+        assert peer_claims, f"c2 never took {node} over from c1 (claim epoch {c1_epoch})"
         taken = min(peer_claims)
         assert writes_to_node(), "c1 never wrote to the node: nothing was tested"
         assert writes_to_node(since=taken) == [], (
