@@ -178,10 +178,11 @@ class PlacementClient:
 
     def create(self, state: ProviderState) -> bool:
         """Create the provider with ``POST /resource_providers`` and no read first (for a
-        provider the caller never applied); True if this created it. A created provider is
-        remembered empty, so :meth:`set_new_inventories` (or :meth:`apply`) writes only its
-        inventory and traits. False: it exists already (or its name is taken), nothing is
-        remembered, and :meth:`apply` finds out the rest.
+        provider the caller never applied), then set its traits; True if this created it. A
+        created provider is remembered with its traits and no inventory, so
+        :meth:`set_new_inventories` (or :meth:`apply`) writes only its inventory: it becomes
+        schedulable (it has inventory) only once its traits are right. False: it exists already
+        (or its name is taken), nothing is remembered, and :meth:`apply` finds out the rest.
 
         :raises PlacementUnavailable: Placement unreachable or failing.
         :raises PlacementError: a refusal.
@@ -196,8 +197,13 @@ class PlacementClient:
             body = http.json_body(uuid, 'create provider', resp)
             try:
                 view = ProviderView(uuid, body['generation'], {}, (), body.get('name'))
+                if state.traits:
+                    view = self._put_traits(state, view)
             except KeyError as exc:
                 raise PlacementError(uuid, 'create provider', detail=f'answer lacks {exc}')
+            except _Retry:  # written by someone else already: apply() reads what is there
+                self._forget(uuid)
+                return True
             self._remember(uuid, _Entry(view, None))
             return True
 
@@ -211,8 +217,7 @@ class PlacementClient:
         the ``service`` role; a 404 from a Placement older than 1.30). After a 403 or a 404 the
         client stops asking (one WARNING). A provider it did set is remembered with its
         inventory and the generation after (the reshaper answers none: it is read from one
-        provider of the request, one GET a request), its traits still to be set by
-        :meth:`apply`.
+        provider of the request, one GET a request), complete.
 
         :raises PlacementUnavailable: Placement unreachable or failing (nothing is known of
             the request's outcome; the providers involved are forgotten).
@@ -223,7 +228,8 @@ class PlacementClient:
         for state in states:
             entry = self._cached(state.uuid)
             if (self._reshaper_works and entry is not None and entry.state is None
-                    and not entry.view.inventories and not entry.view.traits):
+                    and not entry.view.inventories
+                    and tuple(sorted(entry.view.traits)) == state.traits):
                 todo.append((state, entry.view))
             else:
                 rest.append(state)
@@ -348,6 +354,14 @@ class PlacementClient:
         try:
             if view.name is not None and view.name != state.name:
                 view = self._rename(view, state.name)
+                changed = True
+            # A provider without inventory cannot be scheduled on: it gets its traits first,
+            # so that it is never schedulable with traits it should not have (or without ones
+            # a flavor asks for). Otherwise inventory first: a node going into maintenance
+            # stops being schedulable with the first write.
+            traits_first = not view.inventories
+            if traits_first and tuple(sorted(view.traits)) != state.traits:
+                view = self._put_traits(state, view)
                 changed = True
             wanted = _wanted_inventories(state, view, leftovers)
             if not _same_inventories(view.inventories, wanted):

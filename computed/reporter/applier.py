@@ -27,9 +27,10 @@ answers with an outcome per report. For each report, in this order:
    process): its report answers ``failed`` and is resent. This process also holds its own lock
    of each of the batch's providers (:class:`ProviderLocks`, shared with the resync).
 4. **Apply** it through :class:`computed.placement.client.PlacementClient`. Providers never
-   applied before are created first (one request each, in parallel over ``workers``), then
-   their inventories are set many per request (``POST /reshaper``), then each is completed
-   alone (its traits); a reshaper Placement refuses (a generation conflict, its policy, an old
+   applied before are created first, with their traits (one request each, and one more for a
+   provider with traits, in parallel over ``workers``), then their inventories are set many
+   per request (``POST /reshaper``): a new provider becomes schedulable only once complete; a
+   reshaper Placement refuses (a generation conflict, its policy, an old
    Placement) falls back to one provider at a time, and every other report is written alone, so
    each report's outcome is its own. A provider is deleted only for a report that says its node
    is gone, and only when it has no allocations (``kept`` otherwise). Placement unreachable
@@ -205,9 +206,10 @@ class ReportApplier:
                      ) -> dict[str, db_api.Applied]:
         """Runs inside the batch's transaction, every row of ``newer`` locked: writes them to
         Placement and says which were applied. Providers never applied are created first (in
-        parallel), then their inventories set many a request (``POST /reshaper``), then each is
-        completed alone (traits; everything when the reshaper was refused); every other report
-        is written alone (:meth:`_write`). ``outcomes`` gets each report's."""
+        parallel, with their traits), then their inventories set many a request
+        (``POST /reshaper``); what the reshaper did not set (it was refused) is written one
+        provider at a time, as is every other report (:meth:`_write`). ``outcomes`` gets each
+        report's."""
         fresh_keys, alone_keys = split_new(newer, {uuid: state for uuid, (_, state)
                                                    in items.items()})
         fresh = [items[key.uuid] for key in fresh_keys]
@@ -229,7 +231,8 @@ class ReportApplier:
                             len(created), exc)
                 if isinstance(exc, PlacementUnavailable) and exc.status is None:
                     unanswered.set()
-        # Traits, and the inventories the reshaper did not set, one provider at a time.
+        # What the reshaper did not set, one provider at a time (no request for the others:
+        # the client remembers them complete).
         alone = [(items[state.uuid], None) for state in created] + alone
         applied: dict[str, db_api.Applied] = {}
         written = self._pool.map(functools.partial(self._write_one, unanswered=unanswered),

@@ -73,3 +73,42 @@ def test_no_answer_to_the_reshaper_forgets_its_providers():
     with pytest.raises(PlacementUnavailable):
         client.set_new_inventories([st(A)])
     assert client.generation(A) is None
+
+
+def traited(uuid):
+    return ProviderState(uuid=uuid, name=uuid, resource_class="CUSTOM_GOLD", reserved=0,
+                         traits=("CUSTOM_FAST", "HW_CPU_X86_AVX2"))
+
+
+def test_a_new_provider_gets_its_traits_before_its_inventory_makes_it_schedulable():
+    # Seen in the suite: a provider listed with inventory and no traits yet. A provider without
+    # inventory cannot be scheduled on, so traits go first.
+    traits_set = Response(200, {"resource_provider_generation": 1,
+                                "traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]})
+    adapter = ScriptedAdapter(*created(A), Response(204), traits_set, Response(201),
+                              Response(204), Response(200, {"generation": 3}))
+    client = PlacementClient(adapter)
+    assert client.create(traited(A))
+    assert client.set_new_inventories([traited(A)]) == []
+    sent = [(method, url) for method, url, *_ in adapter.requests]
+    assert sent.index(("PUT", f"/resource_providers/{A}/traits")) < sent.index(
+        ("POST", "/reshaper"))
+    assert adapter.requests[sent.index(("POST", "/reshaper"))][4]["inventories"][A][
+        "resource_provider_generation"] == 1
+    count = len(adapter.requests)
+    assert client.apply(traited(A), last_applied=None) is False  # complete: nothing to write
+    assert len(adapter.requests) == count
+
+
+def test_applied_one_by_one_a_new_provider_also_gets_traits_first():
+    traits_set = Response(200, {"resource_provider_generation": 1,
+                                "traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]})
+    inventory_set = Response(200, {"resource_provider_generation": 2,
+                                   "inventories": inventory(traited(A))})
+    adapter = ScriptedAdapter(*created(A), Response(204), traits_set, Response(201),
+                              inventory_set)
+    client = PlacementClient(adapter)
+    assert client.apply(traited(A), assume_new=True) is True
+    sent = [(method, url) for method, url, *_ in adapter.requests]
+    assert sent.index(("PUT", f"/resource_providers/{A}/traits")) < sent.index(
+        ("PUT", f"/resource_providers/{A}/inventories"))
