@@ -1,5 +1,5 @@
 """The short chaos run: 3 daemons (each in its own network namespace), a reporter, ~40 nodes,
-8 faults drawn from a printed seed while a workload runs (forged reports and casts, planted
+6 faults drawn from a printed seed while a workload runs (forged reports and casts, planted
 members among them), then every invariant checked from evidence (see :mod:`tests.chaos.chaos`).
 The fleet runs with ZooKeeper credentials (ACLs on, as docs/security.md advises). Reproduce a run
 with ``COMPUTED_CHAOS_SEED=<seed>``.
@@ -18,7 +18,7 @@ import pytest
 from tests.chaos import netns
 from tests.chaos.chaos import ENSEMBLE_KINDS, Chaos
 
-FAULTS = 8
+FAULTS = 6
 CREDENTIALS = "computed:chaos-short"
 
 
