@@ -8,6 +8,10 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   ``on_freed(node)`` when it is deleted, so the would-be owner retries at once, not on a poll.
 * **Released before taken.** A daemon stops acting on a node (drops it from :meth:`held`) before it
   deletes the claim, so the next owner can only start after the previous one stopped.
+* **A release is carried out.** A claim whose delete failed (the connection dropped; the session
+  lived on) would block its node until the session ends, which may be never: it is kept aside
+  and :meth:`ClaimTable.delete_released` (every reconcile pass) deletes it once ZooKeeper answers,
+  only if the znode is still that claim of this session (same creation zxid).
 * **Gone with the session.** An ephemeral znode dies with the session that made it: a crashed,
   frozen or partitioned daemon loses all its claims when ZooKeeper expires its session, and its
   peers can take them over without waiting for it.
@@ -106,6 +110,9 @@ class ClaimTable:
         # Called from kazoo's thread when a claim we wait for is deleted (the reconciler's wake).
         self._on_freed = on_freed
         self._held: dict[str, Claim] = {}
+        # Released (not acted on) but whose znode's delete failed: deleted again by
+        # delete_released.
+        self._undeleted: dict[str, Claim] = {}
         self._lock = threading.Lock()
 
     def ensure_root(self) -> None:
@@ -147,6 +154,7 @@ class ClaimTable:
                            member_epoch=member_epoch)
         with self._lock:
             self._held[claim.node] = claim
+            self._undeleted.pop(claim.node, None)  # taken back (adopted) before it was deleted
         result.acquired.append(claim)
         self._watch_held(claim.node)
 
@@ -219,23 +227,65 @@ class ClaimTable:
             released = [self._held.pop(node) for node in list(nodes) if node in self._held]
         for claim in released:
             self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch)
+        self._delete(released)
+        return released
+
+    def delete_released(self) -> int:
+        """Delete again the claims released earlier whose delete failed, each only if its znode
+        is still that claim of this session; returns how many are still left to delete."""
+        with self._lock:
+            undeleted = list(self._undeleted.values())
+        if not undeleted:
+            return 0
+        session_id = self._session_id()
+        pending = [(claim, self._client.exists_async(self._node_path(claim.node)))
+                   for claim in undeleted]
+        ours = []
+        for claim, async_result in pending:
+            try:
+                stat = async_result.get()
+            except zk_exc.KazooException:
+                continue  # still no answer: next pass
+            if (stat is not None and stat.czxid == claim.epoch and session_id is not None
+                    and stat.ephemeralOwner == session_id):
+                ours.append(claim)
+            else:  # gone, or died with an older session (whoever claimed it since owns it)
+                self._settled(claim)
+        self._delete(ours)
+        with self._lock:
+            return len(self._undeleted)
+
+    def _delete(self, claims: list[Claim]) -> None:
+        """Delete the znodes of released ``claims``, pipelined; the ones ZooKeeper did not
+        answer are kept for :meth:`delete_released`."""
         pending = [(claim, self._client.delete_async(self._node_path(claim.node)))
-                   for claim in released]
+                   for claim in claims]
         for claim, async_result in pending:
             try:
                 async_result.get()
             except zk_exc.NoNodeError:
                 pass
             except zk_exc.KazooException as exc:
-                # Not acting on it any more; the claim dies with our session at the latest.
-                LOG.warning("could not delete the claim on node %s (claim epoch %s): %s",
-                            claim.node, claim.epoch, exc)
-        return released
+                # Not acting on it any more, but its node stays blocked while the znode lives.
+                LOG.warning("could not delete the claim on node %s (claim epoch %s): %s; "
+                            "deleting it again once ZooKeeper answers", claim.node, claim.epoch,
+                            exc)
+                with self._lock:
+                    if claim.node not in self._held:
+                        self._undeleted[claim.node] = claim
+                continue
+            self._settled(claim)
+
+    def _settled(self, claim: Claim) -> None:
+        with self._lock:
+            if self._undeleted.get(claim.node) == claim:
+                del self._undeleted[claim.node]
 
     def forget(self) -> list[Claim]:
         """Drop every claim from memory (the session that held them is gone)."""
         with self._lock:
             dropped, self._held = list(self._held.values()), {}
+            self._undeleted = {}  # their znodes died with the session
         for claim in dropped:
             self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch,
                                lost=True)

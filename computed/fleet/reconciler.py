@@ -201,6 +201,7 @@ class Fleet:
                 return
             self.join()  # a new session: new member epoch, then claims anew below
         self.state = FleetState.ACTIVE
+        self.claims.delete_released()
         plan = self._plan(draining=False)
         if plan is None:
             return  # no node list yet: claim nothing, release nothing

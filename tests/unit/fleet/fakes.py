@@ -85,6 +85,7 @@ class FakeClaims:
         self._ensemble = ensemble
         self._host = host
         self._held: dict[str, Claim] = {}
+        self.delete_released_passes = 0
         self.calls: list[tuple[str, list[str]]] = []
 
     def ensure_root(self) -> None:
@@ -122,3 +123,8 @@ class FakeClaims:
     def forget(self) -> list[Claim]:
         dropped, self._held = list(self._held.values()), {}
         return dropped
+
+    def delete_released(self) -> int:
+        # Counted apart from ``calls`` (the claim changes): every pass makes one.
+        self.delete_released_passes += 1
+        return 0

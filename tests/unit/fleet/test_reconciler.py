@@ -118,6 +118,18 @@ def test_no_node_list_yet_claims_and_releases_nothing(tmp_path):
     assert a.claims.calls == [] and a.fleet.plan is None
 
 
+def test_every_connected_pass_retries_the_deletes_zookeeper_did_not_answer(tmp_path):
+    # A release whose delete was lost with a connection blocks its node until it is deleted:
+    # the pass after the reconnect (the fence's CONNECTED wakes it) deletes it.
+    ensemble, a = settled_alone(tmp_path)
+    before = a.claims.delete_released_passes
+    a.fleet.reconcile()
+    assert a.claims.delete_released_passes == before + 1
+    a.fence.suspended()
+    a.fleet.reconcile()  # no answer to expect while suspended
+    assert a.claims.delete_released_passes == before + 1
+
+
 def test_suspended_acts_on_nothing(tmp_path):
     ensemble, a = settled_alone(tmp_path)
     a.fence.suspended()
