@@ -1,10 +1,11 @@
 """A stack: the set of real services one test session, benchmark or demo runs against.
 
-``Stack.up`` starts the services in dependency order (ZooKeeper, RabbitMQ, PostgreSQL, Placement,
-Ironic: Ironic sends its notifications to the broker) and saves their infos in
-``WORKDIR/state.json`` after each one, so that even a process killed half-way leaves a state that
-``down`` can clean. It returns a whole stack or none: when a service fails to start (or the caller
-is interrupted), the ones already started are stopped before the error goes on. ``Stack.load``
+``Stack.up`` starts the services in two waves, each wave's services at once (threads): ZooKeeper,
+RabbitMQ and PostgreSQL, then Placement (its database is PostgreSQL's) and Ironic (it sends its
+notifications to the broker). Their infos are saved in ``WORKDIR/state.json`` after each wave, so
+that even a process killed half-way leaves a state that ``down`` can clean. It returns a whole
+stack or none: when a service fails to start (or the caller is interrupted), the ones already
+started are stopped before the error goes on. ``Stack.load``
 finds a saved stack again from another process. ZooKeeper is one server, or with
 ``zookeeper_servers`` > 1 an :class:`~computed.testing.zookeeper.Ensemble` (``stack["zookeeper"]``
 either way: its ``url`` and ``hosts`` list every server).
@@ -16,7 +17,8 @@ knows computed's option names.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from computed.testing import postgres
@@ -28,6 +30,9 @@ from computed.testing.service import Service
 from computed.testing.zookeeper import Ensemble, ZooKeeper
 
 ORDER = ("zookeeper", "rabbitmq", "postgres", "placement", "ironic")
+#: Services started together: a wave needs only what the waves before it started. Placement and
+#: Ironic take most of a stack's start (a few seconds each, mostly importing their code).
+WAVES = (("zookeeper", "rabbitmq", "postgres"), ("placement", "ironic"))
 CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
            "placement": Placement, "ironic": Ironic}
 
@@ -56,12 +61,13 @@ class Stack:
         stack = cls(Path(workdir), zookeeper_servers=zookeeper_servers)
         stack.workdir.mkdir(parents=True, exist_ok=True)
         try:
-            for name in ORDER:
-                if name not in wanted or (name == "postgres" and not postgres.available()):
-                    continue
-                stack.services[name] = service = stack._new(name)
+            for wave in WAVES:
+                names_now = [name for name in wave if name in wanted and not (
+                    name == "postgres" and not postgres.available())]
+                for name in names_now:
+                    stack.services[name] = stack._new(name)
                 try:
-                    service.start()
+                    together([stack.services[name].start for name in names_now])
                 finally:
                     stack.save()
             stack._cap_unconsumed_notifications()
@@ -73,6 +79,7 @@ class Stack:
         return stack
 
     def _new(self, name: str) -> Service:
+        """The launcher of ``name``, given what the earlier waves started."""
         if name == "zookeeper" and self.zookeeper_servers > 1:
             return Ensemble(self.workdir, info={"size": self.zookeeper_servers})
         if name == "ironic" and "rabbitmq" in self.services:
@@ -112,11 +119,13 @@ class Stack:
         self.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
 
     def down(self) -> None:
-        """Stop every service, the last started first; the state file goes with them."""
-        for name in reversed(ORDER):
-            if name in self.services:
-                self.services[name].stop()
-        self.state_file.unlink(missing_ok=True)
+        """Stop every service, the last wave first (each wave's services at once); the state
+        file goes with them. A failure to stop one is raised once all were asked to stop."""
+        try:
+            for wave in reversed(WAVES):
+                together([self.services[name].stop for name in wave if name in self.services])
+        finally:
+            self.state_file.unlink(missing_ok=True)
 
     def status(self) -> list[str]:
         return [self.services[name].describe() for name in ORDER if name in self.services]
@@ -147,3 +156,24 @@ class Stack:
             lines += ["[placement]", "auth_type = admin_token", "token = admin",
                       f"endpoint = {self['placement'].url}"]
         return "\n".join(lines) + "\n" + extra
+
+
+def together(calls: list[Callable[[], None]]) -> None:
+    """Run ``calls`` (services' ``start`` or ``stop``) at once and wait for all; the first
+    failure is raised once every call has ended (so that the state saved after a start lists
+    every service that started, and a stop that failed does not skip the others)."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]

@@ -18,7 +18,7 @@ from tests.functional.daemons import make_available, seen, wait_for
 WORLD_NODES = 6
 FREQUENT = 2.0  # node_refresh_interval: the listing interval while events cannot be trusted
 ROUND = 10.0    # fleet_listing_interval: one fleet-wide listing per round while they can
-WINDOW = 30.0
+WINDOW = 20.0
 
 
 def first_pages(stack, offset: int) -> int:
@@ -60,7 +60,7 @@ def test_while_events_flow_one_daemon_per_round_lists_and_finds_what_events_miss
     time.sleep(WINDOW)
     listings = first_pages(stack, offset)
     assert first_pages(stack, 0) >= 3  # the count sees listings: each daemon's first, at least
-    # Three daemons listing every 2 s would be ~45; one listing per 10 s round is ~3.
+    # Three daemons listing every 2 s would be ~30; one listing per 10 s round is ~2.
     assert listings <= WINDOW / ROUND + 2, f"{listings} listings in {WINDOW:g} s"
 
     node = world.nodes[0]

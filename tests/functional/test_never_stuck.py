@@ -208,16 +208,18 @@ def test_an_ironic_that_never_answers_fails_the_listing_with_one_line(tmp_path):
 
 def test_a_reporter_whose_placement_never_answers_answers_failed_and_holds_no_lock(
         stack, world):
-    """The reporter's Placement accepts connections and never answers, with the default
-    configuration: the batch is answered ``failed`` (the daemon resends it) well before the
-    daemon's default call timeout, the log says why in one line naming Placement's URL, and the
-    provider's row is not left locked: another reporter applies the same report right after."""
+    """The reporter's Placement accepts connections and never answers: the batch is answered
+    ``failed`` (the daemon resends it) well before the daemon's default call timeout, the log
+    says why in one line naming Placement's URL, and the provider's row is not left locked:
+    another reporter applies the same report right after. ``[placement] timeout`` is 5 s here
+    (the default 30 s only makes the test slower; that the default stays below the default call
+    timeout is tests/unit/conf/test_timeouts.py)."""
     node = world.nodes[0]
     state = {"uuid": node, "name": node, "resource_class": world.rc, "reserved": 0,
              "traits": []}
     with silent_server() as url:
         stuck = world.reporter("r-silent", extra=(
-            f"[placement]\nendpoint = {url}\nresync_interval = 0\n"))
+            f"[placement]\nendpoint = {url}\nresync_interval = 0\ntimeout = 5\n"))
         stuck.wait_log("serving topic")
         with playing_a_daemon(stack, world, node) as (client, epoch):
             # As patient as a daemon with the default [reporter] call_timeout.
