@@ -63,19 +63,24 @@ def clients(stack):
         client.close()
 
 
-def test_a_release_zookeeper_did_not_answer_is_deleted_at_the_next_pass(clients, tmp_path):
-    mine, peer = clients
+def released_without_answer(client: KazooClient, tmp_path) -> tuple[ClaimTable, str, str]:
+    """(c2's claim table, node, claim path) after c2 claimed the node and released it, its
+    delete answered ConnectionLoss."""
     root = f"/computed-test/{uuid.uuid4().hex[:8]}"
-    flaky = DeleteAnsweredConnectionLoss(mine)
+    flaky = DeleteAnsweredConnectionLoss(client)
     table = ClaimTable(flaky, root, "c2", AuditLog(str(tmp_path / "audit"), "c2"),
                        on_freed=lambda node: None)
     table.ensure_root()
     node = str(uuid.uuid4())
-    [claim] = table.acquire([node], member_epoch=1, term=1).acquired
-
+    table.acquire([node], member_epoch=1, term=1)
     flaky.fail_next_delete = True
     table.release([node])
-    path = f"{root}/claims/{node}"
+    return table, node, f"{root}/claims/{node}"
+
+
+def test_a_release_zookeeper_did_not_answer_is_deleted_at_the_next_pass(clients, tmp_path):
+    mine, peer = clients
+    table, node, path = released_without_answer(mine, tmp_path)
     assert table.get(node) is None  # not acted on any more
     assert mine.exists(path) is not None  # but the node is still blocked for everyone else
 
@@ -88,16 +93,8 @@ def test_a_release_zookeeper_did_not_answer_is_deleted_at_the_next_pass(clients,
 
 def test_a_release_taken_back_before_its_delete_is_not_deleted(clients, tmp_path):
     mine, _ = clients
-    root = f"/computed-test/{uuid.uuid4().hex[:8]}"
-    flaky = DeleteAnsweredConnectionLoss(mine)
-    table = ClaimTable(flaky, root, "c2", AuditLog(str(tmp_path / "audit"), "c2"),
-                       on_freed=lambda node: None)
-    table.ensure_root()
-    node = str(uuid.uuid4())
-    table.acquire([node], member_epoch=1, term=1)
-    flaky.fail_next_delete = True
-    table.release([node])
+    table, node, path = released_without_answer(mine, tmp_path)
     [again] = table.acquire([node], member_epoch=1, term=1).acquired  # ours: adopted
     assert table.delete_released() == 0
     assert table.get(node) == again
-    assert mine.exists(f"{root}/claims/{node}").czxid == again.epoch
+    assert mine.exists(path).czxid == again.epoch
