@@ -445,6 +445,16 @@ class Run:
                 counts[k] = counts.get(k, 0) + v if isinstance(v, int) else v
         return counts
 
+    def daemon_rss_mb(self) -> dict[str, float]:
+        """Each live daemon's resident memory now (MB), by host."""
+        out = {}
+        for d in self.daemons:
+            try:
+                out[d.host] = psutil.Process(d.proc.pid).memory_info().rss / 2**20
+            except psutil.Error:
+                pass
+        return out
+
     def groups(self) -> dict[str, list[int]]:
         g = {"daemons": [d.proc.pid for d in self.daemons],
              "reporters": [p.proc.pid for p in self.processes
@@ -459,7 +469,7 @@ class Run:
         groups_before = None
         load0 = os.getloadavg()[0]
         t0 = time.time()
-        self.daemons = [self.start(Daemon, f"c{i}") for i in (1, 2, 3)]
+        self.daemons = [self.start(Daemon, f"c{i}") for i in range(1, self.args.daemons + 1)]
         groups = self.groups()
         groups_before = cpu_snapshot(groups)
         deadline = time.monotonic() + self.args.timeout
@@ -744,6 +754,9 @@ def table(runs: list[dict], args) -> list[str]:
         row("  -> reporter's providers row, p50 (s)", [e["row_p50"] for e in events], 3)
         row("  -> reporter's providers row, p95 (s)", [e["row_p95"] for e in events], 3)
         row("  the Ironic API call itself, p50 (s)", [e["api_p50"] for e in events], 3)
+    rss = [max(r["rss_mb"].values()) for r in runs if r.get("rss_mb")]
+    if rss:
+        row("largest daemon RSS at the run's end (MB)", rss, 1)
     return lines
 
 
@@ -762,7 +775,7 @@ def markdown(args, runs: list[dict], info: dict) -> str:
         f"(fake-hardware, `available`, `power off`, no instance: reserved 0), seeded by copying "
         f"the row of one node made through the API (bench/seed.py), of which "
         f"{info['traits']} with 2 traits and {info['maint']} in maintenance (reserved 1), all "
-        f"checked through `GET /v1/nodes`. 3 `computed` daemons and {args.reporters} "
+        f"checked through `GET /v1/nodes`. {args.daemons} `computed` daemons and {args.reporters} "
         f"`computed-reporter` processes (`[reporter] workers = {args.workers}`, `batch_size = "
         f"{args.batch_size}`, `call_timeout = {CALL_TIMEOUT}`; `[fleet] node_refresh_interval = "
         f"{args.refresh:g}`; ZooKeeper session {SESSION_TIMEOUT} s; computed's database: a fresh "
@@ -796,6 +809,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--detail-runs", type=int, default=1,
                         help="how many of the runs (the first ones) also measure the steady "
                              "state and events")
+    parser.add_argument("--daemons", type=int, default=3)
     parser.add_argument("--reporters", type=int, default=2)
     parser.add_argument("--workers", type=int, default=4, help="[reporter] workers")
     parser.add_argument("--batch-size", type=int, default=100, help="[reporter] batch_size")
@@ -834,6 +848,9 @@ def main(argv: list[str] | None = None) -> int:
                 if number < args.detail_runs:
                     result["steady"] = current.steady()
                     result["events"] = current.events()
+                result["rss_mb"] = current.daemon_rss_mb()
+                say(f"  daemons' RSS (MB): "
+                    f"{ {h: round(v, 1) for h, v in result['rss_mb'].items()} }")
                 loads.append(os.getloadavg()[0])
                 runs.append(result)
                 current.close()

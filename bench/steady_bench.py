@@ -32,8 +32,6 @@ import time
 import uuid as uuidlib
 from urllib import parse
 
-import psutil
-
 from bench.common import arguments, command, machine, say, stack_for, workdir_or_tmp
 from bench.report_bench import (
     Run,
@@ -72,16 +70,6 @@ def per_process(run: Run) -> dict[str, list[int]]:
                    if not isinstance(p, Daemon) and p.alive})
     groups.update(service_pids(run.stack))
     return groups
-
-
-def rss_mb(run: Run) -> dict[str, float]:
-    out = {}
-    for d in run.daemons:
-        try:
-            out[d.host] = psutil.Process(d.proc.pid).memory_info().rss / 2**20
-        except psutil.Error:
-            pass
-    return out
 
 
 def listings_logged(run: Run) -> dict[str, int]:
@@ -162,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 "messages": sum(v for v in counts.values() if isinstance(v, int)),
                 "listings": {h: listed1[h] - listed0.get(h, 0) for h in listed1},
                 "ironic_listings": full_listings,
-                "rss_mb": rss_mb(run),
+                "rss_mb": run.daemon_rss_mb(),
                 "load": (min(loads), max(loads))}
             s = result["steady"]
             say(f"steady window {window:.0f} s: Ironic caused {100 * s['ironic_caused_cores']:.1f} "
