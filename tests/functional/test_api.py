@@ -19,10 +19,12 @@ from keystoneauth1 import session as ks_session
 from openstack import exceptions as sdk_exc
 
 from computed.runtime import keystone
+from computed.testing.ironic import enroll_nodes
 from computed.testing.process import free_port
 from tests.functional.daemons import (
     BIN,
     Process,
+    expected_ownership,
     ironic,
     make_available,
     ownership_now,
@@ -298,16 +300,39 @@ def _raise(response):
     return response
 
 
+def node_for(stack, world, zk, host: str) -> str:
+    """A node of ``world`` that the ring gives ``host`` now; one is enrolled (schedulable) with
+    a uuid the ring gives ``host`` when none of the world's is."""
+    members = ownership_now(zk, world.group)[0]
+    owned = [n for n, h in expected_ownership(members, world.nodes).items() if h == host]
+    if owned:
+        return owned[0]
+    while True:
+        node = str(uuid.uuid4())
+        if expected_ownership(members, [*world.nodes, node])[node] == host:
+            break
+    enroll_nodes(stack["ironic"].url, 1, resource_class=world.resource_class,
+                 prefix=f"for-{host}", workers=1, uuid=node)
+    make_available(stack, [node])
+    world.nodes.append(node)
+    return node
+
+
 def test_disabling_a_service_drains_its_daemon(stack, world, compute):
     admin = connection(compute, ADMIN, version="2.53")
     services = {s.host: s for s in admin.compute.services()}
     assert {(h, s.state, s.status, s.binary) for h, s in services.items()} == \
         {("c1", "up", "enabled", "computed"), ("c2", "up", "enabled", "computed")}
-    admin.compute.disable_service(services["c1"], disabled_reason="maintenance")
-    shown = {s.host: s for s in admin.compute.services()}["c1"]
-    assert (shown.status, shown.disabled_reason) == ("disabled", "maintenance")
     zk = zk_client(stack)
     try:
+        # With 3 random nodes the ring gives c1 none about 1 run in 8, and then neither the
+        # drain nor the return would show anything: c1 must hold a node before it is disabled.
+        node = node_for(stack, world, zk, "c1")
+        wait_for(lambda: ownership_now(zk, world.group)[1].get(node) == "c1", 60,
+                 f"c1 holds node {node}", world.processes)
+        admin.compute.disable_service(services["c1"], disabled_reason="maintenance")
+        shown = {s.host: s for s in admin.compute.services()}["c1"]
+        assert (shown.status, shown.disabled_reason) == ("disabled", "maintenance")
         # Draining: c1 hands its free nodes to c2 (no instance holds any here).
         wait_for(lambda: set(ownership_now(zk, world.group)[1].values()) == {"c2"}, 60,
                  "c1 drained", world.processes)
