@@ -441,20 +441,33 @@ class Chaos:
         return None
 
     def placement_state(self, uuid: str) -> tuple | None:
-        base = f"/resource_providers/{uuid}"
-        rp = self.placement.get(base, headers=PLACEMENT_VERSION, raise_exc=False)
+        """``(name, {resource class: reserved}, traits)`` of a provider, read in full."""
+        rp = self.placement.get(f"/resource_providers/{uuid}", headers=PLACEMENT_VERSION,
+                                raise_exc=False)
         if rp.status_code == 404:
             return None
         rp.raise_for_status()
+        contents = self.provider_contents(uuid)
+        return None if contents is None else (rp.json()["name"], contents[1], contents[2])
+
+    def provider_contents(self, uuid: str) -> tuple[int | None, dict, tuple] | None:
+        """``(generation, {resource class: reserved}, traits)`` of a provider, None when it is
+        gone. The generation is None when the two answers came from different generations (a
+        write fell between them): they are then not one state to remember."""
+        base = f"/resource_providers/{uuid}"
         inv = self.placement.get(base + "/inventories", headers=PLACEMENT_VERSION,
                                  raise_exc=False)
         traits = self.placement.get(base + "/traits", headers=PLACEMENT_VERSION,
                                     raise_exc=False)
+        if inv.status_code == 404 or traits.status_code == 404:
+            return None
         inv.raise_for_status()
         traits.raise_for_status()
-        inventories = inv.json()["inventories"]
-        return (rp.json()["name"],
-                {rc: i["reserved"] for rc, i in inventories.items()},
+        generation = inv.json()["resource_provider_generation"]
+        if generation != traits.json()["resource_provider_generation"]:
+            generation = None
+        return (generation,
+                {rc: i["reserved"] for rc, i in inv.json()["inventories"].items()},
                 tuple(sorted(traits.json()["traits"])))
 
     def provider_listing(self) -> dict[str, tuple[str, int]]:
@@ -474,23 +487,14 @@ class Chaos:
         known = self._provider_reads.get(uuid)
         if known is not None and known[0] == generation:
             return (name, known[1], known[2])
-        base = f"/resource_providers/{uuid}"
-        inv = self.placement.get(base + "/inventories", headers=PLACEMENT_VERSION,
-                                 raise_exc=False)
-        traits = self.placement.get(base + "/traits", headers=PLACEMENT_VERSION,
-                                    raise_exc=False)
-        if inv.status_code == 404 or traits.status_code == 404:
+        contents = self.provider_contents(uuid)
+        if contents is None:
             return None
-        inv.raise_for_status()
-        traits.raise_for_status()
-        reserved = {rc: i["reserved"] for rc, i in inv.json()["inventories"].items()}
-        names = tuple(sorted(traits.json()["traits"]))
-        # Both answers of one generation are one state; the listing's generation is not needed
-        # to match (a change since the listing is read, and the next check lists it again).
-        if (inv.json()["resource_provider_generation"]
-                == traits.json()["resource_provider_generation"]):
-            self._provider_reads[uuid] = (inv.json()["resource_provider_generation"], reserved,
-                                          names)
+        generation, reserved, names = contents
+        # The listing's generation is not needed to match: a change since the listing is read
+        # now, and the next check lists it again.
+        if generation is not None:
+            self._provider_reads[uuid] = (generation, reserved, names)
         return (name, reserved, names)
 
     def placement_mismatches(self, ironic: dict[str, dict] | None = None) -> list[str]:
