@@ -7,12 +7,14 @@ seeded as bench/seed.py does (bench/report_bench.py's population), and measures,
 1. **baseline**: Ironic's CPU seconds (its process and children, from /proc through psutil) over
    ``--baseline`` seconds with no daemon and no reporter running: what Ironic costs on its own
    (its periodic tasks: power sync, ...).
-2. **cold start**: 3 daemons and ``--reporters`` reporters started; done when every
+2. **cold start**: ``--daemons`` daemons and ``--reporters`` reporters started; done when every
    node's provider is applied with its expected state (bench/report_bench.py's check).
 3. **steady window**: after ``--settle`` seconds, ``--window`` seconds during which nothing
    changes in Ironic: CPU seconds of each daemon, each reporter, Ironic and Placement; Placement
    writes (sum of provider generations, rows written in Placement's database); reports received
    by fresh reporters (their outcome counters); the full listings the daemons logged.
+4. **events** (``--events N``, off by default): N nodes put in maintenance and back through
+   Ironic's API, each timed until Placement shows it (bench/report_bench.py's events phase).
 
 Ironic's CPU caused by computed = Ironic's CPU over the window minus its baseline rate times the
 window. Shares are of one core (CPU seconds / wall seconds).
@@ -57,7 +59,7 @@ def ironic_listings(stack, offset: int) -> int:
 
 
 class SteadyRun(Run):
-    """bench.report_bench's run (3 daemons), with ``--extra`` in every process's configuration."""
+    """bench.report_bench's run, with ``--extra`` in every process's configuration."""
 
     def extra(self) -> str:
         return super().extra() + self.args.extra + "\n"
@@ -81,6 +83,7 @@ def listings_logged(run: Run) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = arguments(__doc__)
     parser.add_argument("--nodes", type=int, default=10000)
+    parser.add_argument("--daemons", type=int, default=3)
     parser.add_argument("--reporters", type=int, default=2)
     parser.add_argument("--workers", type=int, default=4, help="[reporter] workers")
     parser.add_argument("--batch-size", type=int, default=100, help="[reporter] batch_size")
@@ -92,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between the cold start's end and the window")
     parser.add_argument("--window", type=float, default=600.0, help="steady window, seconds")
     parser.add_argument("--timeout", type=float, default=1800, help="cold start limit, s")
+    parser.add_argument("--events", type=int, default=0,
+                        help="after the window: nodes put in maintenance and back, each timed "
+                             "until Placement shows it (bench.report_bench's events)")
+    parser.add_argument("--spacing", type=float, default=0.2, help="seconds between events")
     args = parser.parse_args(argv)
     args.extra = args.extra.replace("\\n", "\n")
     began = time.monotonic()
@@ -160,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"+{s['placement_row_writes']}; reports {counts}; listings {s['listings']} "
                 f"({full_listings} in Ironic's log); "
                 f"RSS MB {s['rss_mb']}; load {s['load'][0]:.1f}-{s['load'][1]:.1f}")
+            if args.events:
+                result["events"] = run.events()
+                result["rss_mb_after_events"] = run.daemon_rss_mb()
             result["elapsed"] = time.monotonic() - began
             (workdir / "steady.json").write_text(json.dumps(result, indent=1, default=str))
             print(json.dumps(result, indent=1, default=str))
