@@ -204,8 +204,12 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         failed = service.error
     finally:
         status.stop()
-        endpoint.stop()
-        service.close()
+        try:
+            service.close()
+        finally:
+            # Last: until the process is about to exit, /healthz answers 503 rather than
+            # nothing, so a load balancer never reads a stopping daemon as healthy.
+            endpoint.stop()
     if failed is not None:
         # Some exceptions (kazoo's ConnectionLoss) have no message: the type is then the reason.
         LOG.error('computed stopped: %s', str(failed) or type(failed).__name__)

@@ -93,6 +93,7 @@ class ComputeService:
         self._heartbeat_interval = heartbeat_interval
         self.error: Exception | None = None  # why the fleet thread ended, if it failed
         self._stop = threading.Event()
+        self._stopping = threading.Event()  # stop() was called: draining to leave
         self._threads: list[threading.Thread] = []
         self._zookeeper.add_listener(self._kazoo_state)
 
@@ -198,7 +199,13 @@ class ComputeService:
 
     def stop(self) -> None:
         """Drain and leave (the fleet thread does it), then stop the other threads."""
+        self._stopping.set()
         self.fleet.request_stop()
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called (the drain may not have begun yet)."""
+        return self._stopping.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the service to end (the report thread aside); True when it did."""

@@ -62,6 +62,10 @@ def daemon_health(service: ComputeService) -> Health:
     """Whether a :class:`ComputeService` does its job now, and why not (no I/O)."""
     if service.stopped:
         return Health(False, "stopped")
+    if service.stopping:
+        # From the signal on, not from the fleet thread's next pass: a load balancer takes the
+        # daemon out before its drain has begun.
+        return Health(False, "stopping: draining, then leaving")
     session = service.fence.state
     if session is not SessionState.CONNECTED:
         return Health(False, f"zookeeper session {session.value}")

@@ -80,7 +80,7 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
     box.offer("a", 1, None)
     box.sent, box.failures = 12, 2
     return types.SimpleNamespace(
-        stopped=False, fence=fence, fleet=fleet, catalog=catalog, outbox=box,
+        stopped=False, stopping=False, fence=fence, fleet=fleet, catalog=catalog, outbox=box,
         sync=types.SimpleNamespace(last_event_at=None, failing={"n9": None}, failures=3),
         hosting=types.SimpleNamespace(readopt_pending=True, readopt_failures=2),
         membership=membership or Membership([MemberInfo("h", 1, False, 1),
@@ -180,15 +180,16 @@ def test_daemon_without_node_list():
 
 @pytest.mark.parametrize("change, reason", [
     (dict(stopped=True), "stopped"),
+    (dict(stopping=True), "stopping: draining, then leaving"),
     (dict(connected=False), "zookeeper session lost"),
     (dict(state=FleetState.JOINING), "fleet state joining"),
     (dict(state=FleetState.DRAINING), "fleet state draining"),
     (dict(listed=None), "no node list from Ironic yet"),
 ])
 def test_daemon_health_reasons(change, reason):
-    stopped = change.pop("stopped", False)
+    stopped, stopping = change.pop("stopped", False), change.pop("stopping", False)
     service = make_service(Clock(), **change)
-    service.stopped = stopped
+    service.stopped, service.stopping = stopped, stopping
     assert metrics.daemon_health(service) == (False, reason)
 
 
