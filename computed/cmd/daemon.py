@@ -132,9 +132,9 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
                       resume_interval=conf.fleet.resume_interval)
     claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit,
                         on_freed=lambda _node: fleet.wake())
-    fleet = Fleet(membership, claims, fence, nodes=nodes.uuids, instance_hosts=hosting.hosts,
-                  audit=audit, join_timeout=conf.coordination.join_timeout,
-                  drain_timeout=conf.fleet.drain_timeout, on_joined=hosting.joined)
+    fleet = Fleet(membership, claims, fence, nodes=nodes, hosting=hosting, audit=audit,
+                  join_timeout=conf.coordination.join_timeout,
+                  drain_timeout=conf.fleet.drain_timeout)
 
     # Provider reports: node sync -> outbox -> RPC -> computed-reporter.
     reporters = rpc.get_client(transport, conf.reporter.topic, timeout=conf.reporter.call_timeout)

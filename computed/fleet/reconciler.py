@@ -45,7 +45,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kazoo import exceptions as zk_exc
 from tooz import coordination
@@ -72,31 +72,44 @@ class FleetState(enum.Enum):
     STOPPED = "stopped"
 
 
+class NodeSet(Protocol):
+    """The node uuids the fleet shares out (``computed.daemon.nodes.FleetNodes``)."""
+
+    def uuids(self) -> Iterable[str] | None:
+        """Every node uuid; None until a first list is read."""
+
+
+class InstanceHosting(Protocol):
+    """Where the instances live (``computed.daemon.hosting.Hosting``)."""
+
+    def hosts(self) -> Mapping[str, str]:
+        """The host of the instance on each node that hosts one."""
+
+    def joined(self, member_epoch: int) -> None:
+        """This daemon (re)joined the group with ``member_epoch``."""
+
+
 class Fleet:
     """One daemon's membership, claims and fence, reconciled by one thread.
 
-    ``nodes`` returns the node uuids the fleet shares out (None until a first list is read),
-    ``instance_hosts`` the host of the instance on each node that hosts one, ``on_joined`` is
-    called with the member epoch of every (re)join. ``run`` is the thread; ``join``,
-    ``reconcile``, ``reconcile_draining`` and ``drain_and_leave`` are its steps.
+    Each pass reads ``nodes.uuids()`` and ``hosting.hosts()``; every (re)join is told to
+    ``hosting.joined``. ``run`` is the thread; ``join``, ``reconcile``, ``reconcile_draining``
+    and ``drain_and_leave`` are its steps.
     """
 
     def __init__(self, membership: Membership, claims: ClaimTable, fence: Fence,
-                 nodes: Callable[[], Iterable[str] | None],
-                 instance_hosts: Callable[[], Mapping[str, str]], audit: AuditLog,
-                 join_timeout: float, drain_timeout: float, on_joined: Callable[[int], None],
-                 tick: float = TICK):
+                 nodes: NodeSet, hosting: InstanceHosting, audit: AuditLog,
+                 join_timeout: float, drain_timeout: float, tick: float = TICK):
         self.host = membership.host
         self.state = FleetState.JOINING
         self.claims = claims
         self._membership = membership
         self._fence = fence
         self._nodes = nodes
-        self._instance_hosts = instance_hosts
+        self._hosting = hosting
         self._audit = audit
         self._join_timeout = join_timeout
         self._drain_timeout = drain_timeout
-        self._on_joined = on_joined
         self._tick = tick
         self._rings = RingCache()
         self._ownerships = OwnershipCache()
@@ -183,7 +196,7 @@ class Fleet:
         self._audit.record(AuditEvent.JOIN, member_epoch=member_epoch, term=self._term)
         LOG.info("host %s joined group %s with member epoch %s", self.host,
                  self._membership.group, member_epoch)
-        self._on_joined(member_epoch)
+        self._hosting.joined(member_epoch)
         self._member_epoch = member_epoch
         self.state = FleetState.ACTIVE
 
@@ -218,14 +231,14 @@ class Fleet:
 
     def _plan(self, draining: bool) -> Plan | None:
         """Read the inputs and decide; None while there is no node list yet."""
-        nodes = self._nodes()
+        nodes = self._nodes.uuids()
         if nodes is None:
             return None
         if not isinstance(nodes, frozenset):
             nodes = frozenset(nodes)
         members = [member.as_ring_member() for member in self._membership.members()]
         ring = self._rings.ring_for(members)
-        instance_hosts = self._instance_hosts()
+        instance_hosts = self._hosting.hosts()
         ownership = self._ownerships.ownership_for(members, nodes, instance_hosts, ring)
         self.plan = compute_plan(members, self.claims.held().keys(), nodes, instance_hosts,
                                  self.host, draining=draining, ring=ring, ownership=ownership)

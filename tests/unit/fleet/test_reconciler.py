@@ -20,7 +20,8 @@ SESSION = 10.0
 
 class Daemon:
     """One daemon's Fleet and the stand-ins around it. The Fleet reads ``nodes`` and
-    ``instance_hosts`` on every pass, so a test changes them by assigning."""
+    ``instance_hosts`` on every pass (the daemon is its node set and its hosting), so a test
+    changes them by assigning."""
 
     def __init__(self, ensemble, host, tmp_path, nodes=NODES, instance_hosts=None,
                  drain_timeout=5.0, membership=None):
@@ -33,11 +34,20 @@ class Daemon:
         self.audit_path = tmp_path / f"{host}.audit"
         self.nodes = nodes
         self.instance_hosts = dict(instance_hosts or {})
-        self.joined: list[int] = []
-        self.fleet = Fleet(self.membership, self.claims, self.fence, nodes=lambda: self.nodes,
-                           instance_hosts=lambda: self.instance_hosts,
+        self.joins: list[int] = []
+        self.fleet = Fleet(self.membership, self.claims, self.fence, nodes=self, hosting=self,
                            audit=AuditLog(str(self.audit_path), host), join_timeout=1.0,
-                           drain_timeout=drain_timeout, on_joined=self.joined.append, tick=0.01)
+                           drain_timeout=drain_timeout, tick=0.01)
+
+    # the fleet's node set and hosting
+    def uuids(self):
+        return self.nodes
+
+    def hosts(self):
+        return self.instance_hosts
+
+    def joined(self, member_epoch):
+        self.joins.append(member_epoch)
 
     def held(self) -> set[str]:
         return set(self.claims.held())
@@ -67,7 +77,7 @@ def test_join_makes_a_member_with_a_new_member_epoch(tmp_path):
     a.fleet.join()
     assert a.fleet.state is FleetState.ACTIVE
     assert ensemble.members["a"] == (1, a.membership.member_epoch)
-    assert a.joined == [a.membership.member_epoch]
+    assert a.joins == [a.membership.member_epoch]
     (record,) = a.records("join")
     assert (record["member_epoch"], record["term"]) == (a.membership.member_epoch, a.fence.term)
 
@@ -160,7 +170,7 @@ def test_lost_forgets_every_claim_then_rejoins_with_a_new_member_epoch(tmp_path)
     a.fleet.reconcile()
     assert a.fleet.state is FleetState.ACTIVE
     assert a.membership.member_epoch > old_member_epoch
-    assert a.joined == [old_member_epoch, a.membership.member_epoch]
+    assert a.joins == [old_member_epoch, a.membership.member_epoch]
     assert a.held() == set(NODES)
     claim = a.claims.get(NODES[0])
     assert claim.term == old_term + 1 and claim.epoch > old_claim.epoch
@@ -185,7 +195,7 @@ def test_a_daemon_that_is_no_member_releases_everything_and_joins_again(tmp_path
     a.claims.calls.clear()
     a.fleet.reconcile()
     assert a.claims.calls == [("release", NODES)]
-    assert "a" in ensemble.members and len(a.joined) == 2
+    assert "a" in ensemble.members and len(a.joins) == 2
     a.fleet.reconcile()
     assert a.held() == set(NODES)
 
