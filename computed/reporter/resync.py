@@ -29,7 +29,9 @@ Guarantees: one round at a time fleet-wide (a non-blocking ZooKeeper lock ``<fle
 root>/resync-lock``; a replica that does not get it skips the round) and, across replicas, about
 one round per interval (the round's end time is kept in ``<fleet root>/resync-last``; a replica
 whose interval comes sooner than that skips). At most ``[placement] resync_max_repairs``
-repairs per round; the rest are found again by the next round. Each round logs one INFO line
+repairs per round; the rest are found again by the next round. Placement unavailable (down, a
+5xx, a timeout) stops the round at that repair, so a hanging Placement costs a round one
+timeout, not one per repair. Each round logs one INFO line
 (providers checked, drift by kind, repairs, Placement requests) and feeds the counters
 :class:`computed.runtime.metrics.ReporterCollector` exports. A failed round (Placement,
 database or ZooKeeper away) is logged and retried at the next interval; it never stops the
@@ -51,7 +53,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from computed.db import api as db_api
-from computed.placement.http import PlacementError
+from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import ProviderState
 
 LOG = logging.getLogger(__name__)
@@ -255,10 +257,17 @@ class Resync:
         rows = db_api.applied_providers(self._engine)
         the_plan = plan(rows, self._placement.generations(), self._max_repairs)
         outcomes: collections.Counter[Outcome] = collections.Counter()
-        for repair in the_plan.repairs:
+        for index, repair in enumerate(the_plan.repairs):
             if self._stop.is_set():
                 break
-            outcomes[self._repair(repair)] += 1
+            try:
+                outcomes[self._repair(repair)] += 1
+            except PlacementUnavailable as exc:
+                # Away or hanging: every next repair would wait out the same timeout.
+                outcomes[Outcome.FAILED] += 1
+                LOG.warning('resync: round stopped, Placement unavailable (%s); %d repair(s) '
+                            'left for the next round', exc, len(the_plan.repairs) - index - 1)
+                break
         result = Round(the_plan, dict(outcomes), self._placement.request_count - requests,
                        time.monotonic() - started)
         self._count(rounds_done=1, checked=the_plan.checked, requests=result.requests,
@@ -287,6 +296,8 @@ class Resync:
             LOG.info('resync: provider %s (%s) not repaired: claim epoch %s is no longer the '
                      'live claim\'s', uuid, repair.drift, repair.claim_epoch)
             return Outcome.FENCED
+        except PlacementUnavailable:
+            raise  # the round stops (_round)
         except PlacementError as exc:
             LOG.warning('resync: provider %s (%s) not repaired: %s', uuid, repair.drift, exc)
             return Outcome.FAILED
