@@ -132,3 +132,24 @@ def test_a_listing_started_before_an_update_does_not_undo_it():
     catalog._driver = ScriptedDriver(nodes('a', 'c'))
     assert set(catalog.refresh().nodes) == {'a', 'c'}
     assert catalog.view().nodes['a'].maintenance is False
+
+
+def test_a_listing_keeps_the_objects_of_unchanged_nodes():
+    # A steady listing of thousands of nodes then frees every object it parsed in one go
+    # instead of leaving the catalog spread over the memory that parsing used (issue 13 item
+    # 10: the daemon's RSS), and readers can compare an unchanged node by identity.
+    def fresh(name):  # an equal uuid that is another str object, as each listing parses
+        return ''.join(['node-', name])
+
+    first = [Node(uuid=fresh('a')), Node(uuid=fresh('b'), maintenance=False)]
+    again = [Node(uuid=fresh('a')), Node(uuid=fresh('b'), maintenance=True),
+             Node(uuid=fresh('c'))]
+    assert first[0] == again[0] and first[0] is not again[0]
+    assert first[0].uuid is not again[0].uuid
+    catalog = NodeCatalog(ScriptedDriver(first, again), clock=Clock())
+    catalog.refresh()
+    view = catalog.refresh()
+    assert view.nodes['node-a'] is first[0]
+    assert next(k for k in view.nodes if k == 'node-a') is first[0].uuid  # its key too
+    assert view.nodes['node-b'] is again[1] and view.nodes['node-b'].maintenance
+    assert view.nodes['node-c'] is again[2]
