@@ -144,13 +144,17 @@ class NodeCatalog:
     def update(self, uuid: str, node: Node | None) -> None:
         """Replace one node (None: it is gone) in the current view, e.g. after an event.
 
-        Does nothing before the first listing: one node is not a list to fall back on.
+        Does nothing before the first listing: one node is not a list to fall back on. An
+        unchanged node leaves the view as it is (still marked as re-read: a listing in flight
+        does not replace it).
         """
         with self._lock:
             current = self._view
             if current is None:
                 return
             self._touched[uuid] = self._clock()
+            if node is not None and current.nodes.get(uuid) == node:
+                return  # unchanged: the view and the node's object stay, as in a listing
             nodes = dict(current.nodes)
             if node is None:
                 nodes.pop(uuid, None)

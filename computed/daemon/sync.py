@@ -227,8 +227,10 @@ class NodeSync:
                 continue  # not listed yet (or another fleet's): nothing to report as gone
             record = self._synced.get(uuid)
             if record is not None and record[0] == claim.epoch and record[1] == node:
-                if record[1] is not node:  # an equal copy from a newer listing: keep it, so
-                    self._synced[uuid] = (claim.epoch, node)  # the next look is by identity
+                # The catalog keeps an unchanged node's object; an equal copy here is a node that
+                # changed and changed back: keep it, so the next look is by identity.
+                if record[1] is not node:
+                    self._synced[uuid] = (claim.epoch, node)
                 continue
             if node is None:
                 if lookups == 0:
