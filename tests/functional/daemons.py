@@ -4,6 +4,11 @@ A :class:`Daemon` is the real ``computed`` console script with its own config fi
 stack), log and audit log. :func:`ownership_now` reads the fleet straight from ZooKeeper and
 :func:`expected_ownership` computes what the rules say it should be, so a test can wait for the
 two to agree.
+
+A test about what one daemon does with its nodes must not count on the ring giving it any of a
+few random uuids (with 4 nodes and 2 daemons it gets none once in 16 runs): :func:`node_for`
+picks a node the ring gives that daemon, enrolling one when it has none, and
+:func:`uuid_owned_by` draws such a uuid for a test that enrolls its own.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,7 +27,7 @@ from kazoo.client import KazooClient
 from computed.fleet import audit
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root, read_members
-from hashring.ownership import compute_ownership
+from hashring.ownership import Member, compute_ownership, member_ring
 
 BIN = Path(sys.executable).parent
 GROUP = "computed"
@@ -134,6 +140,41 @@ def ownership_now(client: KazooClient, group: str = GROUP) -> tuple[list, dict]:
 def expected_ownership(members: list, nodes: Iterable[str]) -> dict[str, str]:
     ownership = compute_ownership([m.as_ring_member() for m in members], list(nodes), {})
     return ownership.owners()
+
+
+def uuid_owned_by(members: Iterable[Member], host: str) -> str:
+    """A fresh node uuid whose ring owner among ``members`` (hashring members: name, weight,
+    draining) is ``host``. Ring ownership depends only on the uuid and the members, so the node
+    is ``host``'s whichever other nodes exist, as long as it hosts no instance and the members
+    stay the same."""
+    members = list(members)
+    ring = member_ring(members)
+    if host not in ring.nodes:
+        raise ValueError(f"{host} is not on the ring of {members}: it can own nothing")
+    while True:
+        node = str(uuid.uuid4())
+        if compute_ownership(members, [node], {}, ring=ring).owner(node) == host:
+            return node
+
+
+def node_for(stack, world, zk: KazooClient, host: str, schedulable: bool = True) -> str:
+    """A node of ``world`` that the ring gives ``host`` among the members ZooKeeper has now;
+    when the ring gives it none of the world's, one is enrolled (with the world's resource
+    class, made schedulable unless ``schedulable`` is false) with a uuid the ring gives ``host``
+    and added to ``world.nodes`` (deleted with them). The caller waits for ``host`` to claim it;
+    the members must be the ones the test runs with (a join or a leave may move it)."""
+    from computed.testing.ironic import enroll_nodes
+    members = ownership_now(zk, world.group)[0]
+    owned = sorted(n for n, h in expected_ownership(members, world.nodes).items() if h == host)
+    if owned:
+        return owned[0]
+    node = uuid_owned_by([m.as_ring_member() for m in members], host)
+    enroll_nodes(stack["ironic"].url, 1, resource_class=world.resource_class,
+                 prefix=f"for-{host}-{world.group}", workers=1, uuid=node)
+    world.nodes.append(node)
+    if schedulable:
+        make_available(stack, [node])
+    return node
 
 
 def wait_converged(client: KazooClient, nodes: list[str], hosts: set[str], timeout: float = 60,

@@ -19,14 +19,13 @@ from keystoneauth1 import session as ks_session
 from openstack import exceptions as sdk_exc
 
 from computed.runtime import keystone
-from computed.testing.ironic import enroll_nodes
 from computed.testing.process import free_port
 from tests.functional.daemons import (
     BIN,
     Process,
-    expected_ownership,
     ironic,
     make_available,
+    node_for,
     ownership_now,
     wait_for,
     wait_schedulable,
@@ -298,24 +297,6 @@ def _raise(response):
     resource calls do."""
     sdk_exc.raise_from_response(response)
     return response
-
-
-def node_for(stack, world, zk, host: str) -> str:
-    """A node of ``world`` that the ring gives ``host`` now; one is enrolled (schedulable) with
-    a uuid the ring gives ``host`` when none of the world's is."""
-    members = ownership_now(zk, world.group)[0]
-    owned = [n for n, h in expected_ownership(members, world.nodes).items() if h == host]
-    if owned:
-        return owned[0]
-    while True:
-        node = str(uuid.uuid4())
-        if expected_ownership(members, [*world.nodes, node])[node] == host:
-            break
-    enroll_nodes(stack["ironic"].url, 1, resource_class=world.resource_class,
-                 prefix=f"for-{host}", workers=1, uuid=node)
-    make_available(stack, [node])
-    world.nodes.append(node)
-    return node
 
 
 def test_disabling_a_service_drains_its_daemon(stack, world, compute):
