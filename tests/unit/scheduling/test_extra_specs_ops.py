@@ -13,7 +13,7 @@ def test_match_as_nova(value, requirement, expected):
 
 def test_every_operator_has_a_passing_and_a_failing_case():
     covered = {}
-    for value, requirement, expected in CASES:
+    for _value, requirement, expected in CASES:
         op = ops.operator_of(requirement)
         covered.setdefault(op, set()).add(expected)
     for op in sorted(ops.OPERATORS) + [None]:
