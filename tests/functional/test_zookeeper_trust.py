@@ -26,12 +26,14 @@ from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import drain_markers_path, fleet_root
 from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids
 from computed.testing.zookeeper import ZooKeeper
+from hashring.ownership import Member, compute_ownership
 from tests.functional.daemons import (
     BIN,
     Daemon,
     dump_logs,
     fleet_database,
     json_status,
+    uuid_owned_by,
     wait_converged,
     zk_client,
 )
@@ -131,9 +133,18 @@ def test_a_persistent_znode_planted_in_the_group_gets_no_nodes(
         stack, nodes, daemons, anonymous):
     group = daemons.group
     fleet = daemons("c1", "c2")
+    # No session behind it, capabilities unreadable: it was taken as a member of weight 1. The
+    # test shows nothing unless the ring with it would give it a node: of 12 random nodes it
+    # would get none once in 130 runs, so then one it would get is enrolled (deleted with the
+    # module's nodes).
+    wrongly = [Member("c1"), Member("c2"), Member("planted")]
     every_node = list_node_uuids(stack["ironic"].url)
+    if "planted" not in compute_ownership(wrongly, every_node, {}).owners().values():
+        bait = uuid_owned_by(wrongly, "planted")
+        enroll_nodes(stack["ironic"].url, 1, prefix=f"trust-bait-{group}", workers=1, uuid=bait)
+        nodes.append(bait)
+        every_node.append(bait)
     wait_converged(anonymous, every_node, {"c1", "c2"}, group=group)
-    # No session behind it, capabilities unreadable: it was taken as a member of weight 1.
     anonymous.create(f"/tooz/{group}/planted", b"not capabilities")
     # Give the daemons several reconcile passes to (wrongly) hand it a share.
     deadline = time.monotonic() + 4 * SESSION
