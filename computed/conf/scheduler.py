@@ -87,7 +87,7 @@ FILTER_OPTS = [
         min=0.0,
         help='Seconds one scheduling pass (filters and weighers) may take: past it, '
              'no further candidate is evaluated and the build goes on with the good '
-             'ones found so far (a warning names the slowest filter).'),
+             'ones found so far (a warning names the slowest filter). 0: no budget.'),
     cfg.IntOpt(
         'host_subset_size',
         default=DEFAULT_HOST_SUBSET_SIZE,
