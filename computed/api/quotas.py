@@ -1,11 +1,14 @@
 """``/os-quota-sets/{project_id}`` and ``/limits``: a project's limits and usage, and the quota
 check of a build.
 
-Owns counting (seed 004): a project's servers are its instances in computed's database that
-are not DELETED; its usage of a resource class is what Placement's ``GET /usages?project_id=``
-says its allocations hold. :func:`check` compares them with the limits
-(:mod:`computed.api.quota_rules`); it runs before a build and again once the build's
-allocation exists, and a 403 names the resource, the limit and the usage.
+Owns counting (seed 004) and admitting builds: a project's servers are its instances in
+computed's database that are not DELETED (ERROR ones included); its usage of a resource class
+is what its live instances hold, and at least what Placement's ``GET /usages?project_id=``
+says. :func:`reserved` admits a build before it is scheduled, under the project's lock in the
+database, counting the builds admitted before whose row does not exist yet; a 403 names the
+resource, the limit and the usage. Guarantee: whatever the interleaving of concurrent
+creates, failures and deletes, a project never holds more servers (or units of a class) than
+its limit (a limit lowered below the usage refuses new builds only).
 
 The quota set shows Nova's keys (``instances``; ``cores``, ``ram`` and the rest unlimited or
 fixed, for clients that read them) plus one key per resource class the project has a limit of
@@ -14,6 +17,8 @@ its own for (``CUSTOM_GOLD``). Only ``instances`` and ``CUSTOM_*`` classes can b
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import webob
@@ -27,6 +32,10 @@ from computed.placement import allocations
 SHOW = 'compute:quotas:show'
 UPDATE = 'compute:quotas:update'
 LIMITS = 'compute:limits'
+#: Seconds a build's reservation counts without its row: longer than any build takes to be
+#: placed (Placement's timeouts included); past it, the reservation of a process that died
+#: mid-build stops counting.
+RESERVATION_TTL = 600
 
 #: Nova's other quota keys: fixed here (nothing in computed consumes them).
 FIXED = {'cores': -1, 'ram': -1, 'metadata_items': 128, 'key_pairs': 100,
@@ -47,36 +56,71 @@ def _limits(backends: Backends, project_id: str) -> tuple[dict[str, int], dict[s
     return own, in_force
 
 
-def usage(backends: Backends, project_id: str) -> dict[str, int]:
-    """What the project uses now: its servers and its Placement usages by class."""
+def usage_in_placement(backends: Backends, project_id: str) -> dict[str, int]:
+    """The project's Placement usages by class; 503 naming Placement when it fails."""
     try:
-        used = allocations.project_usages(backends.placement, project_id)
+        return allocations.project_usages(backends.placement, project_id)
     except Exception as exc:  # PlacementError / PlacementUnavailable
         raise errors.ServiceUnavailable(f'cannot count the usage of project {project_id} '
                                         f'in Placement: {exc}') from None
+
+
+def usage(backends: Backends, project_id: str) -> dict[str, int]:
+    """What the project uses now: its servers and its Placement usages by class."""
+    used = usage_in_placement(backends, project_id)
     used[quota_rules.INSTANCES] = db_api.count_live_instances(backends.engine, project_id)
     return used
 
 
-def check(backends: Backends, project_id: str, resource_class: str, *,
-          allocated: bool) -> None:
-    """403 when one more server of ``resource_class`` would put the project over a limit.
+def reserve(backends: Backends, project_id: str, resource_class: str,
+            instance_uuid: str) -> bool:
+    """Admit one more server of ``resource_class`` for the project, or 403 naming the limit.
 
-    ``allocated``: the build's instance row and allocation exist already and are counted in
-    the usage (the second check), so nothing more is requested.
-    """
+    The decision is taken under the project's lock in the database
+    (:func:`computed.db.api.reserve_quota`), counting every server that may stay: live rows
+    (ERROR ones too) and builds admitted before whose row does not exist yet. An admitted build
+    is reserved until :func:`release`, which the caller runs once the build's row exists (or
+    the build gave up without one). Resource-class units are counted the same way; Placement's
+    usage, read first, is a floor (allocations computed did not make, e.g. left over).
+    False when no limit applies (nothing reserved)."""
     quota = backends.conf.quota
     own = db_api.quota_limits(backends.engine, project_id)
     limits = {resource: quota_rules.limit_of(resource, own, quota.instances,
                                              quota.resource_class)
               for resource in (quota_rules.INSTANCES, resource_class)}
     if all(limit == quota_rules.UNLIMITED for limit in limits.values()):
-        return
-    amount = 0 if allocated else 1
-    found = quota_rules.over(limits, usage(backends, project_id),
-                             {quota_rules.INSTANCES: amount, resource_class: amount})
-    if found:
-        raise errors.Forbidden('; '.join(str(item) for item in found))
+        return False
+    in_placement = 0
+    if limits[resource_class] != quota_rules.UNLIMITED:
+        in_placement = usage_in_placement(backends, project_id).get(resource_class, 0)
+
+    def decide(counted: db_api.QuotaUsage) -> None:
+        used = {quota_rules.INSTANCES: counted.instances,
+                resource_class: max(counted.resource_class, in_placement)}
+        found = quota_rules.over(limits, used, {quota_rules.INSTANCES: 1, resource_class: 1})
+        if found:
+            raise errors.Forbidden('; '.join(str(item) for item in found))
+    db_api.reserve_quota(backends.engine, project_id, instance_uuid, resource_class, decide,
+                         ttl=RESERVATION_TTL)
+    return True
+
+
+def release(backends: Backends, instance_uuid: str) -> None:
+    """The build's row exists now (it counts itself), or never will: forget its reservation."""
+    db_api.release_quota_reservation(backends.engine, instance_uuid)
+
+
+@contextlib.contextmanager
+def reserved(backends: Backends, project_id: str, resource_class: str,
+             instance_uuid: str) -> Iterator[None]:
+    """:func:`reserve` (403 when over a limit), then the block (which records the build's row,
+    whatever its outcome), then :func:`release`."""
+    held = reserve(backends, project_id, resource_class, instance_uuid)
+    try:
+        yield
+    finally:
+        if held:
+            release(backends, instance_uuid)
 
 
 def _quota_set(call: Call, project_id: str, values: dict[str, Any],

@@ -3,9 +3,10 @@
 Owns the server documents of each microversion and the checks before anything is written:
 the flavor must exist and its extra specs make a Placement request
 (:mod:`computed.instances.flavor_specs`); ``imageRef`` must be an image URL (there is no Image
-service here); the project must be within its quotas, counted before the build and again once
-its allocation exists (:mod:`computed.api.quotas`; a build over quota at the second check is
-rolled back: its row DELETED, its allocation removed, nothing cast). A build that finds no host
+service here); the project must be within its quotas: a build is admitted before it is
+scheduled, under the project's lock, counting the builds admitted before it
+(:func:`computed.api.quotas.reserved`), so concurrent builds never leave more servers than the
+limit, ERROR ones included. A build that finds no host
 still leaves an ERROR server with the reason as its fault (what Nova's cell0 is for), without
 node nor allocation, which its owner can see and delete.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import urllib.parse
+import uuid as uuidlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -241,21 +243,17 @@ def create(call: Call) -> webob.Response:
     except flavor_specs.InvalidExtraSpec as exc:
         raise errors.BadRequest(f'Flavor {flavor.id} cannot be scheduled: {exc}') from None
     servers = call.backends.servers
+    instance_uuid = str(uuidlib.uuid4())
     with backend_errors():
-        quotas.check(call.backends, context.project_id, request.resource_class,
-                     allocated=False)
-        row = servers.place(request.resource_class, request.required, image,
-                            forbidden=request.forbidden, project_id=context.project_id,
-                            user_id=context.user_id, name=spec['name'],
-                            metadata=spec.get('metadata'), flavor=_flavor_copy(flavor),
-                            record_failure=True)
+        # Admitted by quota under the project's lock, counted until its row exists.
+        with quotas.reserved(call.backends, context.project_id, request.resource_class,
+                             instance_uuid):
+            row = servers.place(request.resource_class, request.required, image,
+                                instance_uuid, forbidden=request.forbidden,
+                                project_id=context.project_id, user_id=context.user_id,
+                                name=spec['name'], metadata=spec.get('metadata'),
+                                flavor=_flavor_copy(flavor), record_failure=True)
         if row.state == models.BUILDING:
-            try:
-                quotas.check(call.backends, context.project_id, request.resource_class,
-                             allocated=True)
-            except errors.Forbidden:
-                servers.abandon(row)
-                raise
             servers.start_build(row)
     location = f'{call.base_url}/servers/{row.uuid}'
     return json_response(202, {'server': {

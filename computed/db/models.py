@@ -19,7 +19,11 @@ changes no server).
 
 ``flavors`` and ``flavor_extra_specs``: the compute API's flavors; the extra specs are what
 scheduling reads (:mod:`computed.instances.flavor_specs`). ``quota_limits``: a project's own
-limits (instances, or a resource class), overriding the ``[quota]`` defaults.
+limits (instances, or a resource class), overriding the ``[quota]``
+defaults. ``quota_projects``: one row per project that ever built, only to be locked, so that
+the quota decisions of one project's builds are taken one at a time; ``quota_reservations``:
+the builds admitted by quota whose instance row does not exist yet (a build in flight between
+the decision and its row), counted with the live rows (see :func:`computed.db.api.reserve_quota`).
 
 Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
 znode (new for every claim; the fencing token of reports); a *member epoch* is
@@ -233,3 +237,24 @@ class QuotaLimit(Base):
     # "instances" or a resource class name (CUSTOM_GOLD).
     resource: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     hard_limit: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class QuotaProject(Base):
+    """A row to lock: a project's quota decisions are taken under it, one at a time."""
+
+    __tablename__ = "quota_projects"
+
+    project_id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+
+
+class QuotaReservation(Base):
+    """A build admitted by quota before its instance row exists (released once it does)."""
+
+    __tablename__ = "quota_reservations"
+    __table_args__ = (Index("ix_quota_reservations_project_id", "project_id"),)
+
+    instance_uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    resource_class: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)

@@ -79,4 +79,5 @@ def api(engine, tmp_path):
     client = Client(app.build(conf, backends))
     client.casts = casts
     client.placement = placement
+    client.engine = engine
     return client

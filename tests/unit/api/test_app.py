@@ -216,24 +216,37 @@ def test_quota_is_counted_and_over_quota_names_it(api):
     assert detail[RC] == {'limit': 1, 'in_use': 1, 'reserved': 0}
 
 
-def test_the_second_quota_check_rolls_back(api):
-    """Two builds racing past the first check: the one whose allocation makes the project
-    exceed its limit is rolled back (row DELETED, allocation removed, nothing cast)."""
+def test_a_build_admitted_elsewhere_counts_before_its_row_exists(api):
+    """Another API process admitted a build of p1 (its reservation recorded) that has no row
+    nor allocation yet: ours is refused rather than both staying over the limit; once that
+    build's reservation is released without a row (it failed), ours fits."""
+    from computed.db import api as db_api
     flavor_id = flavor(api)
-    api.as_(ADMIN)('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {RC: 1}})
-    racer = []
-
-    def race(consumer, node):  # another build of p1 lands right before ours
-        if not racer:
-            racer.append(consumer)
-            free = next(n for n in NODES if n != node and not api.placement.used(n))
-            api.placement.allocations['racer'] = free
-            api.placement.projects['racer'] = 'p1'
-    api.placement.before_put = race
+    api.as_(ADMIN)('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {'instances': 1}})
+    other = '99999999-9999-9999-9999-999999999999'
+    db_api.reserve_quota(api.engine, 'p1', other, RC, lambda usage: None, ttl=600)
     kind, message = error_of(create(api, flavor_id), 403)
-    assert RC in message
-    assert set(api.placement.allocations) == {'racer'} and api.casts.sent == []
-    assert api('GET', '/v2.1/servers').document['servers'] == []
+    assert message == 'Quota exceeded for instances: requested 1, but already used 1 of 1 ' \
+                      'instances'
+    assert api.placement.allocations == {} and api.casts.sent == []
+    db_api.release_quota_reservation(api.engine, other)
+    assert create(api, flavor_id).status_int == 202
+    assert db_api.quota_reservations(api.engine, 'p1') == []
+
+
+def test_a_stale_reservation_stops_counting(api):
+    """The reservation of a process that died mid-build counts for RESERVATION_TTL only."""
+    from computed.api import quotas
+    from computed.db import api as db_api
+    flavor_id = flavor(api)
+    api.as_(ADMIN)('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {'instances': 1}})
+    db_api.reserve_quota(api.engine, 'p1', '99999999-9999-9999-9999-999999999999', RC,
+                         lambda usage: None, ttl=600)
+    ttl, quotas.RESERVATION_TTL = quotas.RESERVATION_TTL, -1
+    try:
+        assert create(api, flavor_id).status_int == 202
+    finally:
+        quotas.RESERVATION_TTL = ttl
 
 
 def test_project_in_the_url_must_be_the_callers(api):
