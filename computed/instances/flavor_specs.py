@@ -16,11 +16,15 @@ The rules (docs/api.md repeats them for operators):
   reason.
 * ``trait:<TRAIT>=required`` or ``=forbidden``; any other value is refused. A trait both
   required and forbidden is refused.
-* ``capabilities:<key>=<value>``: the node's ``properties['capabilities']`` must hold
-  ``key:value``; it becomes the required trait
+* ``capabilities:<key>=<value>`` with an exact value (no operator): the node's
+  ``properties['capabilities']`` must hold ``key:value``; it becomes the required trait
   :func:`computed.providers.capabilities.capability_trait` names (the daemons report each
-  capability as that trait), so Placement decides it, not a post-filter. Only exact values:
-  Nova's operators (``<in>``, ``s==``, ``<or>``...) are refused rather than misread.
+  capability as that trait), so Placement decides it, not a post-filter.
+* ``capabilities:<key>=<operator> <argument>...`` (Nova's operators: ``<in>``, ``s==``,
+  ``>=``, ``<or>``..., :mod:`computed.scheduling.extra_specs_ops`) and nested keys
+  (``capabilities:<a>:<b>``): left to the ComputeCapabilitiesFilter on Placement's candidates
+  (:attr:`PlacementRequest.post_filtered` lists them); a requirement that can never pass (an
+  operator without argument, a numeric one with a non-number) is refused.
 * Granular groups (``resources1:``, ``trait1:``, ``group_policy``) are refused; any other key
   (``hw:...``, ``quota:...``) is ignored, as it says nothing to bare-metal scheduling.
 
@@ -36,15 +40,13 @@ from collections.abc import Mapping
 
 from computed.providers.capabilities import InvalidCapability, capability_trait
 from computed.providers.state import is_custom_name, is_trait_name
+from computed.scheduling import extra_specs_ops
 
 RESOURCES = 'resources'
 TRAIT = 'trait'
 CAPABILITIES = 'capabilities'
 REQUIRED = 'required'
 FORBIDDEN = 'forbidden'
-#: Nova's capability operators: a value starting with one is a comparison, not a value.
-_OPERATORS = ('<in>', '<all-in>', '<or>', 's==', 's!=', 's>=', 's>', 's<=', 's<', '==',
-              '!=', '>=', '<=')
 _GRANULAR = re.compile(r'(resources|trait|required|member_of)[A-Za-z0-9_-]+:.*|group_policy')
 
 
@@ -60,11 +62,20 @@ class InvalidExtraSpec(ValueError):
 @dataclasses.dataclass(frozen=True)
 class PlacementRequest:
     """What to ask Placement for: one unit of ``resource_class``, with every ``required``
-    trait and none of the ``forbidden``."""
+    trait and none of the ``forbidden``; ``post_filtered`` the capability specs that
+    Placement cannot decide, evaluated on its candidates (``(key, requirement)``, sorted)."""
 
     resource_class: str
     required: frozenset[str] = frozenset()
     forbidden: frozenset[str] = frozenset()
+    post_filtered: tuple[tuple[str, str], ...] = ()
+
+
+def is_placement_capability(key: str, value: str) -> bool:
+    """Whether a ``capabilities:`` spec is decided by Placement (one level, exact value)."""
+    namespace, _sep, name = key.partition(':')
+    return (namespace == CAPABILITIES and ':' not in name
+            and extra_specs_ops.is_exact(value))
 
 
 def _amount(key: str, value: str) -> int:
@@ -101,11 +112,14 @@ def check_spec(key: str, value: str) -> None:
         if value not in (REQUIRED, FORBIDDEN):
             raise InvalidExtraSpec(key, value, f'the value must be {REQUIRED} or {FORBIDDEN}')
     elif namespace == CAPABILITIES:
-        if ':' in name:
-            raise InvalidExtraSpec(key, value, 'nested capabilities are not supported')
-        if value.strip().startswith(_OPERATORS):
-            raise InvalidExtraSpec(key, value, 'only exact capability values are supported, '
-                                   'not comparison operators')
+        if not is_placement_capability(key, value):
+            try:
+                extra_specs_ops.check_requirement(value)
+            except extra_specs_ops.InvalidRequirement as exc:
+                raise InvalidExtraSpec(key, value, str(exc)) from None
+            if not all(part.strip() for part in name.split(':')):
+                raise InvalidExtraSpec(key, value, 'empty capability name')
+            return
         try:
             capability_trait(name.strip(), value.strip())
         except InvalidCapability as exc:
@@ -118,6 +132,7 @@ def placement_request(extra_specs: Mapping[str, str]) -> PlacementRequest:
     classes: list[str] = []
     required: set[str] = set()
     forbidden: set[str] = set()
+    post_filtered: list[tuple[str, str]] = []
     for key in sorted(extra_specs):
         value = extra_specs[key]
         check_spec(key, value)
@@ -126,8 +141,10 @@ def placement_request(extra_specs: Mapping[str, str]) -> PlacementRequest:
             classes.append(name)
         elif namespace == TRAIT:
             (required if value == REQUIRED else forbidden).add(name)
-        elif namespace == CAPABILITIES:
+        elif namespace == CAPABILITIES and is_placement_capability(key, value):
             required.add(capability_trait(name.strip(), value.strip()))
+        elif namespace == CAPABILITIES:
+            post_filtered.append((key, value))
     if len(set(classes)) != 1:
         found = ', '.join(sorted(set(classes))) or 'none'
         raise InvalidExtraSpec(RESOURCES, '*', 'a bare-metal flavor needs exactly one '
@@ -136,4 +153,5 @@ def placement_request(extra_specs: Mapping[str, str]) -> PlacementRequest:
     if both:
         trait = sorted(both)[0]
         raise InvalidExtraSpec(f'{TRAIT}:{trait}', FORBIDDEN, 'the trait is also required')
-    return PlacementRequest(classes[0], frozenset(required), frozenset(forbidden))
+    return PlacementRequest(classes[0], frozenset(required), frozenset(forbidden),
+                            tuple(post_filtered))

@@ -7,8 +7,11 @@ an API service); nothing here talks to Ironic or casts RPC, and the Placement re
 
 :func:`schedule` asks Placement for the allocation candidates of the class (with the required
 traits and without the forbidden ones, what a flavor's extra specs ask for, see
-:mod:`computed.instances.flavor_specs`), tries them in random order (so concurrent builds
-spread instead of all fighting for the first), and for each: claims it with an allocation for
+:mod:`computed.instances.flavor_specs`), runs them through the filter and weigher pipeline
+(:mod:`computed.scheduling.pipeline`: the flavor's capability operators, the scheduler hints,
+operators' own Nova filters and weighers; equal candidates in random order, so concurrent
+builds spread instead of all fighting for the first), and tries them in the order it gives. For
+each: claims it with an allocation for
 the instance (refused when another build took it: next candidate), finds the node's current
 owner in ZooKeeper (``owner_of``), and records the instance (BUILDING, node, owner host,
 owner's member epoch). If the database refuses the node (:class:`~computed.db.api.NodeInUse`: a
@@ -24,8 +27,9 @@ Guarantees:
   allocation removed before the next is tried, and :class:`NoValidHost` leaves neither an
   allocation nor an instance row (the caller gets the error synchronously, so no request is
   lost: there is nothing to resume).
-* Errors carry the object: :class:`NoValidHost` the class and traits, Placement errors the
-  consumer or provider.
+* Errors carry the object: :class:`NoValidHost` the class and traits (and how many candidates
+  each filter refused), Placement errors the consumer or provider.
+* A filter that raises refuses that candidate (logged, naming the filter), never the build.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import json
 import logging
 import random
 import uuid as uuidlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -46,6 +50,10 @@ from computed.fleet.claims import claims_path
 from computed.placement import allocations
 from computed.placement.http import PlacementError
 from computed.providers.state import is_custom_name, is_trait_name, normalise_resource_class
+from computed.scheduling import candidates as scheduling_candidates
+from computed.scheduling import loader
+from computed.scheduling.host_state import HostState, NodeFacts, RequestSpec
+from computed.scheduling.pipeline import Decision, Pipeline
 
 LOG = logging.getLogger(__name__)
 
@@ -102,9 +110,16 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
              user_id: str = DEFAULT_USER, limit: int = DEFAULT_CANDIDATES,
              rand: random.Random | None = None, forbidden: Iterable[str] = (),
              name: str | None = None, metadata: dict[str, str] | None = None,
-             flavor: dict[str, Any] | None = None) -> db_api.InstanceRow:
+             flavor: dict[str, Any] | None = None, pipeline: Pipeline | None = None,
+             hints: Mapping[str, Any] | None = None,
+             availability_zone: str | None = None) -> db_api.InstanceRow:
     """Place a new instance on a free node; the BUILDING instance row (node, host and
     member_epoch set).
+
+    ``pipeline`` filters and orders Placement's candidates (default: the default
+    configuration's, :func:`computed.scheduling.loader.default_pipeline`); its filters see the
+    request as Nova's RequestSpec: the flavor (with its extra specs), the scheduler ``hints``
+    (``os:scheduler_hints``), the ``availability_zone``, the project and user.
 
     ``placement`` is a keystoneauth ``Adapter`` for Placement. ``instance_uuid`` defaults to a
     new uuid. ``traits`` are required, ``forbidden`` must be absent. The allocation and the
@@ -129,25 +144,63 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
     record = InstanceRecord(image, project_id, user_id, name, metadata, flavor)
     if db_api.get_instance(engine, instance_uuid) is not None:
         raise db_api.InstanceExists(instance_uuid)
+    pipeline = pipeline or _default_pipeline()
+    spec = RequestSpec(flavor, hints=hints, project_id=project_id, user_id=user_id,
+                       instance_uuid=instance_uuid, availability_zone=availability_zone,
+                       image=image, resource_class=rc, traits=traits, forbidden=forbidden)
     tried: set[str] = set()
+    refused: dict[str, str] = {}
+    decision: Decision | None = None
     for _round in range(CANDIDATE_ROUNDS):
         # Concurrent builds get the same first candidates from Placement: when all of ours
         # were taken meanwhile, ask again (Placement no longer lists the allocated ones)
-        # rather than refuse while free nodes remain.
-        nodes = [node for node in _candidates(placement, rc, traits, forbidden, limit)
-                 if node not in tried]
-        if not nodes:
+        # rather than refuse while free nodes remain. A node a filter refused stays refused.
+        facts = [node for node in _candidates(placement, rc, traits, forbidden, limit)
+                 if node.uuid not in tried and node.uuid not in refused]
+        if not facts:
             break
-        (rand or random).shuffle(nodes)
-        for node in nodes:
-            row = _try_node(placement, engine, node, rc, traits, instance_uuid, owner_of,
+        decision = choose(pipeline, facts, spec, rand)
+        refused.update((node, str(why)) for node, why in decision.refused.items())
+        for host in decision.hosts:
+            row = _try_node(placement, engine, host.uuid, rc, traits, instance_uuid, owner_of,
                             record)
             if row is not None:
                 return row
-            tried.add(node)
-    reason = (f'{len(tried)} candidate(s) taken meanwhile or unowned' if tried
-              else 'no free node')
-    raise NoValidHost(rc, traits, reason, forbidden)
+            tried.add(host.uuid)
+    raise NoValidHost(rc, traits, _reason(tried, refused, decision), forbidden)
+
+
+def choose(pipeline: Pipeline, facts: Iterable[NodeFacts], spec: RequestSpec,
+           rand: random.Random | None = None) -> Decision:
+    """The pipeline's decision on the candidate nodes (pure: no I/O); logs what it left out."""
+    decision = pipeline.run([HostState(node) for node in facts], spec, rand)
+    if decision.refused:
+        LOG.info('instance %s: %d candidate(s) filtered out (%s), %d left', spec.instance_uuid,
+                 len(decision.refused), decision.summary(), len(decision.hosts))
+    return decision
+
+
+def _reason(tried: set[str], refused: dict[str, str], last: Decision | None) -> str:
+    parts = []
+    if tried:
+        parts.append(f'{len(tried)} candidate(s) taken meanwhile or unowned')
+    if refused:
+        summary = last.summary() if last is not None else ''
+        parts.append(f'{len(refused)} candidate(s) refused by the filters'
+                     + (f' ({summary} in the last pass)' if summary else ''))
+    elif last is not None and last.unevaluated:
+        parts.append(last.summary())
+    return '; '.join(parts) or 'no free node'
+
+
+_DEFAULT: list[Pipeline] = []
+
+
+def _default_pipeline() -> Pipeline:
+    # Built once per process: loading imports and makes the classes.
+    if not _DEFAULT:
+        _DEFAULT.append(loader.default_pipeline())
+    return _DEFAULT[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,10 +247,11 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
 
 
 def _candidates(placement: Any, rc: str, traits: tuple[str, ...], forbidden: tuple[str, ...],
-                limit: int) -> list[str]:
+                limit: int) -> list[NodeFacts]:
     """The candidate nodes; a request Placement refuses (unknown class or trait) is ours."""
     try:
-        return allocations.candidates(placement, rc, traits, limit=limit, forbidden=forbidden)
+        return scheduling_candidates.read(placement, rc, traits, limit=limit,
+                                          forbidden=forbidden)
     except PlacementError as exc:
         if exc.status != 400:
             raise

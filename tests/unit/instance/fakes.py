@@ -200,4 +200,7 @@ class FakePlacement:
                     and not self.used(n)]
         free = free[:int(params.get('limit', 1000))]
         return Response(200, {'allocation_requests': [
-            {'allocations': {n: {'resources': {rc: 1}}}} for n in free]})
+            {'allocations': {n: {'resources': {rc: 1}}}} for n in free],
+            'provider_summaries': {
+                n: {'resources': {rc: {'capacity': 1, 'used': 0}},
+                    'traits': sorted(self.providers[n][1])} for n in free}})

@@ -41,8 +41,10 @@ def test_traits_and_capabilities():
     ({"resources:CUSTOM_A": "1", "resources:VCPU": "4"}, "resources:VCPU=4"),
     ({"resources:CUSTOM_A": "1", "trait:lower": "required"}, "trait:lower"),
     ({"resources:CUSTOM_A": "1", "trait:CUSTOM_X": "yes"}, "trait:CUSTOM_X=yes"),
-    ({"resources:CUSTOM_A": "1", "trait:CUSTOM_X": "required", "capabilities:x": "<in> y"},
+    ({"resources:CUSTOM_A": "1", "trait:CUSTOM_X": "required", "capabilities:x": "<in>"},
      "capabilities:x"),
+    ({"resources:CUSTOM_A": "1", "capabilities:x": ">= fast"}, "capabilities:x"),
+    ({"resources:CUSTOM_A": "1", "capabilities:x::y": "<in> a"}, "capabilities:x::y"),
     ({"resources:CUSTOM_A": "1", "capabilities:": "y"}, "capabilities:=y"),
     ({"resources:CUSTOM_A": "1", "resources1:CUSTOM_B": "1"}, "resources1:CUSTOM_B"),
     ({"resources:CUSTOM_A": "1", "group_policy": "none"}, "group_policy"),
@@ -65,3 +67,13 @@ def test_check_spec_accepts_what_a_flavor_is_built_from():
                                              "capabilities:boot_mode": "bios",
                                              "hw:anything": "goes"}).items():
         check_spec(key, value)
+
+
+def test_capability_operators_are_left_to_the_filter():
+    request = placement_request(dict(IRONIC_FLAVOR, **{
+        "capabilities:boot_mode": "uefi", "capabilities:memory_gb": ">= 64",
+        "capabilities:cpu_flags": "<all-in> avx2 aes", "capabilities:cpu_info:vendor": "Intel"}))
+    assert request.required == {capability_trait("boot_mode", "uefi")}
+    assert request.post_filtered == (("capabilities:cpu_flags", "<all-in> avx2 aes"),
+                                     ("capabilities:cpu_info:vendor", "Intel"),
+                                     ("capabilities:memory_gb", ">= 64"))
