@@ -53,6 +53,10 @@ RULES = [
           'and the host filter.', [('GET', '/servers/{server_id}')]),
     _rule('compute:servers:create', 'rule:project_member', 'Create a server.',
           [('POST', '/servers')]),
+    _rule('compute:servers:create:forced_host', 'rule:admin_api',
+          'Name a host in availability_zone ("nova:HOST[:NODE]") when creating a server '
+          '(Nova\'s os_compute_api:servers:create:forced_host).',
+          [('POST', '/servers')]),
     _rule('compute:servers:delete', 'rule:owner', 'Delete a server.',
           [('DELETE', '/servers/{server_id}')]),
     _rule('compute:servers:reboot', 'rule:owner', 'Reboot a server.',

@@ -56,25 +56,38 @@ EXTRA_SPECS_CREATE = {
 
 EXTRA_SPEC_UPDATE = dict(EXTRA_SPECS, minProperties=1, maxProperties=1)
 
+#: Longest image URL (and flavor reference) a server may be created with.
+IMAGE_URL_LENGTH = 2048
+#: No control character (NUL cannot even be stored in PostgreSQL).
+PRINTABLE = r'^[^\x00-\x1f\x7f]*$'
+
 SERVER_CREATE = {
     'type': 'object',
     'properties': {'server': {
         'type': 'object',
         'properties': {
             'name': NAME,
-            'flavorRef': {'type': ['string', 'integer'], 'minLength': 1},
-            'imageRef': {'type': 'string', 'minLength': 1},
+            'flavorRef': {'type': ['string', 'integer'], 'minLength': 1,
+                          'maxLength': IMAGE_URL_LENGTH, 'pattern': PRINTABLE},
+            'imageRef': {'type': 'string', 'minLength': 1, 'maxLength': IMAGE_URL_LENGTH,
+                         'pattern': PRINTABLE},
             'networks': {'oneOf': [
                 {'type': 'string', 'enum': ['none', 'auto']},
                 {'type': 'array', 'maxItems': 0},
             ]},
             'metadata': METADATA,
-            'description': {'type': ['string', 'null'], 'maxLength': 255},
+            'description': {'type': ['string', 'null'], 'maxLength': 255,
+                            'pattern': PRINTABLE},
             'min_count': {'type': ['integer', 'string'], 'enum': [1, '1']},
             'max_count': {'type': ['integer', 'string'], 'enum': [1, '1']},
-            'availability_zone': {'type': 'string'},
+            'availability_zone': NAME,
             'key_name': {'type': 'null'},
             'config_drive': {'type': ['boolean', 'string']},
+            # Accepted as Nova accepts them; what bare metal makes of each: docs/api.md.
+            'adminPass': {'type': 'string', 'maxLength': 255, 'pattern': r'^[^\x00]*$'},
+            'accessIPv4': {'type': 'string', 'maxLength': 15},
+            'accessIPv6': {'type': 'string', 'maxLength': 45},
+            'OS-DCF:diskConfig': {'type': 'string', 'enum': ['AUTO', 'MANUAL']},
         },
         'required': ['name', 'flavorRef', 'imageRef'],
         'additionalProperties': False,
@@ -94,9 +107,12 @@ REBOOT = {
     'required': ['reboot'],
     'additionalProperties': False,
 }
-OS_STOP = {'type': 'object', 'properties': {'os-stop': {'type': 'null'}},
+#: os-stop and os-start take nothing: null, or an empty object (what Nova's clients send).
+NOTHING = {'oneOf': [{'type': 'null'},
+                     {'type': 'object', 'maxProperties': 0}]}
+OS_STOP = {'type': 'object', 'properties': {'os-stop': NOTHING},
            'required': ['os-stop'], 'additionalProperties': False}
-OS_START = {'type': 'object', 'properties': {'os-start': {'type': 'null'}},
+OS_START = {'type': 'object', 'properties': {'os-start': NOTHING},
             'required': ['os-start'], 'additionalProperties': False}
 
 QUOTA_LIMIT = {'type': ['integer', 'string'], 'pattern': '^-?[0-9]+$', 'minimum': -1}

@@ -12,22 +12,36 @@ node nor allocation, which its owner can see and delete.
 
 A project sees its own servers only; an admin sees every project's with ``all_tenants``, and
 the daemon (``OS-EXT-SRV-ATTR:host``) and node (``OS-EXT-SRV-ATTR:hypervisor_hostname``) of
-each. Deleted servers are not found (404), as in Nova.
+each. Deleted servers are not found (404), as in Nova; nor is another project's server (404,
+not 403: a stranger cannot learn that a uuid exists).
+
+Listings filter as Nova's: ``name`` is a regular expression (:mod:`computed.api.name_filter`,
+no backtracking; a plain string is a substring search in the database), ``flavor``, ``image``,
+``status``, ``host`` (admins); they sort by Nova's ``sort_key``/``sort_dir`` and page by
+``marker`` in that order. What the database cannot filter (a regular expression, the flavor
+copy) is matched here on pages read in order, within :data:`NAME_FILTER_BUDGET`: a listing's
+cost is bounded and what was not read is behind its ``next`` link.
+
+Bad input (a control character in a query or a body, an unknown sort key, a zone that is not
+``nova``...) is a 400 naming the parameter, before anything is read or written. An action that
+races another on the same server (a delete and a reboot at the same moment) is a 409: the
+compare-and-set of :meth:`computed.instances.rpcapi.ServerAPI.action` lets one win.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import urllib.parse
 import uuid as uuidlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import webob
 
-from computed.api import errors, policy, quotas, schemas, server_status
-from computed.api.request import Call, empty, flag, json_response
+from computed.api import errors, name_filter, policy, quotas, schemas, server_status
+from computed.api.request import Call, empty, json_response
 from computed.db import api as db_api
 from computed.db import models
 from computed.instances import flavor_specs, scheduler
@@ -38,6 +52,9 @@ ALL_TENANTS = 'compute:servers:index:all_tenants'
 SHOW = 'compute:servers:show'
 SHOW_HOST = 'compute:servers:show:host'
 CREATE = 'compute:servers:create'
+FORCED_HOST = 'compute:servers:create:forced_host'
+#: The one availability zone (everything is in it, as in docs/api.md).
+ZONE = 'nova'
 DELETE = 'compute:servers:delete'
 IMAGE_SCHEMES = ('http', 'https', 'file')
 FAULT_MESSAGE_LENGTH = 255
@@ -135,50 +152,205 @@ def _sees_hosts(call: Call) -> bool:
 
 
 def get(call: Call, server_id: str) -> db_api.InstanceRow:
-    """The live server, 404 if there is none (or it is deleted); 403 if another project's
-    (policy ``compute:servers:show``)."""
+    """The live server, 404 if there is none (or it is deleted), and 404 too if it is another
+    project's and the caller may not see it: as Nova's project-scoped lookup answers, so that a
+    stranger cannot learn that a uuid exists. 403 (policy ``compute:servers:show``) only for
+    a caller of the server's own project whose roles do not allow it."""
+    not_found = errors.NotFound(f'Instance {server_id} could not be found.')
     try:
         uuid = scheduler.check_uuid(server_id)
     except scheduler.BadRequest:
-        raise errors.NotFound(f'Instance {server_id} could not be found.') from None
+        raise not_found from None
     row = db_api.get_instance(call.backends.engine, uuid)
     if row is None or row.state == models.DELETED:
-        raise errors.NotFound(f'Instance {server_id} could not be found.')
-    policy.authorize(call.backends.enforcer, SHOW, call.context,
-                     {'project_id': row.project_id})
+        raise not_found
+    target = {'project_id': row.project_id}
+    if row.project_id != call.context.project_id and \
+            not policy.allowed(call.backends.enforcer, SHOW, call.context, target):
+        raise not_found
+    policy.authorize(call.backends.enforcer, SHOW, call.context, target)
     return row
+
+
+#: Nova's sort keys -> the column computed sorts on.
+SORT_KEYS = {'created_at': 'created_at', 'updated_at': 'updated_at', 'uuid': 'uuid',
+             'display_name': 'name', 'project_id': 'project_id', 'user_id': 'user_id',
+             'host': 'host', 'node': 'node_uuid', 'image_ref': 'image'}
+#: Nova's other sort keys: ones Nova itself ignores (SERVER_LIST_IGNORE_SORT_KEY) and ones
+#: every server here has the same value of; accepted, and without effect.
+SORT_KEYS_IGNORED = frozenset({
+    'architecture', 'cell_name', 'cleaned', 'default_ephemeral_device',
+    'default_swap_device', 'deleted', 'deleted_at', 'disable_terminate', 'ephemeral_gb',
+    'ephemeral_key_uuid', 'id', 'key_data', 'launched_on', 'locked', 'memory_mb', 'os_type',
+    'reservation_id', 'root_gb', 'shutdown_terminate', 'user_data', 'vcpus', 'vm_mode',
+    'access_ip_v4', 'access_ip_v6', 'auto_disk_config', 'availability_zone', 'config_drive',
+    'display_description', 'kernel_id', 'key_name', 'locked_by', 'ramdisk_id',
+    'root_device_name', 'launch_index'})
+SORT_DIRS = ('asc', 'desc')
+#: Longest query value read (a server name, a project id, an image URL are shorter).
+QUERY_LENGTH = 2048
+#: Work one listing may spend matching names against a regular expression (automaton steps,
+#: :mod:`computed.api.name_filter`; about half a second). A listing that reaches it returns
+#: what it found so far with a ``next`` link from where it stopped.
+NAME_FILTER_BUDGET = 1_000_000
+
+
+def _query(call: Call, name: str) -> str | None:
+    """The query parameter ``name``; 400 naming it if it holds a control character (NUL
+    cannot even be stored) or is longer than :data:`QUERY_LENGTH`."""
+    value = call.query(name)
+    if value is not None:
+        _check_text(name, value)
+    return value
+
+
+def _check_text(name: str, value: str, length: int = QUERY_LENGTH) -> None:
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7f for ch in value):
+        raise errors.BadRequest(f'Invalid {name}: control characters are not allowed')
+    if len(value) > length:
+        raise errors.BadRequest(f'Invalid {name}: longer than {length} characters')
+
+
+def _all_tenants(call: Call) -> bool:
+    """``all_tenants`` as Nova reads it: present without a value means all; else a boolean
+    (400 for anything else)."""
+    value = _query(call, 'all_tenants')
+    if value is None:
+        return False
+    if value.strip() == '':
+        return True
+    text = value.strip().lower()
+    if text in ('1', 't', 'true', 'on', 'y', 'yes'):
+        return True
+    if text in ('0', 'f', 'false', 'off', 'n', 'no'):
+        return False
+    raise errors.BadRequest(f'Invalid all_tenants {value!r}: a boolean, or no value')
+
+
+def _sort(call: Call) -> list[tuple[str, bool]]:
+    """``sort_key``/``sort_dir`` pairs as Nova pairs them (a key without a direction takes the
+    first direction; more directions than keys is a 400), as (column, ascending)."""
+    keys = call.request.GET.getall('sort_key')
+    dirs = call.request.GET.getall('sort_dir')
+    for key in keys:
+        _check_text('sort_key', key, 255)
+        if key not in SORT_KEYS and key not in SORT_KEYS_IGNORED:
+            raise errors.BadRequest(f'Invalid sort_key {key!r}: one of '
+                                    f'{", ".join(sorted(SORT_KEYS))}')
+    for direction in dirs:
+        _check_text('sort_dir', direction, 255)
+        if direction not in SORT_DIRS:
+            raise errors.BadRequest(f"Invalid sort_dir {direction!r}: 'asc' or 'desc'")
+    if len(dirs) > len(keys):
+        raise errors.BadRequest('Invalid sort_dir: more sort directions than sort keys')
+    dirs = dirs + [dirs[0] if dirs else 'desc'] * (len(keys) - len(dirs))
+    result: list[tuple[str, bool]] = []
+    for key, direction in zip(keys, dirs):
+        column = SORT_KEYS.get(key)
+        if column and column not in {known for known, _ascending in result}:
+            result.append((column, direction == 'asc'))
+    if keys and not result:  # only ignored keys: the direction still orders the listing
+        result.append(('created_at', dirs[0] == 'asc'))
+    return result
+
+
+def _limit(call: Call) -> int:
+    limit = call.backends.conf.api.max_limit
+    text = _query(call, 'limit')
+    if text is not None:
+        # isdigit() alone takes '²', which int() refuses.
+        if not (text.isascii() and text.isdigit()):
+            raise errors.BadRequest(f'limit must be a non-negative integer, not {text!r}')
+        limit = min(int(text), limit)
+    return limit
+
+
+def _matcher(call: Call) -> tuple[str | None, name_filter.Filter | None]:
+    """The ``name`` filter: (a substring the database finds, or a regular expression matched
+    here); 400 for a pattern that cannot be one."""
+    name = _query(call, 'name')
+    if not name:
+        return None, None
+    if len(name) > name_filter.MAX_PATTERN:
+        raise errors.BadRequest(f'Invalid name filter: longer than {name_filter.MAX_PATTERN} '
+                                'characters')
+    if name_filter.is_literal(name):
+        return name, None
+    try:
+        return None, name_filter.compile_filter(name)
+    except name_filter.InvalidFilter as exc:
+        raise errors.BadRequest(f'Invalid name filter {name!r}: {exc}') from None
+
+
+def _scan(fetch: Callable[[str | None, int], list[db_api.InstanceRow]],
+          keep: Callable[[db_api.InstanceRow], bool], marker: str | None, limit: int,
+          over_budget: Callable[[], bool]) -> tuple[list[db_api.InstanceRow], str | None]:
+    """Up to ``limit`` rows that ``keep`` keeps, read in order after ``marker`` in pages of
+    ``fetch(marker, count)``; and the marker to continue from (None when all were read).
+    Stops early once ``over_budget()``: a listing's cost is bounded, the rest is on the next
+    page."""
+    found: list[db_api.InstanceRow] = []
+    cursor = marker
+    page = max(limit, 50)
+    while len(found) < limit:
+        rows = fetch(cursor, page)
+        for row in rows:
+            cursor = row.uuid
+            if keep(row):
+                found.append(row)
+                if len(found) == limit:
+                    return found, cursor
+            if over_budget():
+                return found, cursor
+        if len(rows) < page:
+            return found, None
+    return found, cursor
 
 
 def _list(call: Call, detail: bool) -> webob.Response:
     policy.authorize(call.backends.enforcer, INDEX, call.context)
     project_id: str | None = call.context.project_id
-    if flag(call.query('all_tenants')):
+    if _all_tenants(call):
         policy.authorize(call.backends.enforcer, ALL_TENANTS, call.context)
-        project_id = call.query('project_id') or call.query('tenant_id')
+        project_id = _query(call, 'project_id') or _query(call, 'tenant_id')
     states = None
-    status = call.query('status')
+    status = _query(call, 'status')
     if status:
         states = server_status.states_of(status)
         if states is None:
             if call.at_least(2, 38):
                 raise errors.BadRequest(f'Invalid status value {status!r}')
             states = frozenset()
-    host = call.query('host')
+    host = _query(call, 'host')
     if host and not _sees_hosts(call):
         host = None  # as Nova: the filter is ignored for those who may not see hosts
-    limit = call.backends.conf.api.max_limit
-    if call.query('limit') is not None:
-        text = call.query('limit') or ''
-        if not text.isdigit():
-            raise errors.BadRequest(f'limit must be a non-negative integer, not {text!r}')
-        limit = min(int(text), limit)
-    marker = call.query('marker')
+    limit = _limit(call)
+    marker = _query(call, 'marker')
+    flavor_id = _query(call, 'flavor')
+    image = _query(call, 'image') or _query(call, 'image_ref')
+    substring, pattern = _matcher(call)
+    sort = _sort(call)
+
+    def fetch(after: str | None, count: int) -> list[db_api.InstanceRow]:
+        return db_api.list_instances(
+            call.backends.engine, project_id=project_id, host=host, states=states,
+            name=substring, image=image,
+            include_deleted=bool(states and models.DELETED.value in states),
+            marker=after, limit=count, sort=sort)
+
+    def keep(row: db_api.InstanceRow) -> bool:
+        # The flavor is the copy the server was built from (its id at the time).
+        if flavor_id is not None and (row.flavor or {}).get('id') != flavor_id:
+            return False
+        return pattern is None or pattern.matches(row.name)
+
     try:
-        rows = db_api.list_instances(call.backends.engine, project_id=project_id, host=host,
-                                     states=states, name=call.query('name'),
-                                     include_deleted=bool(states and
-                                                          models.DELETED.value in states),
-                                     marker=marker, limit=limit)
+        if flavor_id is None and pattern is None:
+            rows = fetch(marker, limit)
+            following = rows[-1].uuid if rows and len(rows) == limit else None
+        else:
+            rows, following = _scan(fetch, keep, marker, limit, lambda: bool(
+                pattern and pattern.spent > NAME_FILTER_BUDGET))
     except db_api.InstanceNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     admin = _sees_hosts(call)
@@ -188,9 +360,9 @@ def _list(call: Call, detail: bool) -> webob.Response:
         servers = [{'id': row.uuid, 'name': row.name or '', 'links': links(call, row.uuid)}
                    for row in rows]
     body: dict[str, Any] = {'servers': servers}
-    if rows and len(rows) == limit:
-        query = {key: value for key, value in call.request.GET.items() if key != 'marker'}
-        query['marker'] = rows[-1].uuid
+    if following is not None and limit:
+        query = [(key, value) for key, value in call.request.GET.items() if key != 'marker']
+        query.append(('marker', following))
         path = '/servers/detail' if detail else '/servers'
         body['servers_links'] = [{'rel': 'next', 'href': f'{call.base_url}{path}?'
                                   f'{urllib.parse.urlencode(query)}'}]
@@ -210,6 +382,30 @@ def show(call: Call) -> webob.Response:
     return json_response(200, {'server': document(call, row, _sees_hosts(call))})
 
 
+def ips(call: Call) -> webob.Response:
+    """``GET /servers/{id}/ips``: a server here has no networks (docs/api.md)."""
+    get(call, call.params['server_id'])
+    return json_response(200, {'addresses': {}})
+
+
+def ips_of_network(call: Call) -> webob.Response:
+    get(call, call.params['server_id'])
+    raise errors.NotFound(f"Instance {call.params['server_id']} is not attached to network "
+                          f"{call.params['network']}.")
+
+
+def security_groups(call: Call) -> webob.Response:
+    """``GET /servers/{id}/os-security-groups``: none, without networks."""
+    get(call, call.params['server_id'])
+    return json_response(200, {'security_groups': []})
+
+
+def interfaces(call: Call) -> webob.Response:
+    """``GET /servers/{id}/os-interface``: none, without networks."""
+    get(call, call.params['server_id'])
+    return json_response(200, {'interfaceAttachments': []})
+
+
 def _image(ref: str) -> str:
     parsed = urllib.parse.urlsplit(ref)
     if parsed.scheme not in IMAGE_SCHEMES or not (parsed.netloc or parsed.path):
@@ -217,6 +413,34 @@ def _image(ref: str) -> str:
         raise errors.BadRequest(f'imageRef {ref!r} is not an image URL ({schemes}): '
                                 'computed has no Image service')
     return ref
+
+
+def _availability_zone(call: Call, zone: str) -> None:
+    """Nova's ``ZONE[:HOST[:NODE]]``: naming a host or node is an admin's (policy
+    ``compute:servers:create:forced_host``, 403 otherwise, as Nova), and not supported here
+    (the daemons own the nodes by the ring; 400); a zone other than ``nova`` is a 400."""
+    name, _, where = zone.partition(':')
+    if where.strip(':'):
+        policy.authorize(call.backends.enforcer, FORCED_HOST, call.context)
+        raise errors.BadRequest(f'availability_zone {zone!r}: forcing a host or node is not '
+                                'supported (the daemons share the nodes by the ring)')
+    if name and name != ZONE:
+        raise errors.BadRequest(f'The requested availability zone {name!r} is not available '
+                                f'(the only zone is {ZONE!r})')
+
+
+def _access_ip(field: str, value: str, version: int) -> None:
+    """Nova's ``accessIPv4``/``accessIPv6``: an address of that version (an empty string
+    too, as Nova's older clients send it)."""
+    if value == '':
+        return
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        address = None
+    if address is None or address.version != version or getattr(address, 'scope_id', None):
+        raise errors.BadRequest(f'Invalid input for field/attribute {field}. {value!r} is not '
+                                f'an IPv{version} address')
 
 
 def _flavor_ref(call: Call, ref: Any) -> db_api.FlavorRow:
@@ -236,6 +460,10 @@ def create(call: Call) -> webob.Response:
                                 '"none" or "auto"')
     if 'description' in spec and not call.at_least(2, 19):
         raise errors.BadRequest('description needs microversion 2.19 or later')
+    _availability_zone(call, spec.get('availability_zone') or '')
+    for field, version in (('accessIPv4', 4), ('accessIPv6', 6)):
+        if field in spec:
+            _access_ip(field, spec[field], version)
     flavor = _flavor_ref(call, spec['flavorRef'])
     image = _image(spec['imageRef'])
     try:
@@ -256,9 +484,12 @@ def create(call: Call) -> webob.Response:
         if row.state == models.BUILDING:
             servers.start_build(row)
     location = f'{call.base_url}/servers/{row.uuid}'
-    return json_response(202, {'server': {
-        'id': row.uuid, 'links': links(call, row.uuid), 'OS-DCF:diskConfig': 'MANUAL',
-        'security_groups': [{'name': 'default'}]}}, {'Location': location})
+    made = {'id': row.uuid, 'links': links(call, row.uuid), 'OS-DCF:diskConfig': 'MANUAL',
+            'security_groups': [{'name': 'default'}]}
+    if 'adminPass' in spec:
+        # Echoed as Nova does; never stored nor shown again (nothing on bare metal sets it).
+        made['adminPass'] = spec['adminPass']
+    return json_response(202, {'server': made}, {'Location': location})
 
 
 def _flavor_copy(flavor: db_api.FlavorRow) -> dict[str, Any]:
@@ -267,16 +498,32 @@ def _flavor_copy(flavor: db_api.FlavorRow) -> dict[str, Any]:
             'extra_specs': flavor.extra_specs}
 
 
+@contextlib.contextmanager
+def _raced(name: str, row: db_api.InstanceRow) -> Iterator[None]:
+    """What the server API refuses once the request is past the API's own checks, as the
+    Compute API answers it: the instance changed state or hands since it was read (another
+    request on it at the same moment: a delete and a reboot) is a 409, gone meanwhile a 404,
+    without a host to act a 409; never a 500."""
+    try:
+        yield
+    except db_api.InstanceConflict:
+        # The details (host, member epoch) are the fleet's, not the client's.
+        raise errors.Conflict(f"Cannot '{name}' instance {row.uuid}: its state changed while "
+                              'the request was recorded (another request on it is in '
+                              'progress)') from None
+    except db_api.InstanceNotFound:
+        raise errors.NotFound(f'Instance {row.uuid} could not be found.') from None
+    except NoHost:
+        raise errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in state "
+                              f'{row.state}: it has no host') from None
+
+
 def delete(call: Call) -> webob.Response:
     row = get(call, call.params['server_id'])
     policy.authorize(call.backends.enforcer, DELETE, call.context,
                      {'project_id': row.project_id})
-    with backend_errors():
-        try:
-            call.backends.servers.action('delete', row.uuid)
-        except NoHost:
-            raise errors.Conflict(f'Cannot delete instance {row.uuid} while it is in state '
-                                  f'{row.state} without a host') from None
+    with backend_errors(), _raced('delete', row):
+        call.backends.servers.action('delete', row.uuid)
     return empty(204)
 
 
@@ -295,9 +542,6 @@ def action(call: Call) -> webob.Response:
         raise errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in vm_state "
                               f'{shown.vm_state}' + (f' (task {shown.task_state})'
                                                      if shown.task_state else ''))
-    with backend_errors():
-        try:
-            call.backends.servers.action(operation, row.uuid)
-        except NoHost:
-            raise errors.Conflict(f'Instance {row.uuid} has no host') from None
+    with backend_errors(), _raced(name, row):
+        call.backends.servers.action(operation, row.uuid)
     return empty(202)

@@ -769,19 +769,36 @@ def instance_hosts(engine: Engine) -> dict[str, str]:
         return {row.node_uuid: row.host for row in rows}
 
 
+#: Columns instances can be listed in the order of (:func:`list_instances`' ``sort``).
+INSTANCE_SORT_COLUMNS = frozenset({"created_at", "updated_at", "uuid", "name", "project_id",
+                                   "user_id", "host", "node_uuid", "image"})
+
+
+def _sort_column(name: str) -> Any:
+    column = _instances.c[name]
+    # Nullable text columns compare as '' so that a marker on a NULL still finds its place.
+    return column if name in ("created_at", "updated_at", "uuid") else \
+        sa.func.coalesce(column, "")
+
+
 def list_instances(engine: Engine, *, project_id: str | None = None, host: str | None = None,
                    states: Collection[str] | None = None, name: str | None = None,
-                   include_deleted: bool = False, marker: str | None = None,
-                   limit: int | None = None) -> list[InstanceRow]:
-    """Instances, newest first (as the compute API lists servers), filtered: ``project_id``
-    (None: every project), ``host``, ``states``, ``name`` (a substring); live ones only unless
-    ``include_deleted``. ``marker``: start after that instance (:class:`InstanceNotFound` if
-    it is not one of the listed)."""
+                   image: str | None = None, include_deleted: bool = False,
+                   marker: str | None = None, limit: int | None = None,
+                   sort: Iterable[tuple[str, bool]] = ()) -> list[InstanceRow]:
+    """Instances filtered: ``project_id`` (None: every project), ``host``, ``states``,
+    ``name`` (a substring), ``image`` (exactly); live ones only unless ``include_deleted``.
+    In the order of ``sort``, ``(column, ascending)`` pairs of :data:`INSTANCE_SORT_COLUMNS`,
+    then by creation and uuid in the first pair's direction (newest first without ``sort``, as
+    the compute API lists servers). ``marker``: start after that instance
+    (:class:`InstanceNotFound` if it is not one of the listed)."""
     conditions = []
     if project_id is not None:
         conditions.append(_instances.c.project_id == project_id)
     if host is not None:
         conditions.append(_instances.c.host == host)
+    if image is not None:
+        conditions.append(_instances.c.image == image)
     if states is not None:
         conditions.append(_instances.c.state.in_(sorted(states)))
     if name:
@@ -789,17 +806,29 @@ def list_instances(engine: Engine, *, project_id: str | None = None, host: str |
         conditions.append(_instances.c.name.like(f"%{escaped}%", escape="\\"))
     if not include_deleted:
         conditions.append(_instances.c.state != models.DELETED)
-    order = (_instances.c.created_at.desc(), _instances.c.uuid.desc())
+    keys = list(sort)
+    for column in ("created_at", "uuid"):
+        if column not in {key for key, _ascending in keys}:
+            keys.append((column, keys[0][1] if keys else False))
+    unknown = {key for key, _ascending in keys} - INSTANCE_SORT_COLUMNS
+    if unknown:
+        raise ValueError(f"cannot sort instances on {sorted(unknown)}")
+    columns = [(_sort_column(key), ascending) for key, ascending in keys]
+    order = [column.asc() if ascending else column.desc() for column, ascending in columns]
     with _transaction(engine) as conn:
         if marker is not None:
-            start = conn.execute(sa.select(_instances.c.created_at, _instances.c.uuid).where(
+            start = conn.execute(sa.select(*(column for column, _asc in columns)).where(
                 _instances.c.uuid == marker, *conditions)).first()
             if start is None:
                 raise InstanceNotFound(marker)
-            conditions.append(sa.or_(
-                _instances.c.created_at < start.created_at,
-                sa.and_(_instances.c.created_at == start.created_at,
-                        _instances.c.uuid < start.uuid)))
+            # Keyset paging: after the marker in the whole order (uuid, last, is unique).
+            after = []
+            for position, (column, ascending) in enumerate(columns):
+                equal = [earlier == start[i] for i, (earlier, _asc) in
+                         enumerate(columns[:position])]
+                beyond = column > start[position] if ascending else column < start[position]
+                after.append(sa.and_(*equal, beyond))
+            conditions.append(sa.or_(*after))
         query = sa.select(_instances).where(*conditions).order_by(*order)
         if limit is not None:
             query = query.limit(limit)

@@ -146,11 +146,11 @@ def test_server_lifecycle_and_views(api):
     assert error_of(api('POST', f'/v2.1/servers/{server_id}/action', {'os-stop': None}),
                     409)[0] == 'conflict'
     assert len(api.casts.sent) == 1
-    # Another project neither lists nor touches it.
+    # Another project neither lists nor touches it, nor learns that it exists.
     other = api.as_('bob:p2')
     assert other('GET', '/v2.1/servers').document['servers'] == []
-    assert error_of(other('GET', f'/v2.1/servers/{server_id}'), 403)
-    assert error_of(other('DELETE', f'/v2.1/servers/{server_id}'), 403)
+    assert error_of(other('GET', f'/v2.1/servers/{server_id}'), 404)
+    assert error_of(other('DELETE', f'/v2.1/servers/{server_id}'), 404)
     assert error_of(other('GET', '/v2.1/servers?all_tenants=1'), 403)
     assert [s['id'] for s in api.as_(ADMIN)('GET', '/v2.1/servers?all_tenants=1')
             .document['servers']] == [server_id]
