@@ -10,6 +10,11 @@ move to its peers, so nothing new is scheduled on it), enabling removes the mark
 ``COMPUTE_STATUS_DISABLED`` trait is not set on the nodes: draining already keeps builds off
 them.
 
+The daemons answer to two binary names: ``computed``, and ``nova-compute`` (what Nova's
+Ironic driver runs in), so that tools looking compute services up by Nova's name find them;
+a document shows the name it was asked for (``computed`` when none was). Any other binary
+(``nova-scheduler``...) has no service here.
+
 A service's id is a uuid derived from the group and host (stable across restarts) from
 microversion 2.53 on, its position in the host list before.
 
@@ -41,6 +46,11 @@ from computed.fleet.zookeeper import group_path
 
 RULE = 'compute:services'
 BINARY = 'computed'
+#: Nova's name of what the daemons are (Nova's Ironic driver runs in nova-compute): tools that
+#: look compute services up by it (``?binary=nova-compute``, Tempest, ``openstack compute
+#: service set HOST nova-compute``) find the daemons under it, shown with the name asked for.
+NOVA_BINARY = 'nova-compute'
+BINARIES = (BINARY, NOVA_BINARY)
 ZONE = 'nova'
 NAMESPACE = uuidlib.UUID('5d0b5d1e-1f0c-4a38-9f0e-6f1b2b7c0a15')
 DEFAULT_REASON = 'disabled through the compute API'
@@ -101,10 +111,11 @@ def service_id(call: Call, group: str, host: str, position: int) -> str | int:
     return position
 
 
-def document(call: Call, service: dict[str, Any], position: int) -> dict[str, Any]:
+def document(call: Call, service: dict[str, Any], position: int,
+             binary: str = BINARY) -> dict[str, Any]:
     doc: dict[str, Any] = {
         'id': service_id(call, call.backends.group, service['host'], position),
-        'binary': BINARY, 'host': service['host'], 'zone': ZONE,
+        'binary': binary, 'host': service['host'], 'zone': ZONE,
         'status': 'disabled' if service['disabled'] else 'enabled',
         'state': 'up' if service['up'] else 'down',
         'updated_at': None, 'disabled_reason': service['reason'] or None
@@ -118,10 +129,10 @@ def index(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, RULE, call.context)
     services = _services(call.backends)
     host, binary = call.query('host'), call.query('binary')
-    documents = [document(call, service, position)
+    documents = [document(call, service, position, binary or BINARY)
                  for position, service in enumerate(services, start=1)
                  if (host is None or service['host'] == normalise_host(host))
-                 and (binary is None or binary == BINARY)]
+                 and (binary is None or binary in BINARIES)]
     return json_response(200, {'services': documents})
 
 
@@ -151,13 +162,13 @@ def update(call: Call) -> webob.Response:
         if target not in ('enable', 'disable', 'disable-log-reason'):
             raise errors.NotFound(f'Unknown action {target}')
         body = call.body(schemas.SERVICE_UPDATE_LEGACY)
-        if body['binary'] != BINARY:
+        if body['binary'] not in BINARIES:
             raise errors.NotFound(f'Service {body["binary"]} on host {body["host"]} could not '
                                   'be found.')
         reason = body.get('disabled_reason')
         host = normalise_host(body['host'])
         _set(call, host, target != 'enable', reason)
-        result = {'host': host, 'binary': BINARY,
+        result = {'host': host, 'binary': body['binary'],
                   'status': 'enabled' if target == 'enable' else 'disabled'}
         if target == 'disable-log-reason':
             result['disabled_reason'] = reason
