@@ -20,15 +20,33 @@ import pytest
 from computed.db import api as db_api
 from computed.db import models
 from computed.fleet.audit import fencing_violations
-from computed.fleet.claims import read_claims
+from computed.fleet.claims import ClaimRecord, read_claims
 from computed.fleet.membership import fleet_root
+from computed.testing.ironic import enroll_nodes
 from tests.chaos import netns
 from tests.chaos.chaos import Chaos
-from tests.functional.daemons import make_available, wait_for
+from tests.functional.daemons import make_available, ownership_now, uuid_owned_by, wait_for
 from tests.functional.test_fencing import IronicProxy
 
 NODES = 12
 SESSION = 3
+
+
+def enroll_for(chaos: Chaos, host: str) -> str:
+    """A node of the run's resource class enrolled with a uuid the ring gives ``host`` among
+    the members now; its uuid."""
+    members = ownership_now(chaos.zk, chaos.group)[0]
+    node = uuid_owned_by([m.as_ring_member() for m in members], host)
+    enroll_nodes(chaos.ironic_url, 1, resource_class=chaos.resource_class,
+                 prefix=f"chaos-{chaos.token}-{host}", workers=1, uuid=node)
+    chaos.nodes.append(node)
+    return node
+
+
+def held_by(chaos: Chaos, node: str, host: str) -> ClaimRecord | None:
+    """``node``'s claim record while ``host`` holds it, else None."""
+    record = read_claims(chaos.zk, fleet_root(chaos.group)).get(node)
+    return record if record is not None and record.host == host else None
 
 
 def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_its_claim_is_gone(
@@ -47,16 +65,20 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
         chaos.setup_fleet()
         victim, peer = chaos.daemons["c1"], chaos.daemons["c2"]
         records = read_claims(chaos.zk, fleet_root(chaos.group))
-        # Any node c1 holds (the ring decides which: of 12, c1 holds none once in 4,096 runs),
-        # made available if it is not among the ones the harness made available.
-        node = next(n for n in chaos.nodes if records[n].host == "c1")
+        # Any node c1 holds (the ring decides which); of 12 random nodes c1 holds none once in
+        # 4,096 runs, and then one is enrolled with a uuid the ring gives c1. Made available if
+        # it is not among the ones the harness made available.
+        held = [n for n in chaos.nodes if records[n].host == "c1"]
+        node = held[0] if held else enroll_for(chaos, "c1")
+        record = wait_for(lambda: held_by(chaos, node, "c1"), 60, f"c1 holding {node}",
+                          [victim, peer])
         if node not in chaos.nodes[:NODES * 3 // 4]:
             make_available(chaos.stack, [node])
         chaos.ironic("PUT", f"/nodes/{node}/states/power", {"target": "power on"})
         wait_for(lambda: chaos.ironic("GET", f"/nodes/{node}")["power_state"] == "power on",
                  60, f"node {node} powered on")
         row = db_api.create_instance(chaos.engine, str(uuid.uuid4()), chaos.rc, node_uuid=node,
-                                     host="c1", member_epoch=records[node].member_epoch,
+                                     host="c1", member_epoch=record.member_epoch,
                                      state=models.ACTIVE)
 
         def writes_to_node(since: float = 0.0) -> list[tuple[float, str, str]]:
@@ -83,7 +105,7 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
 
         # c2 may have held the node before c1 joined (and handed it over): the claim that counts
         # is the first one newer than c1's, i.e. taken over from the cut daemon.
-        c1_epoch = records[node].epoch
+        c1_epoch = record.epoch
         peer_claims = [r["t"] for r in peer.records()
                        if r["event"] == "claim" and r.get("node") == node
                        and r["claim_epoch"] > c1_epoch]
