@@ -7,6 +7,14 @@ busiest member's count carries sampling noise of relative standard
 deviation sqrt((n - 1) / K) whatever the ring does, so key-count bounds
 allow 5 such deviations.  Bounds on ``shares()`` (the exact key-space
 share) test the ring itself and use the issue's figures directly.
+
+A member's share itself deviates by about 1/sqrt(8,192 tokens) = 1.1%,
+so the 1.05 bound is 4.5 such deviations, and the count bound at n = 3
+about 4: over 12 fresh draws of up to 100 members, the statistical tests
+failed by chance roughly once in 500 runs.  They run on a fixed set of
+draws (``derandomize``): the same examples every run, which the ring must
+still balance, and which fail on every run if it stops doing so.  The
+exact properties (movement, order, replicas) keep drawing fresh examples.
 """
 
 import math
@@ -20,6 +28,8 @@ from hashring import HashRing
 
 SETTINGS = settings(max_examples=12, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
+# For bounds that hold with high probability, not always (module docstring).
+STATISTICAL = settings(SETTINGS, derandomize=True)
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.",
                 min_size=1, max_size=20)
@@ -52,7 +62,7 @@ def test_membership_order_never_matters(names_, rnd):
     assert one.assign(keys) == other.assign(keys)
 
 
-@SETTINGS
+@STATISTICAL
 @given(st.integers(3, 100), st.integers(0, 2**32))
 def test_key_space_balance(n, seed):
     ring = HashRing([f"compute-{seed}-{i}" for i in range(n)])
@@ -60,7 +70,7 @@ def test_key_space_balance(n, seed):
     assert max(shares) * n <= 1.05
 
 
-@SETTINGS
+@STATISTICAL
 @given(st.integers(3, 100), st.integers(0, 2**32))
 def test_key_balance_within_sampling_noise(n, seed):
     keys = uuid_keys(seed, 10_000)
@@ -124,7 +134,7 @@ def test_replicas_are_distinct_and_start_with_owner(names_, replicas, seed):
         assert ring.owner(key) in got
 
 
-@SETTINGS
+@STATISTICAL
 @given(st.lists(st.tuples(names, st.integers(1, 5)), min_size=2, max_size=8,
                 unique_by=lambda t: t[0]))
 def test_weights_give_proportional_shares(weighted):
