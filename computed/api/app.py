@@ -47,6 +47,7 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('GET', '/flavors/detail', flavors.detail),
     ('POST', '/flavors', flavors.create),
     ('GET', '/flavors/{flavor_id}', flavors.show),
+    ('PUT', '/flavors/{flavor_id}', flavors.update),
     ('DELETE', '/flavors/{flavor_id}', flavors.delete),
     ('GET', '/flavors/{flavor_id}/os-extra_specs', flavors.extra_specs_index),
     ('POST', '/flavors/{flavor_id}/os-extra_specs', flavors.extra_specs_create),

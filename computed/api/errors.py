@@ -2,7 +2,8 @@
 
 Owns the error body format clients parse (``{"itemNotFound": {"code": 404, "message":
 "..."}}``: the key names the kind of fault, as Nova's fault wrapper names them) and the
-exceptions controllers raise to produce one. Anything else raised while serving a request
+exceptions controllers raise to produce one. A path or query string that is not UTF-8 is a 400
+before anything reads it. Anything else raised while serving a request
 becomes a 500 ``computeFault`` with a generic message (the traceback goes to the log, with the
 request id) and is counted in :data:`FAULTS`.
 """
@@ -70,6 +71,10 @@ class Conflict(APIError):
     status = 409
 
 
+class RequestTooLarge(APIError):
+    status = 413
+
+
 class ServiceUnavailable(APIError):
     """A service the API needs (Placement, ZooKeeper, RabbitMQ, the database) failed."""
 
@@ -89,6 +94,19 @@ def response(status: int, message: str, headers: dict[str, str] | None = None
     return resp
 
 
+def _check_encoding(environ: dict[str, Any]) -> None:
+    """400 for a path or query string that is not UTF-8 once unquoted (webob would raise
+    UnicodeDecodeError wherever it is first read)."""
+    from urllib.parse import unquote_to_bytes
+    for key, what in (('PATH_INFO', 'The path'), ('QUERY_STRING', 'The query string')):
+        raw = environ.get(key, '')
+        try:
+            # WSGI gives them as latin-1 strings of the raw bytes.
+            unquote_to_bytes(raw.encode('latin-1')).decode('utf-8')
+        except (UnicodeDecodeError, UnicodeEncodeError):
+            raise BadRequest(f'{what} is not UTF-8') from None
+
+
 class FaultWrapper:
     """WSGI middleware: an :class:`APIError` becomes its response, anything else a 500 without
     details; every response is counted by status."""
@@ -101,6 +119,7 @@ class FaultWrapper:
             RESPONSES.labels(status.split(' ', 1)[0]).inc()
             return start_response(status, headers, exc_info)
         try:
+            _check_encoding(environ)
             return self.application(environ, counting)
         except APIError as exc:
             return response(exc.status, exc.message, exc.headers)(environ, counting)

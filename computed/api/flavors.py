@@ -1,26 +1,33 @@
 """``/flavors`` and ``/flavors/{id}/os-extra_specs``: list, show, create, delete flavors and
 set their extra specs.
 
-Owns the flavor documents of each microversion (``description`` from 2.55, ``extra_specs`` in
-the flavor from 2.61) and the checks of what an admin writes: an extra spec scheduling could
-never honour (:func:`computed.instances.flavor_specs.check_spec`) is refused when it is set,
-not when a build finds out. Flavors are public; flavor access lists are not supported.
+Owns the flavor documents of each microversion (``description`` from 2.55, and changing it
+with ``PUT``; ``extra_specs`` in the flavor from 2.61), the ``minRam``/``minDisk`` filters and
+the checks of what an admin writes: sizes within the database's integers, an id that is not one
+of the API's own paths (``detail``), and an extra spec scheduling could never honour
+(:func:`computed.instances.flavor_specs.check_spec`), alone or with the flavor's others (a
+second resource class: :func:`check_whole`, under the flavor's row lock), refused when it is
+set, not when a build finds out. Flavors are public; flavor access lists are not supported.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid as uuidlib
 from typing import Any
 
 import webob
 
-from computed.api import errors, policy, schemas
+from computed.api import errors, limits, policy, schemas
 from computed.api.request import Call, empty, json_response
 from computed.db import api as db_api
 from computed.instances import flavor_specs
 
 READ = 'compute:flavors:read'
 MANAGE = 'compute:flavors:manage'
+#: Ids a flavor cannot have: /flavors/detail is the listing, and clients collapse the dot
+#: segments of /flavors/. and /flavors/.. before sending them.
+RESERVED_IDS = frozenset({'detail', '.', '..'})
 
 
 def links(call: Call, flavor_id: str) -> list[dict[str, str]]:
@@ -45,28 +52,23 @@ def document(call: Call, flavor: db_api.FlavorRow, detail: bool = True) -> dict[
     return doc
 
 
-def _paging(call: Call) -> tuple[str | None, int]:
-    limit_text = call.query('limit')
-    limit = call.backends.conf.api.max_limit
-    if limit_text is not None:
-        if not limit_text.isdigit():
-            raise errors.BadRequest(f'limit must be a non-negative integer, not {limit_text!r}')
-        limit = min(int(limit_text), limit)
-    return call.query('marker'), limit
-
-
 def _list(call: Call, detail: bool) -> webob.Response:
     policy.authorize(call.backends.enforcer, READ, call.context)
-    marker, limit = _paging(call)
+    marker, limit = call.query('marker'), call.limit()
+    # Nova's filters: flavors with at least this much RAM (MB) and disk (GB).
+    min_ram, min_disk = call.query_int('minRam'), call.query_int('minDisk')
     try:
-        rows = db_api.list_flavors(call.backends.engine, marker=marker, limit=limit)
+        rows = db_api.list_flavors(call.backends.engine, marker=marker, limit=limit,
+                                   min_ram=min_ram, min_disk=min_disk)
     except db_api.FlavorNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     body: dict[str, Any] = {'flavors': [document(call, row, detail) for row in rows]}
     if rows and len(rows) == limit:
+        query = {key: value for key, value in call.request.GET.items() if key != 'marker'}
+        query.update(limit=str(limit), marker=rows[-1].id)
         body['flavors_links'] = [{'rel': 'next', 'href': f'{call.base_url}/flavors'
-                                  f'{"/detail" if detail else ""}?limit={limit}'
-                                  f'&marker={rows[-1].id}'}]
+                                  f'{"/detail" if detail else ""}?'
+                                  f'{urllib.parse.urlencode(query)}'}]
     return json_response(200, body)
 
 
@@ -109,16 +111,36 @@ def create(call: Call) -> webob.Response:
                                 'supported')
     if 'description' in spec and not call.at_least(2, 55):
         raise errors.BadRequest('description needs microversion 2.55 or later')
-    flavor_id = spec.get('id') or str(uuidlib.uuid4())
+    flavor_id = str(spec['id']) if spec.get('id') is not None else str(uuidlib.uuid4())
+    if flavor_id in RESERVED_IDS:
+        raise errors.BadRequest(f'Flavor id {flavor_id!r} is taken by the API\'s own paths '
+                                f'(/flavors/{flavor_id} could never show it)')
+    sizes = {key: limits.integer(spec.get(key) or 0, key, 0)
+             for key in ('vcpus', 'ram', 'disk', 'OS-FLV-EXT-DATA:ephemeral', 'swap')}
     try:
         row = db_api.create_flavor(
-            call.backends.engine, flavor_id, spec['name'], vcpus=int(spec['vcpus']),
-            ram=int(spec['ram']), disk=int(spec['disk']),
-            ephemeral=int(spec.get('OS-FLV-EXT-DATA:ephemeral', 0)),
-            swap=int(spec.get('swap') or 0), description=spec.get('description'))
+            call.backends.engine, flavor_id, spec['name'], vcpus=sizes['vcpus'],
+            ram=sizes['ram'], disk=sizes['disk'],
+            ephemeral=sizes['OS-FLV-EXT-DATA:ephemeral'], swap=sizes['swap'],
+            description=spec.get('description'))
     except db_api.FlavorExists as exc:
         raise errors.Conflict(f'Flavor with ID {exc.flavor_id} or name {exc.name} already '
                               'exists.') from None
+    return json_response(200, {'flavor': document(call, row)})
+
+
+def update(call: Call) -> webob.Response:
+    """``PUT /flavors/{id}`` (2.55): the description is the one thing that changes."""
+    policy.authorize(call.backends.enforcer, MANAGE, call.context)
+    if not call.at_least(2, 55):
+        raise errors.MethodNotAllowed('PUT /flavors/{flavor_id} needs microversion 2.55 or '
+                                      'later', {'Allow': 'GET, DELETE'})
+    description = call.body(schemas.FLAVOR_UPDATE)['flavor']['description']
+    flavor_id = call.params['flavor_id']
+    try:
+        row = db_api.set_flavor_description(call.backends.engine, flavor_id, description)
+    except db_api.FlavorNotFound:
+        raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
     return json_response(200, {'flavor': document(call, row)})
 
 
@@ -137,11 +159,48 @@ def _checked(specs: dict[str, Any]) -> dict[str, str]:
     result = {key: str(value).lower() if isinstance(value, bool) else str(value)
               for key, value in specs.items()}
     for key, value in result.items():
+        if len(value) > limits.MAX_ID_LENGTH:
+            raise errors.BadRequest(f'extra spec {key}: the value is {len(value)} characters '
+                                    f'long; the limit is {limits.MAX_ID_LENGTH}')
         try:
             flavor_specs.check_spec(key, value)
         except flavor_specs.InvalidExtraSpec as exc:
             raise errors.BadRequest(str(exc)) from None
     return result
+
+
+def check_whole(flavor_id: str, specs: dict[str, str]) -> None:
+    """400 when the flavor's specs together (what they would be once set) could never be
+    scheduled although each is fine alone: a second resource class, a trait both required and
+    forbidden. A flavor without any resource class yet is fine (specs are set one by one)."""
+    request_classes = {key for key, value in specs.items()
+                       if key.startswith(f'{flavor_specs.RESOURCES}:') and not _zero(value)}
+    if len(request_classes) > 1:
+        raise errors.BadRequest(
+            f'Flavor {flavor_id} would ask for {len(request_classes)} resource classes '
+            f'({", ".join(sorted(request_classes))}): a bare-metal flavor is exactly one '
+            'resources:CUSTOM_<CLASS>=1')
+    if request_classes:
+        try:
+            flavor_specs.placement_request(specs)
+        except flavor_specs.InvalidExtraSpec as exc:
+            raise errors.BadRequest(f'Flavor {flavor_id} could never be scheduled: '
+                                    f'{exc}') from None
+
+
+def _zero(value: str) -> bool:
+    try:
+        return int(value) == 0
+    except ValueError:
+        return False
+
+
+def _set(call: Call, flavor_id: str, specs: dict[str, str]) -> None:
+    try:
+        db_api.set_extra_specs(call.backends.engine, flavor_id, specs,
+                               check=lambda whole: check_whole(flavor_id, whole))
+    except db_api.FlavorNotFound:
+        raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
 
 
 def extra_specs_index(call: Call) -> webob.Response:
@@ -152,11 +211,7 @@ def extra_specs_index(call: Call) -> webob.Response:
 def extra_specs_create(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, MANAGE, call.context)
     specs = _checked(call.body(schemas.EXTRA_SPECS_CREATE)['extra_specs'])
-    flavor_id = call.params['flavor_id']
-    try:
-        db_api.set_extra_specs(call.backends.engine, flavor_id, specs)
-    except db_api.FlavorNotFound:
-        raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
+    _set(call, call.params['flavor_id'], specs)
     return json_response(200, {'extra_specs': specs})
 
 
@@ -176,11 +231,7 @@ def extra_spec_update(call: Call) -> webob.Response:
     specs = _checked(call.body(schemas.EXTRA_SPEC_UPDATE))
     if list(specs) != [key]:
         raise errors.BadRequest(f'Request body and URI mismatch: the body must set {key}')
-    flavor_id = call.params['flavor_id']
-    try:
-        db_api.set_extra_specs(call.backends.engine, flavor_id, specs)
-    except db_api.FlavorNotFound:
-        raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
+    _set(call, call.params['flavor_id'], specs)
     return json_response(200, specs)
 
 
@@ -193,4 +244,4 @@ def extra_spec_delete(call: Call) -> webob.Response:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
     if not removed:
         raise errors.NotFound(f'Flavor {flavor_id} has no extra specs with key {key}.')
-    return empty(202)
+    return empty(200)  # as Nova answers

@@ -24,6 +24,7 @@ from typing import Any
 import webob
 
 from computed.api import errors, policy, quota_rules, schemas
+from computed.api import limits as input_limits
 from computed.api.backends import Backends
 from computed.api.request import Call, empty, json_response
 from computed.db import api as db_api
@@ -167,10 +168,9 @@ def update(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, UPDATE, call.context, {'project_id': project_id})
     body = call.body(schemas.QUOTA_UPDATE)['quota_set']
     body.pop('force', None)
-    limits = {resource: int(value) for resource, value in body.items()}
-    for resource, value in limits.items():
-        if value < quota_rules.UNLIMITED:
-            raise errors.BadRequest(f'Quota limit {value} for {resource} must be -1 or more')
+    limits = {resource: input_limits.integer(value, f'Quota limit of {resource}',
+                                             quota_rules.UNLIMITED)
+              for resource, value in body.items()}
     db_api.set_quota_limits(call.backends.engine, project_id, limits)
     _own, in_force = _limits(call.backends, project_id)
     document = _quota_set(call, project_id, in_force)

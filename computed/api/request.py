@@ -3,6 +3,11 @@
 Owns :class:`Call` (the request, its context, its microversion, the backends, the API's base
 URL) and the helpers every controller uses to read a body (:meth:`Call.body`, validated by
 :mod:`computed.api.schemas`) and answer (:func:`json_response`, :func:`empty`).
+
+A Call exists only for a request within :mod:`computed.api.limits`: path parameters, the
+caller's user and project ids, and every query parameter are checked when it is made (NUL,
+lengths, ``limit`` in ASCII digits, ``sort_dir`` a direction), its body when it is read (size,
+depth, NaN, NUL), so a controller never meets them; each refusal is a 400 naming the field.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import webob
 
-from computed.api import errors, microversion, schemas
+from computed.api import errors, limits, microversion, schemas
 
 if TYPE_CHECKING:
     from computed.api.backends import Backends
@@ -30,6 +35,15 @@ class Call:
     backends: Backends
     params: dict[str, str]
 
+    def __post_init__(self) -> None:
+        for name, value in self.params.items():
+            limits.identifier(value, name)
+        for name in ('project_id', 'user_id'):
+            value = getattr(self.context, name, None)
+            if value:
+                limits.identifier(value, f"The token's {name}")
+        limits.query(self.request.GET.items())
+
     @property
     def base_url(self) -> str:
         """``http://host:port[/script]/v2.1``, as the client reached it."""
@@ -40,15 +54,30 @@ class Call:
 
     def body(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The JSON body, validated against ``schema``; 400 naming what is wrong."""
-        try:
-            document = json.loads(self.request.body or b'null')
-        except ValueError as exc:
-            raise errors.BadRequest(f'Malformed request body: {exc}') from None
+        length = self.request.content_length
+        if length is not None and length > limits.MAX_BODY_BYTES:
+            # Refused before it is read.
+            raise errors.RequestTooLarge(f'The request body is {length} bytes; the limit is '
+                                         f'{limits.MAX_BODY_BYTES}')
+        document = limits.json_body(self.request.body)
         schemas.validate(schema, document)
         return document
 
     def query(self, name: str) -> str | None:
         return self.request.GET.get(name)
+
+    def query_int(self, name: str, minimum: int = 0, maximum: int = limits.MAX_INT
+                  ) -> int | None:
+        """A number query parameter in ASCII digits (400 naming it otherwise); None if
+        absent."""
+        text = self.query(name)
+        return None if text is None else limits.query_int(text, name, minimum, maximum)
+
+    def limit(self) -> int:
+        """The page size: ``limit`` (checked already) capped at ``[api] max_limit``."""
+        cap = self.backends.conf.api.max_limit
+        text = self.query('limit')
+        return cap if text is None else min(limits.query_int(text, 'limit'), cap)
 
 
 def json_response(status: int, document: Any, headers: dict[str, str] | None = None

@@ -11,11 +11,13 @@ from typing import Any
 
 import jsonschema
 
-from computed.api import errors
+from computed.api import errors, limits
 
 NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
         'pattern': r'^(?![\s])[^\x00-\x1f]*(?<![\s])$'}
-NON_NEGATIVE = {'type': ['integer', 'string'], 'pattern': '^[0-9]+$', 'minimum': 0}
+#: Sizes: an integer or a string of one, within the database's INTEGER (limits.MAX_INT).
+NON_NEGATIVE = {'type': ['integer', 'string'], 'pattern': '^[0-9]{1,10}$', 'minimum': 0,
+                'maximum': limits.MAX_INT}
 METADATA = {'type': 'object', 'maxProperties': 128,
             'patternProperties': {'^[a-zA-Z0-9-_:. /]{1,255}$': {
                 'type': 'string', 'maxLength': 255}},
@@ -31,16 +33,33 @@ FLAVOR_CREATE = {
         'type': 'object',
         'properties': {
             'name': NAME,
-            'id': {'type': ['string', 'null'], 'minLength': 1, 'maxLength': 255,
+            # Nova takes a number too (Tempest sends integers): it is the id's string.
+            'id': {'type': ['string', 'integer', 'null'], 'minLength': 1, 'maxLength': 255,
+                   'minimum': 0, 'maximum': limits.MAX_INT,
                    'pattern': r'^(?! )[a-zA-Z0-9. _-]+(?<! )$'},
             'ram': NON_NEGATIVE, 'vcpus': NON_NEGATIVE, 'disk': NON_NEGATIVE,
             'OS-FLV-EXT-DATA:ephemeral': NON_NEGATIVE,
-            'swap': {'type': ['integer', 'string'], 'pattern': '^[0-9]*$', 'minimum': 0},
-            'rxtx_factor': {'type': ['number', 'string']},
+            'swap': {'type': ['integer', 'string'], 'pattern': '^[0-9]{0,10}$', 'minimum': 0,
+                     'maximum': limits.MAX_INT},
+            'rxtx_factor': {'type': ['number', 'string'], 'minimum': 0, 'exclusiveMinimum': True,
+                            'maximum': 3.4e38, 'pattern': r'^[0-9]{1,10}(\.[0-9]{1,10})?$'},
             'os-flavor-access:is_public': {'type': ['boolean', 'string']},
             'description': {'type': ['string', 'null'], 'maxLength': 65535},
         },
         'required': ['name', 'ram', 'vcpus', 'disk'],
+        'additionalProperties': False,
+    }},
+    'required': ['flavor'],
+    'additionalProperties': False,
+}
+
+#: PUT /flavors/{id} (2.55): the description only, as Nova.
+FLAVOR_UPDATE = {
+    'type': 'object',
+    'properties': {'flavor': {
+        'type': 'object',
+        'properties': {'description': {'type': ['string', 'null'], 'maxLength': 65535}},
+        'required': ['description'],
         'additionalProperties': False,
     }},
     'required': ['flavor'],
@@ -115,13 +134,15 @@ OS_STOP = {'type': 'object', 'properties': {'os-stop': NOTHING},
 OS_START = {'type': 'object', 'properties': {'os-start': NOTHING},
             'required': ['os-start'], 'additionalProperties': False}
 
-QUOTA_LIMIT = {'type': ['integer', 'string'], 'pattern': '^-?[0-9]+$', 'minimum': -1}
+QUOTA_LIMIT = {'type': ['integer', 'string'], 'pattern': '^-?[0-9]{1,10}$', 'minimum': -1,
+               'maximum': limits.MAX_INT}
 QUOTA_UPDATE = {
     'type': 'object',
     'properties': {'quota_set': {
         'type': 'object',
         'properties': {'instances': QUOTA_LIMIT, 'force': {'type': ['boolean', 'string']}},
-        'patternProperties': {'^CUSTOM_[A-Z0-9_]+$': QUOTA_LIMIT},
+        # Placement's class names: 255 characters at most.
+        'patternProperties': {'^CUSTOM_[A-Z0-9_]{1,248}$': QUOTA_LIMIT},
         'additionalProperties': False,
     }},
     'required': ['quota_set'],

@@ -897,11 +897,16 @@ def get_flavor(engine: Engine, flavor_id: str) -> FlavorRow:
         return _flavor_row(row, _specs_of(conn, [flavor_id])[flavor_id])
 
 
-def list_flavors(engine: Engine, *, marker: str | None = None,
-                 limit: int | None = None) -> list[FlavorRow]:
-    """Flavors by id, after ``marker`` (:class:`FlavorNotFound` if no such flavor)."""
+def list_flavors(engine: Engine, *, marker: str | None = None, limit: int | None = None,
+                 min_ram: int | None = None, min_disk: int | None = None) -> list[FlavorRow]:
+    """Flavors by id, after ``marker`` (:class:`FlavorNotFound` if no such flavor), with at
+    least ``min_ram`` MB of RAM and ``min_disk`` GB of disk."""
     with _transaction(engine) as conn:
         query = sa.select(_flavors).order_by(_flavors.c.id)
+        if min_ram is not None:
+            query = query.where(_flavors.c.ram >= min_ram)
+        if min_disk is not None:
+            query = query.where(_flavors.c.disk >= min_disk)
         if marker is not None:
             if _select_flavor(conn, marker) is None:
                 raise FlavorNotFound(marker)
@@ -921,17 +926,34 @@ def delete_flavor(engine: Engine, flavor_id: str) -> None:
             raise FlavorNotFound(flavor_id)
 
 
-def set_extra_specs(engine: Engine, flavor_id: str, specs: dict[str, str]) -> dict[str, str]:
-    """Add or replace the given extra specs of the flavor; all its specs after."""
+def set_extra_specs(engine: Engine, flavor_id: str, specs: dict[str, str],
+                    check: Callable[[dict[str, str]], None] | None = None) -> dict[str, str]:
+    """Add or replace the given extra specs of the flavor; all its specs after. ``check`` gets
+    what the flavor's specs would be, under the flavor's lock (a concurrent writer cannot slip
+    in between), and raises to refuse: then nothing is written."""
     with _transaction(engine, write=True) as conn:
-        if _select_flavor(conn, flavor_id) is None:
+        if conn.execute(sa.select(_flavors.c.id).where(_flavors.c.id == flavor_id)
+                        .with_for_update()).first() is None:
             raise FlavorNotFound(flavor_id)
+        if check is not None:
+            check(dict(_specs_of(conn, [flavor_id])[flavor_id], **specs))
         for key, value in specs.items():
             conn.execute(sa.delete(_extra_specs).where(_extra_specs.c.flavor_id == flavor_id,
                                                        _extra_specs.c.key == key))
             conn.execute(sa.insert(_extra_specs).values(flavor_id=flavor_id, key=key,
                                                         value=value))
         return _specs_of(conn, [flavor_id])[flavor_id]
+
+
+def set_flavor_description(engine: Engine, flavor_id: str,
+                           description: str | None) -> FlavorRow:
+    """Replace the flavor's description (the only thing Nova lets change); FlavorNotFound."""
+    with _transaction(engine, write=True) as conn:
+        if conn.execute(sa.update(_flavors).where(_flavors.c.id == flavor_id).values(
+                description=description)).rowcount != 1:
+            raise FlavorNotFound(flavor_id)
+        return _flavor_row(_select_flavor(conn, flavor_id),
+                           _specs_of(conn, [flavor_id])[flavor_id])
 
 
 def delete_extra_spec(engine: Engine, flavor_id: str, key: str) -> bool:
