@@ -2,8 +2,11 @@
 
 Owns the I/O of a retry, after :mod:`computed.instances.lifecycle` unwound the failed attempt
 (node cleared, allocation removed): ask Placement for the candidates of the instance's class and
-traits (without the traits its flavor forbids), leave out every node that failed the build,
-claim one with an allocation, find its owner daemon (``owner_of``), and move the instance row
+traits (without the traits its flavor forbids), leave out every node that failed the build, run
+the rest through the scheduling pipeline (the flavor's capability operators and the filters and
+weighers of :func:`computed.scheduling.loader.default_pipeline` unless one is given; the build's
+scheduler hints are not recorded, so they do not apply to a retry), claim one with an
+allocation, find its owner daemon (``owner_of``), and move the instance row
 there with a compare-and-set on the (host, member epoch) that made the failed attempt. The
 caller then casts the build to the row's new host
 (:class:`computed.instances.worker.InstanceWorker`).
@@ -32,6 +35,9 @@ from computed.db.api import InstanceRow
 from computed.instances import flavor_specs, scheduler
 from computed.instances.retries import NextAttempt
 from computed.placement import allocations
+from computed.scheduling import candidates
+from computed.scheduling.host_state import RequestSpec
+from computed.scheduling.pipeline import Pipeline
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +45,8 @@ LOG = logging.getLogger(__name__)
 def next_node(placement: Any, engine: Engine, row: InstanceRow, decision: NextAttempt, *,
               owner_of: scheduler.OwnerOf, project_id: str, user_id: str,
               limit: int = scheduler.DEFAULT_CANDIDATES,
-              rand: random.Random | None = None) -> InstanceRow | None:
+              rand: random.Random | None = None,
+              pipeline: Pipeline | None = None) -> InstanceRow | None:
     """The BUILDING row moved to a node outside ``decision.exclude`` (its allocation made,
     ``fault`` = the attempts so far), or None when no such node can take it.
 
@@ -50,11 +57,17 @@ def next_node(placement: Any, engine: Engine, row: InstanceRow, decision: NextAt
         row.member_epoch).
     :raises PlacementError: Placement refused or could not answer (nothing is left behind).
     """
-    nodes = [node for node in allocations.candidates(placement, row.resource_class, row.traits,
-                                                     limit=limit, forbidden=forbidden_traits(row))
-             if node not in decision.exclude]
-    (rand or random).shuffle(nodes)
-    for node in nodes:
+    forbidden = forbidden_traits(row)
+    facts = [node for node in candidates.read(placement, row.resource_class, row.traits,
+                                              limit=limit, forbidden=forbidden)
+             if node.uuid not in decision.exclude]
+    spec = RequestSpec(row.flavor, project_id=project_id, user_id=user_id,
+                       instance_uuid=row.uuid, image=row.image,
+                       resource_class=row.resource_class, traits=row.traits,
+                       forbidden=forbidden)
+    chosen = scheduler.choose(pipeline or scheduler.default_pipeline(), facts, spec,
+                              rand or random.Random())
+    for node in (host.uuid for host in chosen.hosts):
         if not allocations.put(placement, row.uuid, node, row.resource_class,
                                project_id=project_id, user_id=user_id):
             continue  # taken meanwhile

@@ -144,7 +144,7 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
     record = InstanceRecord(image, project_id, user_id, name, metadata, flavor)
     if db_api.get_instance(engine, instance_uuid) is not None:
         raise db_api.InstanceExists(instance_uuid)
-    pipeline = pipeline or _default_pipeline()
+    pipeline = pipeline or default_pipeline()
     spec = RequestSpec(flavor, hints=hints, project_id=project_id, user_id=user_id,
                        instance_uuid=instance_uuid, availability_zone=availability_zone,
                        image=image, resource_class=rc, traits=traits, forbidden=forbidden)
@@ -155,7 +155,7 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
         # Concurrent builds get the same first candidates from Placement: when all of ours
         # were taken meanwhile, ask again (Placement no longer lists the allocated ones)
         # rather than refuse while free nodes remain. A node a filter refused stays refused.
-        facts = [node for node in _candidates(placement, rc, traits, forbidden, limit)
+        facts = [node for node in candidate_facts(placement, rc, traits, forbidden, limit)
                  if node.uuid not in tried and node.uuid not in refused]
         if not facts:
             break
@@ -196,7 +196,8 @@ def _reason(tried: set[str], refused: dict[str, str], last: Decision | None) -> 
 _DEFAULT: list[Pipeline] = []
 
 
-def _default_pipeline() -> Pipeline:
+def default_pipeline() -> Pipeline:
+    """The pipeline of the default configuration, made once per process."""
     # Built once per process: loading imports and makes the classes.
     if not _DEFAULT:
         _DEFAULT.append(loader.default_pipeline())
@@ -246,8 +247,8 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
         raise
 
 
-def _candidates(placement: Any, rc: str, traits: tuple[str, ...], forbidden: tuple[str, ...],
-                limit: int) -> list[NodeFacts]:
+def candidate_facts(placement: Any, rc: str, traits: tuple[str, ...],
+                    forbidden: tuple[str, ...], limit: int) -> list[NodeFacts]:
     """The candidate nodes; a request Placement refuses (unknown class or trait) is ours."""
     try:
         return scheduling_candidates.read(placement, rc, traits, limit=limit,

@@ -106,3 +106,22 @@ def test_facts_from_placements_answer():
     assert facts[1].traits == frozenset() and facts[1].capabilities == {}
     assert candidates.query(RC, ['T'], ['F'], 5) == \
         f'/allocation_candidates?resources={RC}:1&limit=5&required=T,!F'
+
+
+def test_a_retry_honours_the_flavors_capability_operators(engine):
+    from computed.instances import reschedule
+    from computed.instances.retries import NextAttempt
+    placement = fleet()
+    row = build(placement, engine, {'capabilities:memory_gb': '>= 128'})
+    assert row.node_uuid in (B, C)
+    # The build failed on its node: unwound (allocation removed), then handed on.
+    placement.allocations.pop(row.uuid)
+    moved = reschedule.next_node(placement, engine, row,
+                                 NextAttempt(frozenset({row.node_uuid}), 'failed once'),
+                                 owner_of=owners, project_id='p', user_id='u')
+    assert moved is not None and moved.node_uuid == ({B, C} - {row.node_uuid}).pop()
+    placement.allocations.pop(row.uuid)
+    # Both nodes with memory_gb >= 128 failed: A (64) is never tried.
+    assert reschedule.next_node(placement, engine, moved,
+                                NextAttempt(frozenset({B, C}), 'failed twice'),
+                                owner_of=owners, project_id='p', user_id='u') is None
