@@ -93,33 +93,39 @@ def _lookup(host_state: Any, scope: list[str]) -> Any:
     return value
 
 
-def capability_checks(extra_specs: dict[str, str],
-                      host_state: Any) -> Iterator[tuple[str, list[str], str]]:
-    """``(key, scope, requirement)`` for every extra spec ComputeCapabilitiesFilter applies to
-    ``host_state``: every ``capabilities:`` spec, and, as Nova does for backward compatibility,
-    an unscoped key the host has as an attribute or a stat."""
-    for key, requirement in extra_specs.items():
-        scope = key.split(':')
-        if len(scope) == 1:
-            stats = getattr(host_state, 'stats', None) or {}
-            if not hasattr(host_state, key) and key not in stats:
-                continue
-        elif scope[0] != CAPABILITIES:
-            continue
-        else:
-            scope = scope[1:]
-        yield key, scope, requirement
-
-
 class ComputeCapabilitiesFilter(BaseHostFilter):
     """The flavor's capability extra specs against the node (Nova's semantics)."""
 
     run_filter_once_per_request = True
 
+    def __init__(self) -> None:
+        self._plan: tuple[Any, list[tuple[str, list[str], str]], list[tuple[str, str]]] | None
+        self._plan = None
+
+    def _checks(self, extra_specs: dict[str, str],
+                host_state: Any) -> Iterator[tuple[str, list[str], str]]:
+        # The scoped specs are the same for every host of a pass: split them once per request
+        # (read into a local: concurrent builds share the filter object).
+        plan = self._plan
+        if plan is None or plan[0] is not extra_specs:
+            scoped, unscoped = [], []
+            for key, requirement in extra_specs.items():
+                scope = key.split(':')
+                if len(scope) == 1:
+                    unscoped.append((key, requirement))
+                elif scope[0] == CAPABILITIES:
+                    scoped.append((key, scope[1:], requirement))
+            plan = self._plan = (extra_specs, scoped, unscoped)
+        yield from plan[1]
+        for key, requirement in plan[2]:
+            stats = getattr(host_state, 'stats', None) or {}
+            if hasattr(host_state, key) or key in stats:
+                yield key, [key], requirement
+
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
         flavor = spec_obj.flavor
         extra_specs = getattr(flavor, 'extra_specs', None) or {}
-        for key, scope, requirement in capability_checks(extra_specs, host_state):
+        for key, scope, requirement in self._checks(extra_specs, host_state):
             value = _lookup(host_state, scope)
             if value is None or not extra_specs_ops.match(str(value), requirement):
                 LOG.debug('%s fails extra spec %s=%r (has %r)', host_state, key, requirement,

@@ -30,6 +30,7 @@ do, cannot leak into another pass).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -95,12 +96,11 @@ class HostState(_Fields):
     """One candidate node, with the attributes of Nova's (Ironic) HostState."""
 
     def __init__(self, facts: NodeFacts):
-        properties = dict(facts.properties)
+        self._facts = facts
+        properties = facts.properties
         capabilities = dict(facts.capabilities)
-        if capabilities and 'capabilities' not in properties:
-            properties['capabilities'] = ','.join(f'{k}:{v}' for k, v in capabilities.items())
         free = facts.used < facts.total
-        memory_mb, local_gb, cpus = (_int(properties.get(key))
+        memory_mb, local_gb, cpus = (_int(properties[key]) if key in properties else 0
                                      for key in ('memory_mb', 'local_gb', 'cpus'))
         cpu_arch = properties.get('cpu_arch')
         # Nova's Ironic driver: the node's capabilities are stats of their own, beside cpu_arch.
@@ -144,12 +144,21 @@ class HostState(_Fields):
         # computed's own, beyond Nova's HostState.
         self.resource_class = facts.resource_class
         self.traits = facts.traits
-        self.properties = properties
         self.capabilities = capabilities
         self.conductor_group = facts.conductor_group
         self.availability_zone = facts.availability_zone
         self.total = facts.total
         self.free = facts.total - facts.used
+
+    @functools.cached_property
+    def properties(self) -> dict[str, Any]:
+        """The node's properties, ``capabilities`` as Ironic's ``"k1:v1,k2:v2"`` string
+        (made when first read: most filters never read it, and a pass makes thousands)."""
+        properties = dict(self._facts.properties)
+        if self.capabilities and 'capabilities' not in properties:
+            properties['capabilities'] = ','.join(f'{k}:{v}'
+                                                  for k, v in self.capabilities.items())
+        return properties
 
     def __repr__(self) -> str:
         return f'({self.host or "-"}, {self.nodename}) {self.resource_class} free {self.free}'

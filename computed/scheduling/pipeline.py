@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from computed.scheduling import weighers as weighing
+from computed.scheduling.filters import BaseHostFilter
 
 LOG = logging.getLogger(__name__)
 
@@ -85,15 +86,19 @@ class Decision:
         return ', '.join(parts)
 
 
-def _passes(filter_obj: Any, host: Any, spec: Any) -> bool:
-    """Whether ``filter_obj`` passes ``host``: Nova's ``filter_all`` on a list of one host when
-    the filter has it (what Nova's handler calls, rebuild check included), else
-    ``host_passes``."""
+def checker(filter_obj: Any) -> Callable[[Any, Any], Any]:
+    """How to ask ``filter_obj`` about one host: Nova's ``filter_all`` on a list of one host
+    when the filter has its own or Nova's (what Nova's handler calls, its rebuild check
+    included), else ``host_passes`` (the built-in base's ``filter_all`` only calls it)."""
     filter_all = getattr(filter_obj, 'filter_all', None)
-    if filter_all is not None:
+    if filter_all is None or getattr(type(filter_obj), 'filter_all', None) is \
+            BaseHostFilter.filter_all:
+        return filter_obj.host_passes
+
+    def passes(host: Any, spec: Any) -> bool:
         kept = filter_all([host], spec)
         return kept is not None and any(True for _ in kept)
-    return bool(filter_obj.host_passes(host, spec))
+    return passes
 
 
 class Pipeline:
@@ -145,7 +150,7 @@ class Pipeline:
 
     def _filter(self, hosts: Sequence[Any], spec: Any,
                 deadline: float | None) -> tuple[list[Any], dict[str, Refusal], int]:
-        active = [f for f in self.filters if _runs(f)]
+        active = [(f, name_of(f), checker(f)) for f in self.filters if _runs(f)]
         good: list[Any] = []
         refused: dict[str, Refusal] = {}
         failed: set[str] = set()
@@ -160,12 +165,11 @@ class Pipeline:
                             len(hosts), slowest, len(good))
                 return good, refused, left
             refusal = None
-            for filter_obj in active:
+            for filter_obj, name, passes in active:
                 began = self.clock()
                 try:
-                    passed = _passes(filter_obj, host, spec)
+                    passed = passes(host, spec)
                 except Exception as exc:
-                    name = name_of(filter_obj)
                     refusal = Refusal(_node(host), name, f'{type(exc).__name__}: {exc}')
                     if name not in failed:
                         failed.add(name)
@@ -176,9 +180,9 @@ class Pipeline:
                                     exc_info=True)
                 else:
                     if not passed:
-                        refusal = Refusal(_node(host), name_of(filter_obj))
+                        refusal = Refusal(_node(host), name)
                 finally:
-                    spent[name_of(filter_obj)] += self.clock() - began
+                    spent[name] += self.clock() - began
                 if refusal is not None:
                     refused[refusal.node] = refusal
                     break
