@@ -172,6 +172,10 @@ SERVICE_UPDATE_LEGACY = {
 }
 
 
+#: Longest string value an error message quotes.
+QUOTED = 64
+
+
 def validate(schema: dict[str, Any], document: Any) -> None:
     """400 naming the first property that does not match ``schema``."""
     validator = jsonschema.Draft4Validator(schema)
@@ -179,5 +183,10 @@ def validate(schema: dict[str, Any], document: Any) -> None:
     if error is None:
         return
     where = '/'.join(str(part) for part in error.absolute_path)
+    message = error.message
+    if isinstance(error.instance, str) and len(error.instance) > QUOTED:
+        # A long value is not echoed whole (an image URL of 2 kB, what it may carry).
+        message = message.replace(repr(error.instance),
+                                  f'The value ({len(error.instance)} characters)')
     raise errors.BadRequest('Invalid input for field/attribute '
-                            f'{where or "(body)"}. {error.message}')
+                            f'{where or "(body)"}. {message}')

@@ -40,7 +40,15 @@ from typing import Any
 
 import webob
 
-from computed.api import errors, name_filter, policy, quotas, schemas, server_status
+from computed.api import (
+    errors,
+    image_urls,
+    name_filter,
+    policy,
+    quotas,
+    schemas,
+    server_status,
+)
 from computed.api.request import Call, empty, json_response
 from computed.db import api as db_api
 from computed.db import models
@@ -56,7 +64,6 @@ FORCED_HOST = 'compute:servers:create:forced_host'
 #: The one availability zone (everything is in it, as in docs/api.md).
 ZONE = 'nova'
 DELETE = 'compute:servers:delete'
-IMAGE_SCHEMES = ('http', 'https', 'file')
 FAULT_MESSAGE_LENGTH = 255
 
 #: action body key -> (ServerAPI action, policy rule, states it may start from)
@@ -115,7 +122,8 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         'id': row.uuid, 'name': row.name or '', 'status': shown.status,
         'tenant_id': row.project_id, 'user_id': row.user_id, 'metadata': row.metadata,
         'hostId': host_id,
-        'image': {'id': row.image, 'links': [{'rel': 'bookmark', 'href': row.image}]}
+        'image': {'id': image_urls.shown(row.image),
+                  'links': [{'rel': 'bookmark', 'href': image_urls.shown(row.image)}]}
         if row.image else '',
         'flavor': _flavor(call, row),
         'created': _time(row.created_at), 'updated': _time(row.updated_at),
@@ -406,13 +414,15 @@ def interfaces(call: Call) -> webob.Response:
     return json_response(200, {'interfaceAttachments': []})
 
 
-def _image(ref: str) -> str:
-    parsed = urllib.parse.urlsplit(ref)
-    if parsed.scheme not in IMAGE_SCHEMES or not (parsed.netloc or parsed.path):
-        schemes = ', '.join(f'{scheme}://' for scheme in IMAGE_SCHEMES)
-        raise errors.BadRequest(f'imageRef {ref!r} is not an image URL ({schemes}): '
-                                'computed has no Image service')
-    return ref
+def _image(call: Call, ref: str) -> str:
+    """``imageRef`` if a server may be built from it (:mod:`computed.api.image_urls`, under
+    ``[api] image_url_schemes`` and ``image_url_allowed_networks``); 400 saying why not."""
+    conf = call.backends.conf.api
+    try:
+        return image_urls.check(ref, conf.image_url_schemes,
+                                image_urls.networks(conf.image_url_allowed_networks))
+    except image_urls.BadImageURL as exc:
+        raise errors.BadRequest(f'imageRef {image_urls.quoted(ref)} refused: {exc}') from None
 
 
 def _availability_zone(call: Call, zone: str) -> None:
@@ -465,7 +475,7 @@ def create(call: Call) -> webob.Response:
         if field in spec:
             _access_ip(field, spec[field], version)
     flavor = _flavor_ref(call, spec['flavorRef'])
-    image = _image(spec['imageRef'])
+    image = _image(call, spec['imageRef'])
     try:
         request = flavor_specs.placement_request(flavor.extra_specs)
     except flavor_specs.InvalidExtraSpec as exc:

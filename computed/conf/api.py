@@ -7,9 +7,14 @@ when the middleware is built, not here.
 
 from __future__ import annotations
 
+import ipaddress
+
 from oslo_config import cfg
 
 NAME = 'api'
+#: Image URL schemes allowed by default, and every scheme that can be allowed.
+IMAGE_URL_SCHEMES = ('http', 'https')
+KNOWN_IMAGE_URL_SCHEMES = ('http', 'https', 'file')
 AUTH_STRATEGIES = ('keystone', 'noauth2')
 
 
@@ -21,6 +26,13 @@ def group() -> cfg.OptGroup:
         help='computed-api: a bare-metal subset of the OpenStack Compute API v2.1 '
              '(servers, flavors, quotas, services), for openstacksdk and '
              'python-openstackclient. docs/api.md lists what is supported.')
+
+
+def _network(text: str) -> str:
+    """An address or CIDR network (ValueError, which oslo.config reports naming the
+    option, otherwise)."""
+    ipaddress.ip_network(text.strip(), strict=False)
+    return text.strip()
 
 
 ALL_OPTS = [
@@ -43,6 +55,19 @@ ALL_OPTS = [
     cfg.IntOpt(
         'max_limit', default=1000, min=1,
         help='Most items one list request returns (a larger "limit" is capped).'),
+    cfg.ListOpt(
+        'image_url_schemes', default=list(IMAGE_URL_SCHEMES),
+        item_type=cfg.types.String(choices=KNOWN_IMAGE_URL_SCHEMES),
+        help='Schemes a server\'s image URL (imageRef) may have. Ironic\'s conductors '
+             'fetch the URL, or read it for file://, with their own rights: add file only '
+             'if any project may have the conductors read any file they can.'),
+    cfg.ListOpt(
+        'image_url_allowed_networks', default=[], item_type=_network,
+        help='Addresses (or CIDR networks) an image URL may name although they are '
+             'refused by default: link-local (169.254.0.0/16, where clouds serve instance '
+             'metadata; fe80::/10), loopback (127.0.0.0/8, ::1, localhost), unspecified, '
+             'multicast and reserved addresses. For example 127.0.0.1 for an image cache '
+             'each conductor serves itself. Host names are not resolved by the API.'),
 ]
 
 

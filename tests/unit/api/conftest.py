@@ -78,6 +78,7 @@ def api(engine, tmp_path):
                         transport=None)
     client = Client(app.build(conf, backends))
     client.casts = casts
+    client.backends = backends
     client.placement = placement
     client.engine = engine
     return client

@@ -294,3 +294,43 @@ def test_bad_nova_create_fields_are_a_400(api, gold, field, value):
     kind, message = error_of(create(api, gold, **{field: value}), 400)
     assert field in message
     nothing_changed(api)
+
+
+# -- issue 23 item 5: image URLs ----------------------------------------------------------------
+
+@pytest.mark.parametrize('ref', [
+    'file:///etc/shadow', 'http://169.254.169.254/latest/meta-data/iam/', 'http:x',
+    'http://[fe80::1]/x', 'http://127.0.0.1/x', 'http://2852039166/x',
+    'http://images.example/' + 'x' * 2030])
+def test_image_urls_a_conductor_must_not_fetch_are_a_400(api, gold, ref):
+    kind, message = error_of(create(api, gold, imageRef=ref), 400)
+    assert 'imageRef' in message and len(message) < 400
+    nothing_changed(api)
+
+
+def test_credentials_in_an_image_url_are_refused_and_never_echoed(api, gold):
+    kind, message = error_of(create(api, gold, imageRef='http://bob:hunter2@images.example/x'),
+                             400)
+    assert 'credentials' in message and 'hunter2' not in message
+    nothing_changed(api)
+
+
+def test_credentials_stored_before_are_not_shown(api, gold):
+    server_id = active(api, gold)
+    with api.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE instances SET image = 'http://bob:hunter2@images.example/x'"
+                             " WHERE uuid = ?", (server_id,))
+    for token, path in (('alice:p1', f'/v2.1/servers/{server_id}'),
+                        ('alice:p1', '/v2.1/servers/detail'),
+                        (ADMIN, '/v2.1/servers/detail?all_tenants=1')):
+        shown = api.as_(token)('GET', path)
+        assert 'hunter2' not in shown.text and 'images.example/x' in shown.text
+
+
+def test_an_operator_may_allow_file_urls_and_a_local_network(api, gold):
+    conf = api.backends.conf
+    conf.set_override('image_url_schemes', ['http', 'https', 'file'], 'api')
+    conf.set_override('image_url_allowed_networks', ['127.0.0.1'], 'api')
+    assert create(api, gold, imageRef='file:///var/lib/images/a.img').status_int == 202
+    assert create(api, gold, imageRef='http://127.0.0.1/a.img').status_int == 202
+    error_of(create(api, gold, imageRef='http://169.254.169.254/x'), 400)
