@@ -10,9 +10,10 @@ resource, the limit and the usage. Guarantee: whatever the interleaving of concu
 creates, failures and deletes, a project never holds more servers (or units of a class) than
 its limit (a limit lowered below the usage refuses new builds only).
 
-The quota set shows Nova's keys (``instances``; ``cores``, ``ram`` and the rest unlimited or
-fixed, for clients that read them) plus one key per resource class the project has a limit of
-its own for (``CUSTOM_GOLD``). Only ``instances`` and ``CUSTOM_*`` classes can be set.
+The quota set shows Nova's keys of the microversion (``instances``; ``cores``, ``ram`` and the
+rest: their defaults, or what the project set) plus one key per resource class the project has
+a limit of its own for (``CUSTOM_GOLD``). Every key the quota set shows can be set, so that a
+client's read-modify-write works; only ``instances`` and ``CUSTOM_*`` are enforced.
 """
 
 from __future__ import annotations
@@ -38,13 +39,17 @@ LIMITS = 'compute:limits'
 #: mid-build stops counting.
 RESERVATION_TTL = 600
 
-#: Nova's other quota keys: fixed here (nothing in computed consumes them).
+#: Nova's other quota keys and their defaults. A project may set each (so that a client's
+#: read-modify-write of its quota set works) and reads back what it set; computed enforces none
+#: of them (docs/api.md says why for each): only ``instances`` and ``CUSTOM_*`` are.
 FIXED = {'cores': -1, 'ram': -1, 'metadata_items': 128, 'key_pairs': 100,
          'server_groups': 10, 'server_group_members': 10}
 FIXED_BEFORE_2_57 = {'injected_files': 5, 'injected_file_content_bytes': 10240,
                      'injected_file_path_bytes': 255}
 FIXED_BEFORE_2_36 = {'fixed_ips': -1, 'floating_ips': -1, 'security_groups': -1,
                      'security_group_rules': -1}
+#: Taken by PUT before 2.36 (as Nova's schema), never shown.
+NETWORKS_BEFORE_2_36 = 'networks'
 
 
 def _limits(backends: Backends, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
@@ -124,6 +129,15 @@ def reserved(backends: Backends, project_id: str, resource_class: str,
             release(backends, instance_uuid)
 
 
+def _shown(call: Call, key: str) -> bool:
+    """Whether the quota sets of this request's microversion have ``key``."""
+    if key == NETWORKS_BEFORE_2_36:
+        return False
+    if key in FIXED_BEFORE_2_36:
+        return not call.at_least(2, 36)
+    return not (key in FIXED_BEFORE_2_57 and call.at_least(2, 57))
+
+
 def _quota_set(call: Call, project_id: str, values: dict[str, Any],
                detailed: bool = False) -> dict[str, Any]:
     document: dict[str, Any] = dict(FIXED)
@@ -134,7 +148,7 @@ def _quota_set(call: Call, project_id: str, values: dict[str, Any],
     if detailed:
         document = {key: {'limit': value, 'in_use': 0, 'reserved': 0}
                     for key, value in document.items()}
-    document.update(values)
+    document.update({key: value for key, value in values.items() if _shown(call, key)})
     document['id'] = project_id
     return {'quota_set': document}
 
@@ -168,6 +182,14 @@ def update(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, UPDATE, call.context, {'project_id': project_id})
     body = call.body(schemas.QUOTA_UPDATE)['quota_set']
     body.pop('force', None)
+    for key in body:
+        if key in FIXED_BEFORE_2_36 or key == NETWORKS_BEFORE_2_36:
+            if call.at_least(2, 36):
+                raise errors.BadRequest(f'Quota key {key} is not taken from microversion 2.36 '
+                                        'on (network quotas are the Network service\'s)')
+        elif key in FIXED_BEFORE_2_57 and call.at_least(2, 57):
+            raise errors.BadRequest(f'Quota key {key} is not taken from microversion 2.57 on '
+                                    '(no injected files)')
     limits = {resource: input_limits.integer(value, f'Quota limit of {resource}',
                                              quota_rules.UNLIMITED)
               for resource, value in body.items()}
@@ -191,21 +213,26 @@ def limits(call: Call) -> webob.Response:
     if project_id != call.context.project_id:
         policy.authorize(call.backends.enforcer, SHOW, call.context,
                          {'project_id': project_id})
-    _own, in_force = _limits(call.backends, project_id)
+    own, in_force = _limits(call.backends, project_id)
+
+    def value(key: str) -> int:
+        return own.get(key, {**FIXED, **FIXED_BEFORE_2_57, **FIXED_BEFORE_2_36}[key])
     servers = db_api.count_live_instances(call.backends.engine, project_id)
     absolute = {'maxTotalInstances': in_force[quota_rules.INSTANCES],
                 'totalInstancesUsed': servers,
-                'maxTotalCores': -1, 'totalCoresUsed': 0,
-                'maxTotalRAMSize': -1, 'totalRAMUsed': 0,
-                'maxServerMeta': FIXED['metadata_items'], 'maxImageMeta': 128,
-                'maxTotalKeypairs': FIXED['key_pairs'],
-                'maxServerGroups': FIXED['server_groups'],
-                'maxServerGroupMembers': FIXED['server_group_members'],
+                'maxTotalCores': value('cores'), 'totalCoresUsed': 0,
+                'maxTotalRAMSize': value('ram'), 'totalRAMUsed': 0,
+                'maxServerMeta': value('metadata_items'), 'maxImageMeta': 128,
+                'maxTotalKeypairs': value('key_pairs'),
+                'maxServerGroups': value('server_groups'),
+                'maxServerGroupMembers': value('server_group_members'),
                 'totalServerGroupsUsed': 0}
     if not call.at_least(2, 57):
-        absolute.update({'maxPersonality': 5, 'maxPersonalitySize': 10240})
+        absolute.update({'maxPersonality': value('injected_files'),
+                         'maxPersonalitySize': value('injected_file_content_bytes')})
     if not call.at_least(2, 36):
-        absolute.update({'maxSecurityGroups': -1, 'maxSecurityGroupRules': -1,
-                         'maxTotalFloatingIps': -1, 'totalFloatingIpsUsed': 0,
-                         'totalSecurityGroupsUsed': 0})
+        absolute.update({'maxSecurityGroups': value('security_groups'),
+                         'maxSecurityGroupRules': value('security_group_rules'),
+                         'maxTotalFloatingIps': value('floating_ips'),
+                         'totalFloatingIpsUsed': 0, 'totalSecurityGroupsUsed': 0})
     return json_response(200, {'limits': {'rate': [], 'absolute': absolute}})

@@ -140,7 +140,13 @@ QUOTA_UPDATE = {
     'type': 'object',
     'properties': {'quota_set': {
         'type': 'object',
-        'properties': {'instances': QUOTA_LIMIT, 'force': {'type': ['boolean', 'string']}},
+        # Every key Nova's quota sets have (which of them a microversion takes, and which are
+        # enforced: computed.api.quotas).
+        'properties': dict({key: QUOTA_LIMIT for key in (
+            'instances', 'cores', 'ram', 'metadata_items', 'key_pairs', 'server_groups',
+            'server_group_members', 'injected_files', 'injected_file_content_bytes',
+            'injected_file_path_bytes', 'fixed_ips', 'floating_ips', 'security_groups',
+            'security_group_rules', 'networks')}, force={'type': ['boolean', 'string']}),
         # Placement's class names: 255 characters at most.
         'patternProperties': {'^CUSTOM_[A-Z0-9_]{1,248}$': QUOTA_LIMIT},
         'additionalProperties': False,
