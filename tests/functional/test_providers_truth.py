@@ -15,7 +15,15 @@ import time
 
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
-from tests.functional.daemons import ironic, make_available, seen, wait_for, zk_client
+from computed.testing.ironic import list_node_uuids
+from tests.functional.daemons import (
+    ironic,
+    make_available,
+    seen,
+    wait_converged,
+    wait_for,
+    zk_client,
+)
 
 WORLD_NODES = 9
 RARE = 600  # node_refresh_interval: no full listing happens during a test
@@ -49,6 +57,10 @@ def test_a_change_made_during_a_failover_reaches_placement_without_a_listing(
              world.processes)
     client = zk_client(stack)
     try:
+        # Every node reported may come before the last daemon joined: the node's claim may
+        # then still move (None mid-handover), or be gone from the daemon killed below.
+        wait_converged(client, list_node_uuids(stack["ironic"].url), set(daemons),
+                       group=world.group)
         node = world.nodes[0]
         owner = claim_host(client, world, node)
         daemons[owner].kill()

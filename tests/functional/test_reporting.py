@@ -20,7 +20,15 @@ from computed import db
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
 from computed.runtime import keystone, rpc
-from tests.functional.daemons import ironic, make_available, seen, wait_for
+from computed.testing.ironic import list_node_uuids
+from tests.functional.daemons import (
+    ironic,
+    make_available,
+    seen,
+    wait_converged,
+    wait_for,
+    zk_client,
+)
 
 NODES = 24
 
@@ -116,6 +124,10 @@ def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, place
     zk = KazooClient(hosts=stack["zookeeper"].hosts)
     zk.start(timeout=15)
     try:
+        # Every node reported may come before the last daemon joined: the node's claim may
+        # then still move (absent mid-handover), or be gone from the daemon killed below.
+        wait_converged(zk, list_node_uuids(stack["ironic"].url), {d.host for d in daemons},
+                       group=world.group)
         owner = json.loads(zk.get(f"{claims_path(fleet_root(world.group))}/{node}")[0])["host"]
         next(d for d in daemons if d.host == owner).kill()
         # The new owner reports the node: a maintenance change gets through under its epoch.
@@ -250,6 +262,15 @@ def test_steady_state_sends_nothing_and_writes_nothing(stack, world, placement):
     wait_for(lambda: all(seen(placement, n) for n in world.nodes) and
              all(seen(placement, n).reserved == 0 for n in world.nodes[:4]), 90, "reported",
              world.processes)
+    # Every node reported may come before c2 joined: its share would then move (and be
+    # synced) inside the quiet window.
+    zk = zk_client(stack)
+    try:
+        wait_converged(zk, list_node_uuids(stack["ironic"].url), {"c1", "c2"},
+                       group=world.group)
+    finally:
+        zk.stop()
+        zk.close()
     time.sleep(2)  # let the last confirmations land
 
     def snapshot():
