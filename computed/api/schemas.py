@@ -80,6 +80,12 @@ IMAGE_URL_LENGTH = 2048
 #: No control character (NUL cannot even be stored in PostgreSQL).
 PRINTABLE = r'^[^\x00-\x1f\x7f]*$'
 
+#: A boolean as Nova's parameter_types.boolean takes one.
+BOOLEAN = {'type': ['boolean', 'string'],
+           'enum': [True, 'True', 'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', 'Yes', 'yes',
+                    False, 'False', 'FALSE', 'false', '0', 'OFF', 'Off', 'off', 'NO', 'No',
+                    'no']}
+
 SERVER_CREATE = {
     'type': 'object',
     'properties': {'server': {
@@ -97,8 +103,10 @@ SERVER_CREATE = {
             'metadata': METADATA,
             'description': {'type': ['string', 'null'], 'maxLength': 255,
                             'pattern': PRINTABLE},
-            'min_count': {'type': ['integer', 'string'], 'enum': [1, '1']},
-            'max_count': {'type': ['integer', 'string'], 'enum': [1, '1']},
+            # Checked against their bounds by the controller (computed.api.servers).
+            'min_count': {'type': ['integer', 'string'], 'pattern': '^[0-9]{1,10}$'},
+            'max_count': {'type': ['integer', 'string'], 'pattern': '^[0-9]{1,10}$'},
+            'return_reservation_id': BOOLEAN,
             'availability_zone': NAME,
             'key_name': {'type': 'null'},
             'config_drive': {'type': ['boolean', 'string']},

@@ -43,6 +43,7 @@ import webob
 from computed.api import (
     errors,
     image_urls,
+    limits,
     name_filter,
     policy,
     quotas,
@@ -53,7 +54,8 @@ from computed.api.request import Call, empty, json_response
 from computed.db import api as db_api
 from computed.db import models
 from computed.instances import flavor_specs, scheduler
-from computed.instances.rpcapi import NoHost
+from computed.instances.rpcapi import NO_VALID_HOST, NoHost
+from computed.placement import allocations
 
 INDEX = 'compute:servers:index'
 ALL_TENANTS = 'compute:servers:index:all_tenants'
@@ -262,17 +264,6 @@ def _sort(call: Call) -> list[tuple[str, bool]]:
     return result
 
 
-def _limit(call: Call) -> int:
-    limit = call.backends.conf.api.max_limit
-    text = _query(call, 'limit')
-    if text is not None:
-        # isdigit() alone takes '²', which int() refuses.
-        if not (text.isascii() and text.isdigit()):
-            raise errors.BadRequest(f'limit must be a non-negative integer, not {text!r}')
-        limit = min(int(text), limit)
-    return limit
-
-
 def _matcher(call: Call) -> tuple[str | None, name_filter.Filter | None]:
     """The ``name`` filter: (a substring the database finds, or a regular expression matched
     here); 400 for a pattern that cannot be one."""
@@ -332,7 +323,7 @@ def _list(call: Call, detail: bool) -> webob.Response:
     host = _query(call, 'host')
     if host and not _sees_hosts(call):
         host = None  # as Nova: the filter is ignored for those who may not see hosts
-    limit = _limit(call)
+    limit = call.limit()
     marker = _query(call, 'marker')
     flavor_id = _query(call, 'flavor')
     image = _query(call, 'image') or _query(call, 'image_ref')
@@ -480,26 +471,153 @@ def create(call: Call) -> webob.Response:
         request = flavor_specs.placement_request(flavor.extra_specs)
     except flavor_specs.InvalidExtraSpec as exc:
         raise errors.BadRequest(f'Flavor {flavor.id} cannot be scheduled: {exc}') from None
-    servers = call.backends.servers
-    instance_uuid = str(uuidlib.uuid4())
+    low, high = _counts(spec)
+    build = _Build(call, request, image, flavor, spec)
     with backend_errors():
-        # Admitted by quota under the project's lock, counted until its row exists.
-        with quotas.reserved(call.backends, context.project_id, request.resource_class,
-                             instance_uuid):
-            row = servers.place(request.resource_class, request.required, image,
-                                instance_uuid, forbidden=request.forbidden,
-                                project_id=context.project_id, user_id=context.user_id,
-                                name=spec['name'], metadata=spec.get('metadata'),
-                                flavor=_flavor_copy(flavor), record_failure=True)
-        if row.state == models.BUILDING:
-            servers.start_build(row)
-    location = f'{call.base_url}/servers/{row.uuid}'
-    made = {'id': row.uuid, 'links': links(call, row.uuid), 'OS-DCF:diskConfig': 'MANUAL',
+        rows = build.admit_and_place(low, high)
+        if all(row.state == models.BUILDING for row in rows):
+            for row in rows:
+                call.backends.servers.start_build(row)
+    first = rows[0]
+    location = f'{call.base_url}/servers/{first.uuid}'
+    if _flag_value(spec.get('return_reservation_id', False)):
+        return json_response(202, {'reservation_id': build.reservation_id},
+                             {'Location': location})
+    made = {'id': first.uuid, 'links': links(call, first.uuid), 'OS-DCF:diskConfig': 'MANUAL',
             'security_groups': [{'name': 'default'}]}
     if 'adminPass' in spec:
         # Echoed as Nova does; never stored nor shown again (nothing on bare metal sets it).
         made['adminPass'] = spec['adminPass']
     return json_response(202, {'server': made}, {'Location': location})
+
+
+#: Most servers one request may create (Nova bounds them by the quota only; an unlimited
+#: project would otherwise hold a worker for as many Placement requests as it asks).
+MAX_COUNT = 100
+#: Nova's multi_instance_display_name_template.
+MULTI_NAME = '{name}-{count}'
+NAME_LENGTH = 255
+
+
+def _flag_value(value: Any) -> bool:
+    """A boolean of a body as Nova's parameter_types.boolean takes them (the schema has
+    checked it is one)."""
+    return value is True or (isinstance(value, str) and value.lower() in
+                             ('true', '1', 'on', 'yes'))
+
+
+def _counts(spec: dict[str, Any]) -> tuple[int, int]:
+    """(min_count, max_count) as Nova reads them: max_count defaults to min_count; each from
+    1 to :data:`MAX_COUNT`; min_count above max_count is a 400."""
+    low = limits.integer(spec.get('min_count', 1), 'min_count', 1, MAX_COUNT)
+    high = limits.integer(spec.get('max_count', low), 'max_count', 1, MAX_COUNT)
+    if low > high:
+        raise errors.BadRequest(f'min_count ({low}) must be <= max_count ({high})')
+    return low, high
+
+
+def _nth_name(name: str, index: int, count: int) -> str:
+    """The name of the ``index``-th (from 0) of ``count`` servers made together: Nova's
+    ``name-1``, ``name-2``... (the name itself for one), cut to fit the name's column."""
+    if count == 1:
+        return name
+    suffix = MULTI_NAME.format(name='', count=index + 1)
+    return name[:NAME_LENGTH - len(suffix)] + suffix
+
+
+class _Build:
+    """The servers of one ``POST /servers``: admitted by quota, then placed, all or none."""
+
+    def __init__(self, call: Call, request: Any, image: str, flavor: db_api.FlavorRow,
+                 spec: dict[str, Any]):
+        self.call = call
+        self.request = request
+        self.image = image
+        self.flavor = _flavor_copy(flavor)
+        self.spec = spec
+        self.reservation_id = 'r-' + uuidlib.uuid4().hex[:8]
+
+    def admit_and_place(self, low: int, high: int) -> list[db_api.InstanceRow]:
+        """As many servers as the quota admits, up to ``high`` (a 403 when fewer than
+        ``low``: Nova's rule), each admitted under the project's lock
+        (:func:`computed.api.quotas.reserve`); then placed, all or none (:meth:`_place`)."""
+        backends = self.call.backends
+        project_id = self.call.context.project_id
+        uuids: list[str] = []
+        held: list[str] = []
+        try:
+            for index in range(high):
+                instance_uuid = str(uuidlib.uuid4())
+                try:
+                    if quotas.reserve(backends, project_id, self.request.resource_class,
+                                      instance_uuid):
+                        held.append(instance_uuid)
+                except errors.Forbidden:
+                    if index < low:
+                        raise
+                    break
+                uuids.append(instance_uuid)
+            return self._place(uuids)
+        finally:
+            # Each placed server has its row now, which counts itself.
+            for instance_uuid in held:
+                quotas.release(backends, instance_uuid)
+
+    def _place(self, uuids: list[str]) -> list[db_api.InstanceRow]:
+        """Place every server; if one finds no host none is built (Nova's all-or-nothing):
+        the ones placed give their node and allocation back, and every server of the request
+        is left in ERROR with the reason, as Nova's cell0 keeps them. Anything else raised
+        on the way removes what was placed (rows DELETED, allocations removed)."""
+        servers = self.call.backends.servers
+        context = self.call.context
+        rows: list[db_api.InstanceRow] = []
+        try:
+            for index, instance_uuid in enumerate(uuids):
+                row = servers.place(self.request.resource_class, self.request.required,
+                                    self.image, instance_uuid,
+                                    forbidden=self.request.forbidden,
+                                    project_id=context.project_id, user_id=context.user_id,
+                                    name=_nth_name(self.spec['name'], index, len(uuids)),
+                                    metadata=self.spec.get('metadata'), flavor=self.flavor,
+                                    record_failure=True)
+                rows.append(row)
+                if row.state != models.BUILDING:
+                    break
+        except BaseException:
+            for row in rows:
+                if row.state == models.BUILDING:
+                    with contextlib.suppress(Exception):
+                        servers.abandon(row)
+            raise
+        if len(rows) == len(uuids) and rows[-1].state == models.BUILDING:
+            return rows
+        return self._fail_all(uuids, rows)
+
+    def _fail_all(self, uuids: list[str], rows: list[db_api.InstanceRow]
+                  ) -> list[db_api.InstanceRow]:
+        engine = self.call.backends.engine
+        context = self.call.context
+        failed = rows[-1]
+        fault = (failed.fault or NO_VALID_HOST) if len(uuids) == 1 else (
+            f'{NO_VALID_HOST}: {len(uuids)} servers were requested together and server '
+            f'{len(rows)} found no host ({failed.fault or "no reason given"}); none is built')
+        result = []
+        for row in rows[:-1]:  # placed: node and allocation given back
+            result.append(db_api.set_instance_state(
+                engine, row.uuid, models.ERROR, fault, expect_state=models.BUILDING,
+                expect_host=row.host, expect_member_epoch=row.member_epoch,
+                release_node=True))
+            allocations.remove(self.call.backends.placement, row.uuid)
+        result.append(db_api.set_instance_state(engine, failed.uuid, models.ERROR, fault)
+                      if len(uuids) > 1 else failed)
+        for index in range(len(rows), len(uuids)):  # never tried
+            result.append(db_api.create_instance(
+                engine, uuids[index], scheduler.placement_class(self.request.resource_class),
+                traits=self.request.required, image=self.image, state=models.ERROR,
+                fault=fault, project_id=context.project_id, user_id=context.user_id,
+                name=_nth_name(self.spec['name'], index, len(uuids)),
+                metadata=self.spec.get('metadata'), flavor=self.flavor))
+        return result
 
 
 def _flavor_copy(flavor: db_api.FlavorRow) -> dict[str, Any]:

@@ -334,3 +334,59 @@ def test_an_operator_may_allow_file_urls_and_a_local_network(api, gold):
     assert create(api, gold, imageRef='file:///var/lib/images/a.img').status_int == 202
     assert create(api, gold, imageRef='http://127.0.0.1/a.img').status_int == 202
     error_of(create(api, gold, imageRef='http://169.254.169.254/x'), 400)
+
+
+# -- issue 24 item 9: min_count/max_count ------------------------------------------------------
+
+def servers_of(api):
+    return api.as_(ADMIN)('GET', '/v2.1/servers/detail?all_tenants=1').document['servers']
+
+
+def test_several_servers_in_one_request_are_named_as_novas(api, gold):
+    more_quota(api)
+    made = create(api, gold, min_count=2, max_count=3)
+    assert made.status_int == 202, made.text
+    listed = servers_of(api)
+    assert sorted(s['name'] for s in listed) == ['web-1', 'web-2', 'web-3']
+    assert made.document['server']['id'] in {s['id'] for s in listed}
+    assert sorted(sent[2] for sent in api.casts.sent) == sorted(s['id'] for s in listed)
+    assert len(api.placement.allocations) == 3
+
+
+def test_return_reservation_id(api, gold):
+    made = create(api, gold, max_count='2', return_reservation_id=True)
+    assert made.status_int == 202, made.text
+    assert made.document['reservation_id'].startswith('r-')
+    assert len(servers_of(api)) == 2
+
+
+def test_the_quota_bounds_max_count_and_min_count_is_all_or_nothing(api, gold):
+    more_quota(api, 2)
+    assert create(api, gold, min_count=1, max_count=3).status_int == 202
+    assert len(servers_of(api)) == 2  # as many as the quota admits, as Nova
+    more_quota(api, 3)
+    kind, message = error_of(create(api, gold, min_count=2, max_count=2), 403)
+    assert 'Quota exceeded for instances' in message
+    assert len(servers_of(api)) == 2
+    assert create(api, gold).status_int == 202  # nothing of the refused request is held
+
+
+def test_too_few_hosts_for_all_builds_none(api, gold):
+    more_quota(api)
+    made = create(api, gold, min_count=4, max_count=4)  # 3 nodes
+    assert made.status_int == 202, made.text
+    listed = servers_of(api)
+    assert len(listed) == 4 and {s['status'] for s in listed} == {'ERROR'}
+    assert all(s['fault']['message'].startswith('No valid host was found') for s in listed)
+    assert api.placement.allocations == {} and api.casts.sent == []
+    # The nodes are free again: a build of one takes one.
+    assert create(api, gold).status_int == 202 and len(api.placement.allocations) == 1
+
+
+@pytest.mark.parametrize('counts', [{'min_count': 3, 'max_count': 2}, {'min_count': 0},
+                                    {'max_count': 101}, {'min_count': 'two'},
+                                    {'max_count': -1}, {'return_reservation_id': 'maybe'}])
+def test_bad_counts_are_a_400(api, gold, counts):
+    kind, message = error_of(create(api, gold, **counts), 400)
+    assert any(key in message for key in counts)
+    nothing_changed(api)
