@@ -44,7 +44,6 @@ from bench.common import (
     command,
     fmt,
     machine,
-    placement_adapter,
     publish,
     say,
     section_head,
@@ -212,6 +211,22 @@ def _ok(resp, what: str) -> None:
         raise RuntimeError(f"Placement refused {what}: {resp.status_code} {resp.text[:300]}")
 
 
+def placement_only_adapter(stack, work: Path):
+    """A keystoneauth adapter for the stack's Placement (a stack without ZooKeeper: the
+    configuration still needs a [coordination] backend_url, which nothing here uses)."""
+    from oslo_config import cfg
+
+    from computed import conf as computed_conf
+    from computed.runtime import keystone
+    path = work / "bench-client.conf"
+    path.write_text(stack.computed_conf(host="bench", extra="[coordination]\n"
+                                        "backend_url = zookeeper://127.0.0.1:1\n"))
+    conf = cfg.ConfigOpts()
+    computed_conf.register_opts(conf)
+    conf(["--config-file", str(path)], project="computed")
+    return keystone.load_adapter(conf, "placement")
+
+
 def placement_times(adapter, required: frozenset[str], limit: int,
                     builds: int) -> tuple[list[float], list[NodeFacts]]:
     times = []
@@ -262,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         work = workdir_or_tmp(args.workdir, "scheduling-bench-")
         with stack_for(args, work, ["postgres", "placement"], prefix="scheduling",
                        keep_nodes=True) as stack:
-            adapter = placement_adapter(stack, work)
+            adapter = placement_only_adapter(stack, work)
             say(f"creating {len(nodes)} providers in Placement")
             seeded = seed_placement(PlacementHTTP(adapter), nodes)
             say(f"created in {seeded:.0f} s")

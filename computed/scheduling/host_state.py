@@ -95,6 +95,23 @@ def _int(value: Any) -> int:
 class HostState(_Fields):
     """One candidate node, with the attributes of Nova's (Ironic) HostState."""
 
+    # The same for every node: class attributes, so that a pass over thousands of candidates
+    # does not set them thousands of times (an assignment on an instance still shadows them).
+    hypervisor_type = HYPERVISOR_TYPE
+    hypervisor_version = HYPERVISOR_VERSION
+    cpu_info = None  # Nova's Ironic driver reports none
+    host_ip = None
+    ram_allocation_ratio = 1.0
+    cpu_allocation_ratio = 1.0
+    disk_allocation_ratio = 1.0
+    numa_topology = None
+    pci_stats = None
+    metrics = None
+    num_io_ops = 0
+    failed_builds = 0
+    updated = None
+    cell_uuid = None
+
     def __init__(self, facts: NodeFacts):
         self._facts = facts
         properties = facts.properties
@@ -110,11 +127,7 @@ class HostState(_Fields):
         self.host = facts.host
         self.nodename = facts.uuid
         self.uuid = facts.uuid
-        self.hypervisor_type = HYPERVISOR_TYPE
-        self.hypervisor_version = HYPERVISOR_VERSION
         self.hypervisor_hostname = facts.uuid
-        self.cpu_info = None  # Nova's Ironic driver reports none
-        self.host_ip = None
         self.supported_instances = [(cpu_arch, 'baremetal', 'hvm')] if cpu_arch else []
         # A bare-metal node is taken whole: all free while it is free, none once used.
         self.total_usable_ram_mb = memory_mb
@@ -124,22 +137,12 @@ class HostState(_Fields):
         self.disk_mb_used = 0 if free else local_gb * 1024
         self.vcpus_total = cpus
         self.vcpus_used = 0 if free else cpus
-        self.ram_allocation_ratio = 1.0
-        self.cpu_allocation_ratio = 1.0
-        self.disk_allocation_ratio = 1.0
         self.stats = stats
-        self.numa_topology = None
-        self.pci_stats = None
-        self.metrics = None
         self.limits: dict[str, Any] = {}
         self.aggregates: list[Any] = []
         self.instances: dict[str, Any] = {}
         self.num_instances = facts.used
-        self.num_io_ops = 0
-        self.failed_builds = 0
         self.service = {'disabled': False}
-        self.updated = None
-        self.cell_uuid = None
         self.allocation_candidates: list[dict[str, Any]] = []
         # computed's own, beyond Nova's HostState.
         self.resource_class = facts.resource_class
