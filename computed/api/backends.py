@@ -7,8 +7,9 @@ reads members, claims and drain markers, and writes drain markers, as ``computed
 does). :class:`Backends` holds them with the :class:`~computed.instances.rpcapi.ServerAPI` and
 the policy enforcer built on them.
 
-The coordinator URL is passed in: ``computed-api`` (monkey-patched) asks kazoo for its eventlet
-handler, a uwsgi/mod_wsgi process keeps kazoo's threads.
+Threads: the connections are made once per process and shared by the server's request
+threads (SQLAlchemy's pool, keystoneauth's session, oslo.messaging's transport and kazoo's
+client are each safe to share between threads); kazoo runs its own threading handler.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Owns the process-wide setup such a server cannot do for us: the configuration is read from
 the files in ``COMPUTED_CONFIG_FILES`` (comma-separated; default
 ``/etc/computed/computed.conf``), validated as every computed program does, logging set up,
-and the backends connected once, when the server first imports this module. No eventlet here:
-kazoo keeps its threads, requests run on the server's threads.
+and the backends connected once, when the server first imports this module. Requests run on
+the server's threads, kazoo on its own (as under ``computed-api``, :mod:`computed.api.httpd`).
 
 uwsgi: ``uwsgi --http :8774 --module computed.api.wsgi:application --master --processes 2
 --threads 8 --lazy-apps`` (``--lazy-apps``: each process connects after the fork).

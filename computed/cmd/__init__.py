@@ -1,22 +1,9 @@
-"""Console scripts of computed; importing this package monkey-patches.
+"""Console scripts of computed: ``computed``, ``computed-reporter``, ``computed-manage``,
+``computed-api``.
 
-The one place eventlet enters the process: oslo.messaging and oslo.service
-expect a green world, and the patching must happen before any other module
-imports socket, threading or time, hence here, in the package every console
-script is imported through. Library code under ``computed`` never imports
-eventlet.
+Every script runs on native threads: nothing here or below monkey-patches the standard library
+(eventlet is not a dependency; ``tests/unit/cmd/test_no_eventlet.py`` fails if any script's
+process imports it). kazoo uses its threading handler, oslo.messaging its threading executor,
+and a stop is a :class:`computed.runtime.stopping.StopRequest`. Because nothing is patched, each
+script's ``main(argv)`` can also be called in-process (the test suite does).
 """
-
-import warnings
-
-with warnings.catch_warnings():
-    # eventlet announces its own deprecation (EventletDeprecationWarning, a
-    # six-line text) on stderr at import, so every command printed it; the
-    # scripts promise one line on stderr for a bad configuration, nothing
-    # more. Only that warning is silenced (by its text: the class cannot be
-    # named before the import), and only around this import, which is the one
-    # that runs eventlet/__init__: any other warning still shows.
-    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
-    import eventlet
-
-    eventlet.monkey_patch()

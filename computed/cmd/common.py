@@ -80,23 +80,6 @@ def setup_logging(conf: cfg.ConfigOpts) -> None:
     secrets.keep_out_of_logs(secrets.url_secrets(conf.coordination.backend_url or ''))
 
 
-def coordinator_url(url: str) -> str:
-    """The backend URL as this (monkey-patched) process must use it.
-
-    Under eventlet, kazoo's default threading handler was seen to lose its
-    ZooKeeper connection right after connecting (ConnectionLoss on join in
-    3 of 8 starts); its eventlet handler did not (0 of 8). An explicit
-    ``handler`` in the URL is the operator's choice and is kept.
-    """
-    parts = parse.urlsplit(url)
-    query = parse.parse_qsl(parts.query)
-    if parts.scheme not in ('zookeeper', 'kazoo') or any(
-            key == 'handler' for key, _ in query):
-        return url
-    query.append(('handler', 'eventlet'))
-    return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
-
-
 def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
     """The driver named by ``[DEFAULT] baremetal_driver``, configured from ``conf``."""
     try:
@@ -115,7 +98,7 @@ def connect_zookeeper(conf: cfg.ConfigOpts, member: str,
     within ``timeout`` seconds, or as soon as ``give_up()`` (polled) is true; kazoo stops
     trying then."""
     url = conf.coordination.backend_url
-    coordinator = coordination.get_coordinator(coordinator_url(url), member.encode())
+    coordinator = coordination.get_coordinator(url, member.encode())
     try:
         client = kazoo_client(coordinator)
     except NotZooKeeper as exc:

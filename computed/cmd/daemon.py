@@ -18,9 +18,7 @@ bad configuration.
 
 from __future__ import annotations
 
-import signal
 import sys
-import time
 from collections.abc import Sequence
 from typing import NoReturn
 from urllib import parse
@@ -56,6 +54,7 @@ from computed.instances.notifications import InstanceNotifier
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox, RpcSender
 from computed.runtime import keystone, metrics, rpc, systemd
+from computed.runtime.stopping import StopRequest
 
 PROG = 'computed'
 EXIT_BACKEND = 1
@@ -63,25 +62,9 @@ LOG = logging.getLogger(__name__)
 
 # tooz's ZooKeeper driver uses a 10 s session when the URL names no timeout.
 DEFAULT_SESSION_TIMEOUT = 10.0
-# How often the main loop looks at the stop flag and retries a join; short
-# enough that SIGTERM feels immediate.
+# How often the main loop looks whether the service stopped by itself (a stop asked by a
+# signal wakes it at once).
 _TICK = 0.2
-
-
-class _Stop:
-    """Set by the signal handlers, polled by the main loop.
-
-    A plain flag rather than an Event: the handler may run inside the
-    eventlet hub, where switching greenthreads is not allowed.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signal_name = ''
-
-    def handle(self, signum: int, _frame: object) -> None:
-        self.requested = True
-        self.signal_name = signal.Signals(signum).name
 
 
 def _backend_label(url: str) -> str:
@@ -116,7 +99,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     driver = common.baremetal_driver(conf)
     engine = db_api.engine_from_url(conf.database.connection)
     transport = rpc.get_transport(conf)
-    coordinator = coordination.get_coordinator(common.coordinator_url(url), host.encode())
+    coordinator = coordination.get_coordinator(url, host.encode())
     zookeeper = kazoo_client(coordinator)
 
     # The fleet: membership, claims and the fence. The fence, the membership and the claims
@@ -177,7 +160,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         heartbeat_interval=conf.ironic.heartbeat_interval)
 
 
-def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
+def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
     start_profiling()  # only with COMPUTED_TRACEMALLOC set (benchmarks)
     backend = _backend_label(conf.coordination.backend_url)
     service = _service(conf)
@@ -193,8 +176,8 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
     try:
         LOG.info('computed is up: host %s in group %s on %s',
                  service.membership.host, conf.coordination.group, backend)
-        while not stop.requested and not service.stopped:
-            time.sleep(_TICK)
+        while not stop.wait(_TICK) and not service.stopped:
+            pass
         if stop.requested:
             LOG.info('Received %s: draining, then leaving group %s',
                      stop.signal_name, conf.coordination.group)
@@ -221,10 +204,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
 def _body(argv: Sequence[str]) -> int:
     conf = loader.load(argv, PROG)
     common.setup_logging(conf)
-    stop = _Stop()
-    signal.signal(signal.SIGTERM, stop.handle)
-    signal.signal(signal.SIGINT, stop.handle)
-    return serve(conf, stop)
+    return serve(conf, StopRequest().install())
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import logging as std_logging
-import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -47,6 +46,7 @@ from computed.reporter.applier import ClaimReader, ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
 from computed.reporter.resync import Resync
 from computed.runtime import keystone, metrics, rpc, systemd
+from computed.runtime.stopping import StopRequest
 
 PROG = 'computed-reporter'
 EXIT_BACKEND = 1
@@ -58,17 +58,6 @@ STATS_INTERVAL = 60.0
 ATTEMPT_TIMEOUT = 5.0
 RETRY_FIRST = 1.0
 RETRY_CAP = 30.0
-
-
-class _Stop:
-    """Set by the signal handlers and polled: a handler may run inside the eventlet hub, where
-    waking other green threads (as Event.set does) is not allowed."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def handle(self, _signum: int, _frame: object) -> None:
-        self.requested = True
 
 
 @contextlib.contextmanager
@@ -84,13 +73,7 @@ def _kazoo_quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _pause(seconds: float, stop: _Stop) -> None:
-    deadline = time.monotonic() + seconds
-    while not stop.requested and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
-def wait_for_zookeeper(conf: cfg.ConfigOpts, member: str, stop: _Stop) -> KazooClient | None:
+def wait_for_zookeeper(conf: cfg.ConfigOpts, member: str, stop: StopRequest) -> KazooClient | None:
     """A started KazooClient on ``[coordination] backend_url``, after as many attempts as it
     takes; None when a stop was requested first."""
     delay, attempt = RETRY_FIRST, 0
@@ -106,12 +89,12 @@ def wait_for_zookeeper(conf: cfg.ConfigOpts, member: str, stop: _Stop) -> KazooC
             break
         # Logged outside the except: oslo.log would append the exception again.
         LOG.warning('%s (attempt %d); trying again in %g s', failure, attempt, delay)
-        _pause(delay, stop)
+        stop.wait(delay)
         delay = min(delay * 2, RETRY_CAP)
     return None
 
 
-def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
+def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
     if not conf.database.connection:
         raise ConfigError('database', 'connection',
                           'required by the reporter (it orders reports per provider)')
@@ -150,8 +133,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
         try:
             next_stats = time.monotonic() + STATS_INTERVAL
             serving = False
-            while not stop.requested:
-                time.sleep(0.5)
+            while not stop.wait(0.5):
                 if server.started and not serving:
                     serving = True
                     LOG.info('computed-reporter %s serving topic %s', host, conf.reporter.topic)
@@ -179,10 +161,7 @@ def serve(conf: cfg.ConfigOpts, stop: _Stop) -> int:
 def _body(argv: Sequence[str]) -> int:
     conf = loader.load(argv, PROG)
     common.setup_logging(conf)
-    stop = _Stop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stop.handle)
-    return serve(conf, stop)
+    return serve(conf, StopRequest().install())
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -44,8 +44,33 @@ ALL_OPTS = [
         help='Port computed-api listens on (8774, as Nova\'s API).'),
     cfg.IntOpt(
         'workers', default=1, min=1,
-        help='Processes serving the API (each a green-thread server over the one '
-             'listening socket).'),
+        help='Processes serving the API, each with [api] threads threads, its own '
+             'connections and its own database pool; they share the port (SO_REUSEPORT: '
+             'the kernel spreads connections over them). A worker that dies is started '
+             'again.'),
+    cfg.IntOpt(
+        'threads', default=16, min=1, max=1024,
+        help='Requests one worker process serves at once (its thread pool). A request '
+             'waiting on Placement, Keystone or the database holds one thread; more '
+             'connections wait in the listen backlog.'),
+    cfg.IntOpt(
+        'client_timeout', default=30, min=1, max=3600,
+        help='Seconds the server waits for a client to send the next part of a request '
+             '(its headers, the rest of its body) or to read the response before it '
+             'closes the connection: a body shorter than its Content-Length holds a '
+             'thread this long, never longer.'),
+    cfg.IntOpt(
+        'max_header_size', default=65536, min=1024,
+        help='Bytes of request line and headers the server reads at most; a larger '
+             'request is refused before it reaches the API (keystone tokens with many '
+             'roles need several kB).'),
+    cfg.IntOpt(
+        'graceful_shutdown_timeout', default=30, min=0,
+        help='Seconds a stopping worker (SIGTERM) lets requests in flight finish before '
+             'their connections are closed; it stops taking new ones at once.'),
+    cfg.IntOpt(
+        'backlog', default=128, min=1,
+        help='Connections the kernel queues for a worker while all its threads are busy.'),
     cfg.StrOpt(
         'auth_strategy', default='keystone', choices=AUTH_STRATEGIES,
         help='keystone: tokens are validated by keystonemiddleware\'s auth_token, '

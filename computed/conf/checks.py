@@ -26,8 +26,9 @@ TRANSPORT_SCHEMES = ('rabbit', 'fake')
 #: What oslo.log accepts as a level in default_log_levels.
 _LOG_LEVELS = ('CRITICAL', 'ERROR', 'WARNING', 'WARN', 'INFO', 'DEBUG', 'TRACE', 'NOTSET')
 
-#: kazoo connection handlers tooz accepts in a ZooKeeper URL.
-ZOOKEEPER_HANDLERS = ('eventlet', 'threading')
+#: kazoo connection handlers computed runs with: its processes are native threads (tooz would
+#: also take eventlet and gevent, which need a monkey-patched process computed never is).
+ZOOKEEPER_HANDLERS = ('threading',)
 
 
 def _has_entry_point(group: str, name: str) -> bool:
@@ -177,8 +178,8 @@ def check_backend_url(value: str) -> None:
         # tooz raises a bare ValueError for other kazoo handlers.
         if key == 'handler' and values[-1] not in ZOOKEEPER_HANDLERS:
             raise ConfigError('coordination', 'backend_url',
-                              f'handler={values[-1]!r} is not one of '
-                              f'{", ".join(ZOOKEEPER_HANDLERS)}')
+                              f'handler={values[-1]!r}: computed runs on native threads; '
+                              f'remove handler= or use handler=threading')
         # tooz reads this one as the ZooKeeper session timeout in seconds;
         # a fraction or inf passed this check once and then failed (or
         # never expired) in kazoo at start.

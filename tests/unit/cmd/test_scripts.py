@@ -169,21 +169,27 @@ def test_daemon_refuses_a_file_backend(tmp_path):
         'the daemon needs zookeeper://HOST:PORT to claim nodes exclusively']
 
 
-def test_daemon_gives_kazoo_the_eventlet_handler(tmp_path):
-    # In a subprocess: importing computed.cmd would monkey-patch pytest.
+def test_no_console_script_imports_eventlet(tmp_path):
+    # A fresh interpreter: pytest's own process may have imported anything. Every script's
+    # module and everything a serving process builds on (the API's server, the daemon's and
+    # the reporter's parts) is imported, and eventlet must not be among what they pulled in.
     code = textwrap.dedent('''
-        from computed.cmd.common import coordinator_url
-        print(coordinator_url('zookeeper://h:2181?timeout=5'))
-        print(coordinator_url('kazoo://h:2181?handler=threading'))
-        print(coordinator_url('file:///tmp/x'))
+        import sys
+        import computed.cmd.api, computed.cmd.daemon, computed.cmd.manage, computed.cmd.reporter
+        import computed.api.httpd, computed.api.app
+        print(sorted(name for name in sys.modules if name.split('.')[0] == 'eventlet'))
         ''')
     result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                            text=True, timeout=60, env=env(tmp_path))
-    assert result.stdout.splitlines() == [
-        'zookeeper://h:2181?timeout=5&handler=eventlet',
-        'kazoo://h:2181?handler=threading',
-        'file:///tmp/x',
-    ], result.stderr
+                            text=True, timeout=120, env=env(tmp_path))
+    assert result.stdout.splitlines() == ['[]'], result.stderr
+
+
+def test_a_zookeeper_handler_other_than_threads_is_refused(tmp_path):
+    conf = write_conf(tmp_path, GOOD.replace(
+        'backend_url = file://{tmp}/coordination',
+        'backend_url = zookeeper://127.0.0.1:2181?handler=eventlet'))
+    assert_one_line_error(run(tmp_path, 'computed', '--config-file', conf),
+                          "handler='eventlet'", 'native threads')
 
 
 def test_api_refuses_an_unknown_auth_strategy(tmp_path):
