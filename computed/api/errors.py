@@ -81,8 +81,14 @@ class ServiceUnavailable(APIError):
     status = 503
 
 
+#: Control characters (a client's value quoted in a message may hold them), shown escaped:
+#: every message is one line.
+_ESCAPES = {code: f'\\x{code:02x}' for code in (*range(0x20), 0x7f)}
+
+
 def body(status: int, message: str) -> dict[str, Any]:
-    return {FAULT_NAMES.get(status, 'computeFault'): {'code': status, 'message': message}}
+    return {FAULT_NAMES.get(status, 'computeFault'): {'code': status,
+                                                      'message': message.translate(_ESCAPES)}}
 
 
 def response(status: int, message: str, headers: dict[str, str] | None = None
