@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import time
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -49,6 +49,7 @@ from computed.db.api import InstanceNotFound, InstanceRow
 from computed.instances import lifecycle, scheduler
 from computed.placement import allocations
 from computed.runtime import rpc
+from computed.scheduling.pipeline import Pipeline
 
 TOPIC = 'computed'
 VERSION = '1.1'
@@ -119,7 +120,10 @@ class ServerAPI:
 
     def __init__(self, engine: Engine, placement: Any, compute: ComputeAPI,
                  owner_of: scheduler.OwnerOf, project_id: str = scheduler.DEFAULT_PROJECT,
-                 user_id: str = scheduler.DEFAULT_USER):
+                 user_id: str = scheduler.DEFAULT_USER, pipeline: Pipeline | None = None):
+        # ``pipeline``: the filters and weighers of [filter_scheduler]
+        # (computed.scheduling.loader.pipeline_from_conf); None: the default configuration's.
+        self._pipeline = pipeline
         self._engine = engine
         self._placement = placement
         self._compute = compute
@@ -132,11 +136,13 @@ class ServerAPI:
                project_id: str | None = None, user_id: str | None = None,
                name: str | None = None, metadata: dict[str, str] | None = None,
                flavor: dict[str, Any] | None = None,
-               record_failure: bool = False) -> InstanceRow:
+               record_failure: bool = False,
+               hints: Mapping[str, Any] | None = None) -> InstanceRow:
         """Schedule and cast the build: :meth:`place` then :meth:`start_build`; the row."""
         row = self.place(resource_class, traits, image, instance_uuid, forbidden=forbidden,
                          project_id=project_id, user_id=user_id, name=name,
-                         metadata=metadata, flavor=flavor, record_failure=record_failure)
+                         metadata=metadata, flavor=flavor, record_failure=record_failure,
+                         hints=hints)
         if row.state == models.BUILDING:
             self.start_build(row)
         return row
@@ -146,10 +152,12 @@ class ServerAPI:
               project_id: str | None = None, user_id: str | None = None,
               name: str | None = None, metadata: dict[str, str] | None = None,
               flavor: dict[str, Any] | None = None,
-              record_failure: bool = False) -> InstanceRow:
+              record_failure: bool = False,
+              hints: Mapping[str, Any] | None = None) -> InstanceRow:
         """Schedule the instance: its allocation and its BUILDING row, not yet cast (see
         :func:`scheduler.schedule` for the errors). ``project_id``/``user_id`` default to this
-        API's.
+        API's; ``hints`` are the build's scheduler hints (``os:scheduler_hints``), for the
+        filters.
 
         ``record_failure`` (the compute API's behaviour, Nova's cell0): when no host is found
         (or Placement refuses the request, e.g. a trait no node has ever had) the instance is
@@ -160,11 +168,14 @@ class ServerAPI:
         user_id = user_id or self._user_id
         instance_uuid = scheduler.check_uuid(instance_uuid or str(uuidlib.uuid4()))
         try:
+            pipeline = self._pipeline or scheduler.default_pipeline()
             return scheduler.schedule(self._placement, self._engine, resource_class, traits,
                                       image, instance_uuid, owner_of=self._owner_of,
                                       project_id=project_id, user_id=user_id,
                                       forbidden=forbidden, name=name, metadata=metadata,
-                                      flavor=flavor)
+                                      flavor=flavor, pipeline=pipeline, hints=hints,
+                                      limit=pipeline.max_candidates or
+                                      scheduler.DEFAULT_CANDIDATES)
         except (scheduler.NoValidHost, scheduler.BadRequest) as exc:
             if not record_failure:
                 raise
