@@ -23,7 +23,7 @@ from computed.providers.state import ProviderState
 from computed.runtime import keystone
 from computed.testing.process import free_port
 from computed_ironic.driver import IronicDriver
-from tests.functional.daemons import Daemon, seen, wait_for
+from tests.functional.daemons import Daemon, ownership_now, seen, wait_for, zk_client
 from tests.functional.test_reporting import _call, playing_a_daemon
 
 # Nodes the world fixture enrolls: one is enough here.
@@ -323,15 +323,23 @@ def test_a_readoption_that_fails_at_rejoin_is_retried_until_the_database_is_back
                          "the instance re-adopted at the first join", [daemon])
         forwarder.close()  # the database is away ...
         daemon.signal(signal.SIGSTOP)  # ... and the session expires while the daemon is frozen
-        time.sleep(3 * 2)  # three session timeouts
-        daemon.signal(signal.SIGCONT)
+        zk = zk_client(stack)
+        try:
+            wait_for(lambda: "c1" not in {m.name for m in ownership_now(zk, world.group)[0]},
+                     HANG, "c1's session expired", [daemon])
+        finally:
+            daemon.signal(signal.SIGCONT)
+            zk.stop()
+            zk.close()
 
         def rejoined() -> int | None:
             joins = [r["member_epoch"] for r in daemon.records() if r["event"] == "join"]
             return joins[-1] if len(joins) >= 2 else None
 
         epoch = wait_for(rejoined, HANG, "a rejoin", [daemon])
-        time.sleep(2)  # the re-adoption runs right after the join: against no database
+        # The re-adoption runs right after the join, against no database: once it failed, the
+        # instance must still be under the first member epoch.
+        daemon.wait_log("cannot re-adopt the instances of host c1", timeout=HANG)
         assert member_epoch() == first  # not re-adopted while the database is away
         forwarder.start()
         wait_for(lambda: member_epoch() == epoch, HANG,
