@@ -13,7 +13,8 @@ import sqlite3
 import time
 from urllib import parse
 
-from tests.functional.daemons import make_available, seen, wait_for
+from computed.testing.ironic import list_node_uuids
+from tests.functional.daemons import make_available, seen, wait_converged, wait_for, zk_client
 
 WORLD_NODES = 6
 FREQUENT = 2.0  # node_refresh_interval: the listing interval while events cannot be trusted
@@ -54,6 +55,15 @@ def test_while_events_flow_one_daemon_per_round_lists_and_finds_what_events_miss
         world.daemon(host, refresh=FREQUENT,
                      extra=f"[fleet]\nfleet_listing_interval = {ROUND}\n")
     wait_for(all_free(placement, world.nodes), 90, "every node reported", world.processes)
+    # Every node reported may come before the last daemon joined (and made its first listing):
+    # the sleep below counts from the last join.
+    zk = zk_client(stack)
+    try:
+        wait_converged(zk, list_node_uuids(stack["ironic"].url), {"c1", "c2", "c3"},
+                       group=world.group)
+    finally:
+        zk.stop()
+        zk.close()
     time.sleep(3 * FREQUENT)  # heartbeats back, each daemon's listing after them done
 
     offset = stack["ironic"].log.stat().st_size
