@@ -2,12 +2,10 @@
 
 Owns the pure part of quotas: the limits in force for a project (its own, else the ``[quota]``
 defaults; -1 is unlimited) and the comparison of usage plus request with them. The counting
-itself (computed's database for servers, Placement's ``/usages`` for resource classes) is
-:mod:`computed.api.quotas`' I/O. Nothing is reserved: a build is checked before it is scheduled
-and again once its allocation exists (counted in the usage then), so concurrent builds
-overshoot by at most the builds in flight between the two checks, and those over the limit at
-the second check roll back (all racing ones, possibly: none is kept over the limit).
-"""
+itself is :mod:`computed.api.quotas`' I/O: it takes the decision under the project's lock in the
+database, counting live servers and the builds admitted before whose row does not exist yet
+(:func:`computed.db.api.reserve_quota`), so a build is admitted once, before it is scheduled,
+and never rolled back afterwards: concurrent builds cannot overshoot."""
 
 from __future__ import annotations
 
