@@ -39,7 +39,8 @@ from bench.seed import make_template, seed_nodes
 from computed.testing.process import free_port
 from tests.functional.daemons import Process
 
-IMAGE = "http://127.0.0.1/images/bench.qcow2"
+# Never fetched (fake hardware); not 127.0.0.1: the API refuses loopback image URLs.
+IMAGE = "http://images.example/bench.qcow2"
 PROJECT = "bench"
 
 

@@ -95,9 +95,9 @@ def test_keystone_mode_projects_see_their_own_and_admin_sees_all(world, compute,
     assert server.project_id == ks.project_id(MEMBER_A)
     assert [s.id for s in member_a.compute.servers()] == [server.id]
 
-    # The member of project B neither lists nor reads A's server.
+    # The member of project B neither lists nor reads A's server, nor learns it exists.
     assert [s.id for s in member_b.compute.servers()] == []
-    with pytest.raises(sdk_exc.ForbiddenException):
+    with pytest.raises(sdk_exc.NotFoundException):
         member_b.compute.get_server(server.id)
     # A member cannot ask for every project's servers; the admin can.
     with pytest.raises(sdk_exc.ForbiddenException):
