@@ -86,9 +86,24 @@ BOOLEAN = {'type': ['boolean', 'string'],
                     False, 'False', 'FALSE', 'false', '0', 'OFF', 'Off', 'off', 'NO', 'No',
                     'no']}
 
+#: ``os:scheduler_hints`` as Nova's schema takes them: any hint (operators' filters read their
+#: own), the ones Nova's filters read in their form; handed to the filters as they are.
+SCHEDULER_HINTS = {
+    'type': 'object',
+    'properties': {
+        'query': {'type': ['string', 'object', 'array']},
+        'group': {'type': 'string'},
+        'different_host': {'type': ['string', 'array'], 'items': {'type': 'string'}},
+        'same_host': {'type': ['string', 'array'], 'items': {'type': 'string'}},
+    },
+    'additionalProperties': True,
+}
+
 SERVER_CREATE = {
     'type': 'object',
-    'properties': {'server': {
+    'properties': {'os:scheduler_hints': SCHEDULER_HINTS,
+                   'OS-SCH-HNT:scheduler_hints': SCHEDULER_HINTS,
+                   'server': {
         'type': 'object',
         'properties': {
             'name': NAME,

@@ -1,0 +1,54 @@
+"""``os:scheduler_hints`` in POST /servers reach the scheduler's filters (issue 26 item 4);
+a flavor's capability operators are accepted and decided on the candidates."""
+
+import json
+
+from tests.unit.api.conftest import NODES
+from tests.unit.api.test_app import ADMIN, GOLD, IMAGE, error_of, flavor
+
+SERVER = {'name': 'web', 'imageRef': IMAGE, 'networks': 'none'}
+
+
+def build(api, flavor_id, **body):
+    return api('POST', '/v2.1/servers', dict({'server': dict(SERVER, flavorRef=flavor_id)},
+                                             **body))
+
+
+def node_of(api, made):
+    server_id = made.document['server']['id']
+    shown = api.as_(ADMIN)('GET', f'/v2.1/servers/{server_id}').document['server']
+    return shown['OS-EXT-SRV-ATTR:hypervisor_hostname']
+
+
+def test_query_hint_picks_the_node(api):
+    flavor_id = flavor(api)
+    for name in ('os:scheduler_hints', 'OS-SCH-HNT:scheduler_hints'):
+        target = [n for n in NODES if not api.placement.used(n)][-1]
+        query = json.dumps(['=', '$nodename', target])
+        made = build(api, flavor_id, **{name: {'query': query, 'my_own_hint': ['a', 'b']}})
+        assert made.status_int == 202, made.text
+        assert node_of(api, made) == target
+
+
+def test_no_node_passes_the_hint(api):
+    made = build(api, flavor(api), **{'os:scheduler_hints': {
+        'query': json.dumps(['=', '$nodename', 'no-such-node'])}})
+    assert made.status_int == 202, made.text
+    shown = api('GET', f"/v2.1/servers/{made.document['server']['id']}").document['server']
+    assert shown['status'] == 'ERROR'
+
+
+def test_malformed_hints_are_a_400(api):
+    error_of(build(api, flavor(api), **{'os:scheduler_hints': 'query'}), 400)
+    error_of(build(api, flavor(api, name='other'), **{'os:scheduler_hints': {'group': 3}}),
+             400)
+
+
+def test_capability_operators_in_flavors(api):
+    flavor_id = flavor(api, specs=dict(GOLD, **{'capabilities:boot_mode': '<or> uefi <or> bios'}))
+    made = build(api, flavor_id)
+    assert made.status_int == 202, made.text
+    kind, message = error_of(api.as_(ADMIN)(
+        'POST', f'/v2.1/flavors/{flavor_id}/os-extra_specs',
+        {'extra_specs': {'capabilities:memory_gb': '>= lots'}}), 400)
+    assert 'capabilities:memory_gb' in message
