@@ -921,6 +921,10 @@ def list_flavors(engine: Engine, *, marker: str | None = None, limit: int | None
 def delete_flavor(engine: Engine, flavor_id: str) -> None:
     """Remove the flavor and its extra specs (servers keep their copy); FlavorNotFound."""
     with _transaction(engine, write=True) as conn:
+        # The flavor's row first, as set_extra_specs takes it: the two never deadlock.
+        if conn.execute(sa.select(_flavors.c.id).where(_flavors.c.id == flavor_id)
+                        .with_for_update()).first() is None:
+            raise FlavorNotFound(flavor_id)
         conn.execute(sa.delete(_extra_specs).where(_extra_specs.c.flavor_id == flavor_id))
         if conn.execute(sa.delete(_flavors).where(_flavors.c.id == flavor_id)).rowcount != 1:
             raise FlavorNotFound(flavor_id)
