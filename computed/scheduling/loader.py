@@ -11,6 +11,8 @@ a build), so a misspelt path or a class that cannot be made is an error at start
 class that derives from Nova's base classes imports them itself, and loads only where Nova is
 installed. A built-in weigher (:class:`~computed.scheduling.weighers.ConfiguredWeigher`) is
 given the weigher settings; every other class is made without arguments, as Nova makes them.
+:func:`pipeline_from_conf` turns a :class:`LoadError` into the ConfigError of the option at
+fault, so a service refuses to start with one line naming it.
 """
 
 from __future__ import annotations
@@ -134,15 +136,26 @@ def weighers(paths: Iterable[str], settings: WeigherSettings | None = None) -> l
 
 def pipeline_from_conf(conf: Any) -> Pipeline:
     """The pipeline ``[filter_scheduler]`` and ``[scheduler] max_placement_results``
-    configure; :class:`LoadError` when a filter or weigher cannot be loaded."""
+    configure; :class:`~computed.conf.errors.ConfigError` naming the option (and the class)
+    when a filter or weigher cannot be loaded."""
+    from computed.conf.errors import ConfigError
     options = conf.filter_scheduler
     settings = WeigherSettings(
         property_weigher_key=options.property_weigher_key,
         property_weight_multiplier=options.property_weight_multiplier,
         conductor_group_spread_multiplier=options.conductor_group_spread_multiplier,
         fewest_traits_multiplier=options.fewest_traits_multiplier)
-    return Pipeline(filters(options.available_filters, options.enabled_filters),
-                    weighers(options.weight_classes, settings),
+    try:
+        enabled = filters(options.available_filters, options.enabled_filters)
+    except LoadError as exc:
+        option = ('enabled_filters' if exc.path in options.enabled_filters
+                  else 'available_filters')
+        raise ConfigError('filter_scheduler', option, str(exc)) from None
+    try:
+        weighing = weighers(options.weight_classes, settings)
+    except LoadError as exc:
+        raise ConfigError('filter_scheduler', 'weight_classes', str(exc)) from None
+    return Pipeline(enabled, weighing,
                     # 0 means no budget.
                     time_budget=options.time_budget or None,
                     host_subset_size=options.host_subset_size,

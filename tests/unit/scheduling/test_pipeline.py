@@ -204,3 +204,24 @@ def test_default_pipeline_is_the_default_configuration():
     assert [type(f).__name__ for f in pipeline.filters] == \
         conf_scheduler.DEFAULT_ENABLED_FILTERS
     assert pipeline.time_budget == conf_scheduler.DEFAULT_TIME_BUDGET
+
+
+def test_pipeline_from_conf_names_the_option_at_fault():
+    from oslo_config import cfg
+
+    from computed.conf import scheduler as conf_scheduler
+    from computed.conf.errors import ConfigError
+    conf = cfg.ConfigOpts()
+    conf_scheduler.register_opts(conf)
+    conf([])
+    conf.set_override('enabled_filters', ['NoSuchFilter'], 'filter_scheduler')
+    with pytest.raises(ConfigError, match=r'\[filter_scheduler\] enabled_filters: .*NoSuch'):
+        loader.pipeline_from_conf(conf)
+    conf.clear_override('enabled_filters', 'filter_scheduler')
+    conf.set_override('available_filters', ['no.such.module'], 'filter_scheduler')
+    with pytest.raises(ConfigError, match='available_filters'):
+        loader.pipeline_from_conf(conf)
+    conf.clear_override('available_filters', 'filter_scheduler')
+    conf.set_override('weight_classes', ['nope.Weigher'], 'filter_scheduler')
+    with pytest.raises(ConfigError, match='weight_classes'):
+        loader.pipeline_from_conf(conf)
