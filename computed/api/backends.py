@@ -30,6 +30,7 @@ from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.runtime import keystone, rpc
+from computed.scheduling import loader as scheduling_loader
 
 MEMBER = 'computed-api'
 ZOOKEEPER_TIMEOUT = 15
@@ -61,6 +62,8 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
     """Connect everything the API uses; ConfigError for a missing or unusable option."""
     if not conf.database.connection:
         raise ConfigError('database', 'connection', 'required by the compute API')
+    # Before connecting anything: a filter or weigher that cannot be loaded stops the start.
+    pipeline = scheduling_loader.pipeline_from_conf(conf)
     placement = keystone.load_adapter(conf, 'placement')
     engine = db_api.engine_from_url(conf.database.connection)
     coordinator = coordination.get_coordinator(coordinator_url, MEMBER.encode())
@@ -71,7 +74,8 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
     client.start(timeout=ZOOKEEPER_TIMEOUT)
     transport = rpc.get_transport(conf)
     owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
-    servers = ServerAPI(engine, placement, ComputeAPI(transport), owner_of)
+    servers = ServerAPI(engine, placement, ComputeAPI(transport), owner_of,
+                        pipeline=pipeline)
     return Backends(conf=conf, engine=engine, placement=placement, servers=servers,
                     coordinator=coordinator, zookeeper=client,
                     enforcer=policy.enforcer(conf), transport=transport)
