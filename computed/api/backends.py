@@ -24,7 +24,7 @@ from tooz import coordination
 
 from computed.api import policy
 from computed.conf.errors import ConfigError
-from computed.db import api as db_api
+from computed.db import engine as db_engine
 from computed.fleet.membership import fleet_root
 from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
 from computed.instances import scheduler
@@ -65,7 +65,7 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
     # Before connecting anything: a filter or weigher that cannot be loaded stops the start.
     pipeline = scheduling_loader.pipeline_from_conf(conf)
     placement = keystone.load_adapter(conf, 'placement')
-    engine = db_api.engine_from_url(conf.database.connection)
+    engine = db_engine.engine_from_conf(conf)
     coordinator = coordination.get_coordinator(coordinator_url, MEMBER.encode())
     try:
         client = kazoo_client(coordinator)

@@ -40,7 +40,7 @@ from computed.daemon.nodes import FleetNodes
 from computed.daemon.profiling import start_from_env as start_profiling
 from computed.daemon.service import ComputeService
 from computed.daemon.sync import NodeSync, ReportGate
-from computed.db import api as db_api
+from computed.db import engine as db_engine
 from computed.fleet.audit import AuditLog
 from computed.fleet.claims import ClaimTable
 from computed.fleet.fence import Fence
@@ -97,7 +97,7 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     host = normalise_host(conf.host)
     group = conf.coordination.group
     driver = common.baremetal_driver(conf)
-    engine = db_api.engine_from_url(conf.database.connection)
+    engine = db_engine.engine_from_conf(conf)
     transport = rpc.get_transport(conf)
     coordinator = coordination.get_coordinator(url, host.encode())
     zookeeper = kazoo_client(coordinator)

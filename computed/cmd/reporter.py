@@ -37,7 +37,7 @@ from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
-from computed.db import api as db_api
+from computed.db import engine as db_engine
 from computed.fleet.membership import fleet_root
 from computed.fleet.zookeeper import kazoo_client
 from computed.placement.client import PlacementClient
@@ -100,7 +100,7 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
                           'required by the reporter (it orders reports per provider)')
     host = normalise_host(conf.host)
     placement = PlacementClient(keystone.load_adapter(conf, 'placement'))
-    engine = db_api.engine_from_url(conf.database.connection)
+    engine = db_engine.engine_from_conf(conf)
     client = wait_for_zookeeper(conf, f'reporter-{host}', stop)
     if client is None:
         LOG.info('computed-reporter stopped before ZooKeeper answered')

@@ -54,10 +54,10 @@ def document(row: Any) -> dict[str, Any]:
 
 
 def _engine(conf: cfg.ConfigOpts) -> Any:
-    from computed.db import api as db_api
+    from computed.db import engine as db_engine
     if not conf.database.connection:
         raise ConfigError('database', 'connection', 'required by server commands')
-    return db_api.engine_from_url(conf.database.connection)
+    return db_engine.engine_from_conf(conf)
 
 
 def _guard(body: Callable[[], T]) -> T:

@@ -1,11 +1,9 @@
 """Reading and writing computed's database: small functions, one transaction each.
 
 Owns every statement computed runs against its database. Each public function
-takes the ``Engine`` to use (from :func:`engine_from_url`; nothing here is
-global), runs in its own transaction and returns plain frozen dataclasses, not
-ORM objects, so results can cross threads and green threads freely. Nothing
-here imports eventlet: under the monkey-patched daemon the drivers' sockets
-are green already.
+takes the ``Engine`` to use (from :mod:`computed.db.engine`, which also bounds
+every call; nothing here is global), runs in its own transaction and returns
+plain frozen dataclasses, not ORM objects, so results can cross threads freely.
 
 Guarantees:
 
@@ -37,20 +35,20 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
-import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models
+from computed.db.engine import engine_from_url  # noqa: F401 - callers' long-standing name
+from computed.db.engine import is_deadlock as _is_deadlock
+from computed.db.engine import transaction as _transaction
 from computed.db.models import (
     Flavor,
     FlavorExtraSpec,
@@ -62,13 +60,6 @@ from computed.db.models import (
     QuotaReservation,
 )
 
-# Connection execution option read by the sqlite "begin" hook: which BEGIN to emit.
-_SQLITE_BEGIN = "computed_sqlite_begin"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-# psycopg2's default is to wait for the OS (minutes) on an unreachable host.
-POSTGRES_CONNECT_TIMEOUT_S = 10
-# A sqlite database file computed creates: its user only (it holds what was reported).
-SQLITE_FILE_MODE = 0o600
 # (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0.
 _UNAPPLIED = -1
 DEADLOCK_RETRIES = 5
@@ -222,82 +213,6 @@ def _instance_row(row: Any) -> InstanceRow:
 
 
 # -- engine and transactions -----------------------------------------------------------------
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    # pysqlite's own transaction handling begins lazily and DEFERRED, so two processes could
-    # both read a provider before either writes; it is switched off and "begin" below emits
-    # BEGIN itself (which also makes DDL transactional for migrations).
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        # WAL: readers do not block the writer nor the writer them.
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
-
-
-def _sqlite_on_begin(conn: Connection) -> None:
-    mode = conn.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-    conn.exec_driver_sql(f"BEGIN {mode}")
-
-
-def engine_from_url(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url`` set up as computed needs it.
-
-    sqlite: WAL, a busy timeout, foreign keys, and transactions begun by this
-    module (``BEGIN IMMEDIATE`` for writes, so concurrent writers queue on the
-    lock instead of failing). PostgreSQL/MySQL: ``pool_pre_ping`` so a
-    restarted server costs no failed request; a bounded connect timeout.
-    """
-    parsed = sa.engine.make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        _create_private(parsed.database)
-        engine = sa.create_engine(parsed, **kwargs)
-        event.listen(engine, "connect", _sqlite_on_connect)
-        event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    if backend == "postgresql" and parsed.get_driver_name() == "psycopg2" \
-            and "connect_timeout" not in parsed.query:
-        kwargs.setdefault("connect_args", {}).setdefault("connect_timeout",
-                                                         POSTGRES_CONNECT_TIMEOUT_S)
-    return sa.create_engine(parsed, **kwargs)
-
-
-def _create_private(database: str | None) -> None:
-    """Create a missing sqlite database file readable by its user only, whatever the umask
-    (sqlite would create it, and its -wal and -shm files, with the umask's mode; it gives those
-    the database file's mode). An existing file keeps the mode its owner gave it."""
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    try:
-        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE)
-    except (FileExistsError, FileNotFoundError):
-        return  # exists, or its directory does not: sqlite says so in its own words
-    os.fchmod(fd, SQLITE_FILE_MODE)
-    os.close(fd)
-
-
-@contextlib.contextmanager
-def _transaction(engine: Engine, write: bool = False) -> Iterator[Connection]:
-    """One transaction, committed on success; ``write`` takes sqlite's write lock up front."""
-    with engine.connect() as conn:
-        if write:
-            conn.execution_options(**{_SQLITE_BEGIN: "IMMEDIATE"})
-        with conn.begin():
-            yield conn
-
-
-def _is_deadlock(error: sa_exc.DBAPIError) -> bool:
-    orig = error.orig
-    if getattr(orig, "pgcode", None) in ("40P01", "40001"):  # deadlock, serialization failure
-        return True
-    args = getattr(orig, "args", ())
-    return bool(args) and args[0] == 1213  # MySQL ER_LOCK_DEADLOCK
-
 
 # -- providers -------------------------------------------------------------------------------
 

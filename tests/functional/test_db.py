@@ -165,3 +165,24 @@ def test_manage_db_sync(stack, tmp_path_factory, request, tmp_path):
             engine.dispose()
     finally:
         drop()
+
+
+def test_a_statement_past_the_statement_timeout_is_cancelled(url):
+    # The bound [database] statement_timeout sets on every session: a statement stuck behind a
+    # lock, or simply too long, ends with an error instead of holding its thread. A 1 s limit
+    # against a 3 s sleep on PostgreSQL and MariaDB/MySQL; sqlite has no server, and its bound
+    # is the busy timeout on its lock.
+    from computed.db import engine as db_engine
+    engine = db_engine.engine_from_url(url, db_engine.Bounds(statement_timeout=1))
+    try:
+        with engine.connect() as conn:
+            if url.startswith("sqlite"):
+                assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == \
+                    db_engine.SQLITE_BUSY_TIMEOUT_MS
+                return
+            sleep = "SELECT pg_sleep(3)" if url.startswith("postgresql") else "SELECT SLEEP(3)"
+            with pytest.raises(sa.exc.OperationalError,
+                               match="statement timeout|max_statement_time|max_execution_time"):
+                conn.exec_driver_sql(sleep)
+    finally:
+        engine.dispose()
