@@ -189,6 +189,11 @@ def requests(known: dict[str, list[str]]) -> st.SearchStrategy[dict[str, Any]]:
         method, path = draw(st.sampled_from(ROUTES))
         url = '/v2.1' + re.sub(r'\{(\w+)\}',
                                lambda match: draw(segments.get(match.group(1), quoted)), path)
+        where = draw(st.sampled_from(['route'] * 6 + ['project', 'extra']))
+        if where == 'project':  # /v2.1/{project_id}/..., as catalogs carry it
+            url = url.replace('/v2.1', '/v2.1/' + draw(segments['project_id']), 1)
+        elif where == 'extra':  # a path no route has
+            url += '/' + draw(quoted)
         if draw(st.booleans()):
             url += '?' + urllib.parse.urlencode(draw(QUERY))
         return {'method': draw(st.sampled_from([method, method, method, 'PATCH'])),
