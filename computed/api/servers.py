@@ -129,7 +129,8 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         if row.image else '',
         'flavor': _flavor(call, row),
         'created': _time(row.created_at), 'updated': _time(row.updated_at),
-        'addresses': {}, 'accessIPv4': '', 'accessIPv6': '', 'key_name': None,
+        'addresses': {}, 'accessIPv4': row.access_ip_v4 or '',
+        'accessIPv6': row.access_ip_v6 or '', 'key_name': None,
         'config_drive': '', 'links': links(call, row.uuid),
         'progress': 0 if shown.status == 'BUILD' else 100 if shown.status == 'ACTIVE' else 0,
         'OS-DCF:diskConfig': 'MANUAL', 'OS-EXT-AZ:availability_zone': 'nova',
@@ -142,13 +143,15 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
     if call.at_least(2, 9):
         doc['locked'] = False
     if call.at_least(2, 19):
-        doc['description'] = None
+        doc['description'] = row.description
     if call.at_least(2, 26):
         doc['tags'] = []
     if admin:
         doc.update({'OS-EXT-SRV-ATTR:host': row.host,
                     'OS-EXT-SRV-ATTR:hypervisor_hostname': row.node_uuid,
                     'OS-EXT-SRV-ATTR:instance_name': f'instance-{row.uuid}'})
+        if call.at_least(2, 3):
+            doc['OS-EXT-SRV-ATTR:reservation_id'] = row.reservation_id
     if row.state == models.ERROR and row.fault:
         doc['fault'] = {'code': 500, 'created': _time(row.updated_at),
                         'message': row.fault[:FAULT_MESSAGE_LENGTH]}
@@ -327,13 +330,14 @@ def _list(call: Call, detail: bool) -> webob.Response:
     marker = _query(call, 'marker')
     flavor_id = _query(call, 'flavor')
     image = _query(call, 'image') or _query(call, 'image_ref')
+    reservation_id = _query(call, 'reservation_id')
     substring, pattern = _matcher(call)
     sort = _sort(call)
 
     def fetch(after: str | None, count: int) -> list[db_api.InstanceRow]:
         return db_api.list_instances(
             call.backends.engine, project_id=project_id, host=host, states=states,
-            name=substring, image=image,
+            name=substring, image=image, reservation_id=reservation_id,
             include_deleted=bool(states and models.DELETED.value in states),
             marker=after, limit=count, sort=sort)
 
@@ -561,11 +565,21 @@ class _Build:
                         raise
                     break
                 uuids.append(instance_uuid)
-            return self._place(uuids)
+            rows = self._place(uuids)
+            engine = self.call.backends.engine
+            details = self._details()
+            return [db_api.set_instance_details(engine, row.uuid, **details) for row in rows]
         finally:
             # Each placed server has its row now, which counts itself.
             for instance_uuid in held:
                 quotas.release(backends, instance_uuid)
+
+    def _details(self) -> dict[str, str | None]:
+        """What the servers keep of the request besides what scheduling needs."""
+        return {'description': self.spec.get('description'),
+                'access_ip_v4': self.spec.get('accessIPv4') or None,
+                'access_ip_v6': self.spec.get('accessIPv6') or None,
+                'reservation_id': self.reservation_id}
 
     def _place(self, uuids: list[str]) -> list[db_api.InstanceRow]:
         """Place every server; if one finds no host none is built (Nova's all-or-nothing):

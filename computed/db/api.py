@@ -173,6 +173,11 @@ class InstanceRow:
     name: str | None = None
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     flavor: dict[str, Any] | None = None
+    # What Nova's create takes and shows back (revision 0006).
+    description: str | None = None
+    access_ip_v4: str | None = None
+    access_ip_v6: str | None = None
+    reservation_id: str | None = None
 
     @property
     def live(self) -> bool:
@@ -209,7 +214,9 @@ def _instance_row(row: Any) -> InstanceRow:
                        deleted_at=row.deleted_at, project_id=row.project_id,
                        user_id=row.user_id, name=row.name,
                        metadata=json.loads(row.user_metadata) if row.user_metadata else {},
-                       flavor=json.loads(row.flavor) if row.flavor else None)
+                       flavor=json.loads(row.flavor) if row.flavor else None,
+                       description=row.description, access_ip_v4=row.access_ip_v4,
+                       access_ip_v6=row.access_ip_v6, reservation_id=row.reservation_id)
 
 
 # -- engine and transactions -----------------------------------------------------------------
@@ -696,13 +703,36 @@ def _sort_column(name: str) -> Any:
         sa.func.coalesce(column, "")
 
 
+#: The compute API's fields of an instance that :func:`set_instance_details` writes.
+INSTANCE_DETAILS = frozenset({"description", "access_ip_v4", "access_ip_v6", "reservation_id"})
+
+
+def set_instance_details(engine: Engine, uuid: str, **details: str | None) -> InstanceRow:
+    """Record the compute API's fields of a new instance (:data:`INSTANCE_DETAILS`: what
+    Nova's create takes besides what scheduling needs); :class:`InstanceNotFound` if there is
+    no such instance."""
+    unknown = set(details) - INSTANCE_DETAILS
+    if unknown:
+        raise ValueError(f"not instance details: {sorted(unknown)}")
+    with _transaction(engine, write=True) as conn:
+        if details:
+            conn.execute(sa.update(_instances).where(_instances.c.uuid == uuid)
+                         .values(**details))
+        row = _select_instance(conn, uuid)
+        if row is None:
+            raise InstanceNotFound(uuid)
+        return _instance_row(row)
+
+
 def list_instances(engine: Engine, *, project_id: str | None = None, host: str | None = None,
                    states: Collection[str] | None = None, name: str | None = None,
-                   image: str | None = None, include_deleted: bool = False,
+                   image: str | None = None, reservation_id: str | None = None,
+                   include_deleted: bool = False,
                    marker: str | None = None, limit: int | None = None,
                    sort: Iterable[tuple[str, bool]] = ()) -> list[InstanceRow]:
     """Instances filtered: ``project_id`` (None: every project), ``host``, ``states``,
-    ``name`` (a substring), ``image`` (exactly); live ones only unless ``include_deleted``.
+    ``name`` (a substring), ``image``, ``reservation_id`` (exactly); live ones only unless
+    ``include_deleted``.
     In the order of ``sort``, ``(column, ascending)`` pairs of :data:`INSTANCE_SORT_COLUMNS`,
     then by creation and uuid in the first pair's direction (newest first without ``sort``, as
     the compute API lists servers). ``marker``: start after that instance
@@ -714,6 +744,8 @@ def list_instances(engine: Engine, *, project_id: str | None = None, host: str |
         conditions.append(_instances.c.host == host)
     if image is not None:
         conditions.append(_instances.c.image == image)
+    if reservation_id is not None:
+        conditions.append(_instances.c.reservation_id == reservation_id)
     if states is not None:
         conditions.append(_instances.c.state.in_(sorted(states)))
     if name:

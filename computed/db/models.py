@@ -84,6 +84,8 @@ UUID_LENGTH = 36
 HOST_LENGTH = 255
 NAME_LENGTH = 255
 STATE_LENGTH = 16
+#: An IPv4 or IPv6 address in text (45: an IPv4-mapped IPv6 address).
+IP_LENGTH = 45
 
 
 class InstanceState(str, enum.Enum):
@@ -169,6 +171,7 @@ class Instance(Base):
         UniqueConstraint("live_node_uuid"),
         Index("ix_instances_host", "host"),
         Index("ix_instances_project_id", "project_id"),
+        Index("ix_instances_reservation_id", "reservation_id"),
     )
 
     uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), primary_key=True)
@@ -201,6 +204,12 @@ class Instance(Base):
     user_metadata: Mapped[str | None] = mapped_column(Text, nullable=True)
     # JSON copy of the flavor the instance was built from (id, name, sizes, extra specs).
     flavor: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # What Nova's create takes and shows back (revision 0006); NULL: not given (rows before).
+    description: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    access_ip_v4: Mapped[str | None] = mapped_column(String(IP_LENGTH), nullable=True)
+    access_ip_v6: Mapped[str | None] = mapped_column(String(IP_LENGTH), nullable=True)
+    # The "r-..." id of the request that created the instance with others (min/max_count).
+    reservation_id: Mapped[str | None] = mapped_column(String(UUID_LENGTH), nullable=True)
 
 
 class Flavor(Base):

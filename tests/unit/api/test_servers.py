@@ -390,3 +390,23 @@ def test_bad_counts_are_a_400(api, gold, counts):
     kind, message = error_of(create(api, gold, **counts), 400)
     assert any(key in message for key in counts)
     nothing_changed(api)
+
+
+def test_description_access_ips_and_reservation_id_are_kept(api, gold):
+    more_quota(api)
+    made = create(api.as_(version='2.19'), gold, description='the web tier',
+                  accessIPv4='192.0.2.1', accessIPv6='2001:db8::1', max_count=2,
+                  return_reservation_id='true')
+    assert made.status_int == 202, made.text
+    reservation = made.document['reservation_id']
+    other = create(api, gold).document['server']['id']
+    found = api.as_(version='2.19')('GET', f'/v2.1/servers/detail?reservation_id={reservation}')
+    servers = found.document['servers']
+    assert len(servers) == 2 and other not in {s['id'] for s in servers}
+    assert {(s['description'], s['accessIPv4'], s['accessIPv6']) for s in servers} == \
+        {('the web tier', '192.0.2.1', '2001:db8::1')}
+    shown = api.as_(ADMIN, '2.3')('GET', f'/v2.1/servers/{servers[0]["id"]}').document['server']
+    assert shown['OS-EXT-SRV-ATTR:reservation_id'] == reservation
+    plain = api.as_(version='2.19')('GET', f'/v2.1/servers/{other}').document['server']
+    assert (plain['description'], plain['accessIPv4']) == (None, '')
+    assert 'OS-EXT-SRV-ATTR:reservation_id' not in plain

@@ -205,6 +205,15 @@ def check_upgrade_to_0004_gives_old_instances_the_built_in_project(url: str) -> 
         migrate(url, "0003")
         assert "project_id" not in _columns(engine, "instances")
         migrate(url, "0004")
+        with engine.connect() as conn:
+            owners = {row.uuid: (row.project_id, row.user_id, row.name, row.user_metadata,
+                                 row.flavor) for row in conn.execute(sa.text(
+                                     "SELECT uuid, project_id, user_id, name, user_metadata, "
+                                     "flavor FROM instances"))}
+        assert owners == {uuid: ("computed", "computed", None, None, None)
+                          for uuid, *_ in INSTANCES_0001}
+        # The API reads rows as the models of the head revision have them.
+        assert db.sync(url) == db.head_revision()
         for uuid, node, host, _epoch, state in INSTANCES_0001:
             row = api.get_instance(engine, uuid)
             assert (row.node_uuid, row.host, row.state) == (node, host, state)
@@ -235,7 +244,31 @@ def check_downgrade_from_0004_keeps_instances(url: str) -> None:
         assert api.get_instance(engine, "i-live").project_id == "computed"
 
 
+def check_upgrade_to_0006_keeps_instances_without_details(url: str) -> None:
+    """0005 -> 0006: instances made before have no description, access addresses nor
+    reservation id; those of the compute API are written and found; 0006 -> 0005 drops them
+    and keeps the instances."""
+    with _database_at_0001(url) as engine:
+        migrate(url, "0005")
+        assert "description" not in _columns(engine, "instances")
+        assert db.sync(url) == db.head_revision()
+        row = api.get_instance(engine, "i-live")
+        assert (row.description, row.access_ip_v4, row.access_ip_v6, row.reservation_id) == \
+            (None, None, None, None)
+        api.set_instance_details(engine, "i-live", description="d", access_ip_v4="192.0.2.1",
+                                 reservation_id="r-1")
+        assert [r.uuid for r in api.list_instances(engine, reservation_id="r-1")] == ["i-live"]
+        migrate(url, "0005", down=True)
+        assert "reservation_id" not in _columns(engine, "instances")
+        with engine.connect() as conn:
+            assert {row.uuid for row in conn.execute(sa.text("SELECT uuid FROM instances"))} \
+                == {uuid for uuid, *_ in INSTANCES_0001}
+        assert db.sync(url) == db.head_revision()
+        _no_drift(engine)
+
+
 ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows,
        check_upgrade_to_0003_records_no_generation, check_downgrade_from_0003_keeps_rows,
        check_upgrade_to_0004_gives_old_instances_the_built_in_project,
-       check_downgrade_from_0004_keeps_instances]
+       check_downgrade_from_0004_keeps_instances,
+       check_upgrade_to_0006_keeps_instances_without_details]
