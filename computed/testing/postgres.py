@@ -15,6 +15,7 @@ import glob
 import os
 import shutil
 import struct
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -62,7 +63,7 @@ class PostgreSQL(Service):
         if bindir is None:
             raise process.ServiceError("postgres: no server on 127.0.0.1:5432 and no PostgreSQL "
                                        "binaries under /usr/lib/postgresql")
-        data = self.workdir / "postgres"
+        data = self._data_dir()
         port = self.info.get("port") or process.free_port()
         if not (data / "PG_VERSION").exists():
             data.mkdir(parents=True, exist_ok=True)
@@ -74,6 +75,17 @@ class PostgreSQL(Service):
                 "-h", "127.0.0.1", "-p", str(port), "-k", str(data), "-c", "fsync=off"]
         self.info["pid"] = process.spawn(argv, self.log)
         process.wait_until(self.ready, 60, "postgres", pid=self.pid, log=self.log)
+
+    def _data_dir(self) -> Path:
+        """Where the private cluster keeps its files: a folder the ``postgres`` user can reach.
+        A scratch directory under pytest's or the caller's 0700 folders is not: the cluster then
+        lives in a folder of its own under the system's temporary directory, removed on stop."""
+        if self.info.get("data"):
+            return Path(self.info["data"]) / "postgres"
+        data = Path(tempfile.mkdtemp(prefix="computed-postgres-"))
+        data.chmod(0o711)
+        self.info["data"] = str(data)
+        return data / "postgres"
 
     def _psql(self, sql: str) -> None:
         psql = shutil.which("psql") or str((_bindir() or Path("/usr/bin")) / "psql")
@@ -95,3 +107,5 @@ class PostgreSQL(Service):
                     pass
         if not self.info.get("reused"):
             super().stop()
+            if self.info.get("data"):
+                shutil.rmtree(self.info.pop("data"), ignore_errors=True)

@@ -1,0 +1,120 @@
+"""computed's database frozen (SIGSTOP) for longer than the ZooKeeper session, while the fleet
+works (issue 22 item 3).
+
+The fleet's database is a PostgreSQL cluster of this test's own (the stack's shared server
+serves Placement and other tests: freezing it would freeze them). Two daemons and a reporter
+use it; every process of the cluster is stopped with SIGSTOP for twice the session timeout,
+while a third daemon joins (the join asks for nodes to move) and a node goes into maintenance
+(its report has to be applied by the reporter, which records it in the frozen database).
+
+What must hold, read from ZooKeeper and Placement while frozen and after SIGCONT:
+
+* no daemon loses its ZooKeeper session: c1 and c2 stay members throughout, and every node
+  claim they keep keeps its claim epoch (a lost session would delete and re-create it);
+* no claim moves beyond what the join asks: a node that changed hands went to c3, and only
+  nodes the ring gives c3 changed hands;
+* everything catches up after SIGCONT: the fleet converges on the three daemons and the
+  maintenance change reaches Placement.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from computed import db
+from computed.fleet.claims import read_claims
+from computed.fleet.membership import fleet_root
+from computed.testing.postgres import PostgreSQL
+from tests.functional.daemons import (
+    Daemon,
+    Reporter,
+    dump_logs,
+    expected_ownership,
+    ironic,
+    node_for,
+    ownership_now,
+    seen,
+    wait_converged,
+    wait_for,
+    zk_client,
+)
+
+WORLD_NODES = 12
+SESSION = 3
+FROZEN = 2 * SESSION
+
+
+def _freeze(cluster: PostgreSQL, signum: int) -> None:
+    # The cluster was spawned in a session of its own: its group holds runuser, the postmaster
+    # and every backend.
+    os.killpg(os.getpgid(cluster.pid), signum)
+
+
+def test_a_frozen_database_costs_no_session_and_moves_no_claim(stack, world, placement,
+                                                               tmp_path):
+    cluster = PostgreSQL(tmp_path / "frozen-postgres", {"private": True})
+    cluster.start()
+    processes = []
+    client = zk_client(stack)
+    try:
+        database = cluster.url
+        db.sync(database)
+        kw = dict(group=world.group, database=database, session_timeout=SESSION)
+        processes += [Daemon(stack, tmp_path, host, **kw).start() for host in ("c1", "c2")]
+        processes.append(Reporter(stack, tmp_path, "r1", **kw).start())
+        wait_converged(client, world.nodes, {"c1", "c2"}, group=world.group)
+        wait_for(lambda: all(seen(placement, n) for n in world.nodes), 120,
+                 "every node reported", processes)
+        # A node c1 keeps after c3 joins (chosen on the ring of the three): its maintenance
+        # change is reported, and must be applied, while the database is frozen.
+        node = node_for(stack, world, client, "c1")
+        wait_converged(client, world.nodes, {"c1", "c2"}, group=world.group)
+        before = read_claims(client, fleet_root(world.group))
+        assert seen(placement, node) is not None
+
+        _freeze(cluster, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            processes.append(Daemon(stack, tmp_path, "c3", **kw).start())
+            ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "while frozen"})
+            while time.monotonic() - frozen_at < FROZEN:
+                members, _ = ownership_now(client, world.group)
+                names = {m.name for m in members}
+                assert {"c1", "c2"} <= names, f"a daemon lost its session: members {names}"
+                _assert_only_asked_moves(client, world, before)
+                time.sleep(0.2)
+        finally:
+            _freeze(cluster, signal.SIGCONT)
+
+        wait_converged(client, world.nodes, {"c1", "c2", "c3"}, timeout=120, group=world.group)
+        _assert_only_asked_moves(client, world, before)
+        wait_for(lambda: seen(placement, node) and seen(placement, node).reserved == 1, 120,
+                 "the maintenance change in Placement after SIGCONT", processes)
+        assert all(p.alive for p in processes), dump_logs(processes)
+    finally:
+        for process in processes:
+            process.ensure_stopped()
+        client.stop()
+        client.close()
+        cluster.stop()
+
+
+def _assert_only_asked_moves(client, world, before) -> None:
+    """Every claim held before is still held under the same epoch, or now held by c3 on a node
+    the ring of c1, c2, c3 gives c3."""
+    members, _ = ownership_now(client, world.group)
+    now = read_claims(client, fleet_root(world.group))
+    wanted = expected_ownership(members, world.nodes) if any(
+        m.name == "c3" for m in members) else {}
+    for node, record in before.items():
+        current = now.get(node)
+        if current is not None and current.epoch == record.epoch:
+            continue
+        if current is None:
+            # Released by its holder for c3 (a handover in progress), never by a lost session.
+            assert wanted.get(node) == "c3", f"{node} lost its claim ({record.host})"
+            continue
+        assert current.host == "c3" and wanted.get(node) == "c3", \
+            f"{node} moved from {record.host} to {current.host}, which the join did not ask"
