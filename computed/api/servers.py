@@ -2,13 +2,20 @@
 
 Owns the server documents of each microversion and the checks before anything is written:
 the flavor must exist and its extra specs make a Placement request
-(:mod:`computed.instances.flavor_specs`); ``imageRef`` must be an image URL (there is no Image
-service here); the project must be within its quotas: a build is admitted before it is
-scheduled, under the project's lock, counting the builds admitted before it
-(:func:`computed.api.quotas.reserved`), so concurrent builds never leave more servers than the
-limit, ERROR ones included. A build that finds no host
-still leaves an ERROR server with the reason as its fault (what Nova's cell0 is for), without
-node nor allocation, which its owner can see and delete.
+(:mod:`computed.instances.flavor_specs`); ``imageRef`` must be an image URL a conductor may be
+sent (:mod:`computed.api.image_urls`; there is no Image service here); the project must be
+within its quotas: each server is admitted before it is scheduled, under the project's lock,
+counting the builds admitted before it (:func:`computed.api.quotas.reserve`), so concurrent
+builds never leave more servers than the limit, ERROR ones included. A build that finds no
+host still leaves an ERROR server with the reason as its fault (what Nova's cell0 is for),
+without node nor allocation, which its owner can see and delete.
+
+Several servers in one request (``min_count``/``max_count``, :class:`_Build`) follow Nova: as
+many as the quota admits up to ``max_count`` (403 below ``min_count``), placed all or none
+(one without a host leaves every server of the request in ERROR, nodes and allocations given
+back, nothing cast). What Nova's create takes besides scheduling (``description``,
+``accessIPv4``/``accessIPv6``, the request's reservation id) is kept on the rows;
+``adminPass`` is echoed once and never kept.
 
 A project sees its own servers only; an admin sees every project's with ``all_tenants``, and
 the daemon (``OS-EXT-SRV-ATTR:host``) and node (``OS-EXT-SRV-ATTR:hypervisor_hostname``) of
