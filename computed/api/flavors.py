@@ -2,8 +2,9 @@
 set their extra specs.
 
 Owns the flavor documents of each microversion (``description`` from 2.55, and changing it
-with ``PUT``; ``extra_specs`` in the flavor from 2.61), the ``minRam``/``minDisk`` filters and
-the checks of what an admin writes: sizes within the database's integers, an id that is not one
+with ``PUT``; ``extra_specs`` in the flavor from 2.61), the ``minRam``/``minDisk`` filters,
+``sort_key``/``sort_dir`` (Nova's keys; an unknown one is a 400), and the checks of what an
+admin writes: sizes within the database's integers, an id that is not one
 of the API's own paths (``detail``), and an extra spec scheduling could never honour
 (:func:`computed.instances.flavor_specs.check_spec`), alone or with the flavor's others (a
 second resource class: :func:`check_whole`, under the flavor's row lock), refused when it is
@@ -28,6 +29,10 @@ MANAGE = 'compute:flavors:manage'
 #: Ids a flavor cannot have: /flavors/detail is the listing, and clients collapse the dot
 #: segments of /flavors/. and /flavors/.. before sending them.
 RESERVED_IDS = frozenset({'detail', '.', '..'})
+#: Nova's sort keys of flavors -> computed's columns (Nova's default: flavorid, ascending).
+SORT_KEYS = {'flavorid': 'id', 'id': 'id', 'name': 'name', 'memory_mb': 'ram',
+             'vcpus': 'vcpus', 'root_gb': 'disk', 'ephemeral_gb': 'ephemeral', 'swap': 'swap',
+             'created_at': 'created_at'}
 
 
 def links(call: Call, flavor_id: str) -> list[dict[str, str]]:
@@ -57,9 +62,16 @@ def _list(call: Call, detail: bool) -> webob.Response:
     marker, limit = call.query('marker'), call.limit()
     # Nova's filters: flavors with at least this much RAM (MB) and disk (GB).
     min_ram, min_disk = call.query_int('minRam'), call.query_int('minDisk')
+    sort_key = call.query('sort_key') or 'flavorid'
+    if sort_key not in SORT_KEYS:
+        raise errors.BadRequest(f'sort_key {sort_key!r} is not one of '
+                                f'{", ".join(sorted(SORT_KEYS))}')
+    # sort_dir is asc or desc once past the Call's checks.
+    ascending = (call.query('sort_dir') or 'asc') == 'asc'
     try:
         rows = db_api.list_flavors(call.backends.engine, marker=marker, limit=limit,
-                                   min_ram=min_ram, min_disk=min_disk)
+                                   min_ram=min_ram, min_disk=min_disk,
+                                   sort_key=SORT_KEYS[sort_key], ascending=ascending)
     except db_api.FlavorNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     body: dict[str, Any] = {'flavors': [document(call, row, detail) for row in rows]}

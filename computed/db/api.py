@@ -844,20 +844,39 @@ def get_flavor(engine: Engine, flavor_id: str) -> FlavorRow:
         return _flavor_row(row, _specs_of(conn, [flavor_id])[flavor_id])
 
 
+#: Columns flavors can be listed in the order of (:func:`list_flavors`' ``sort_key``).
+FLAVOR_SORT_COLUMNS = frozenset({"id", "name", "ram", "vcpus", "disk", "ephemeral", "swap",
+                                 "created_at"})
+
+
 def list_flavors(engine: Engine, *, marker: str | None = None, limit: int | None = None,
-                 min_ram: int | None = None, min_disk: int | None = None) -> list[FlavorRow]:
-    """Flavors by id, after ``marker`` (:class:`FlavorNotFound` if no such flavor), with at
-    least ``min_ram`` MB of RAM and ``min_disk`` GB of disk."""
+                 min_ram: int | None = None, min_disk: int | None = None,
+                 sort_key: str = "id", ascending: bool = True) -> list[FlavorRow]:
+    """Flavors in the order of ``sort_key`` (one of :data:`FLAVOR_SORT_COLUMNS`), then by id,
+    after ``marker`` (:class:`FlavorNotFound` if no such flavor), with at least ``min_ram`` MB
+    of RAM and ``min_disk`` GB of disk."""
+    if sort_key not in FLAVOR_SORT_COLUMNS:
+        raise ValueError(f"cannot sort flavors on {sort_key!r}")
+    column, by_id = _flavors.c[sort_key], _flavors.c.id
     with _transaction(engine) as conn:
-        query = sa.select(_flavors).order_by(_flavors.c.id)
+        query = sa.select(_flavors).order_by(
+            *((column.asc(), by_id.asc()) if ascending else (column.desc(), by_id.desc())))
         if min_ram is not None:
             query = query.where(_flavors.c.ram >= min_ram)
         if min_disk is not None:
             query = query.where(_flavors.c.disk >= min_disk)
         if marker is not None:
-            if _select_flavor(conn, marker) is None:
+            start = _select_flavor(conn, marker)
+            if start is None:
                 raise FlavorNotFound(marker)
-            query = query.where(_flavors.c.id > marker)
+            # Keyset paging: after the marker in the whole order (the id, last, is unique).
+            value = getattr(start, sort_key)
+            if ascending:
+                query = query.where(sa.or_(column > value,
+                                           sa.and_(column == value, by_id > start.id)))
+            else:
+                query = query.where(sa.or_(column < value,
+                                           sa.and_(column == value, by_id < start.id)))
         if limit is not None:
             query = query.limit(limit)
         rows = list(conn.execute(query))

@@ -101,3 +101,26 @@ def test_the_description_is_updated_at_2_55(api):
     error_of(admin('PUT', '/v2.1/flavors/nope', {'flavor': {'description': 'x'}}), 404)
     assert api.as_(version='2.55')('GET', '/v2.1/flavors/gold') \
         .document['flavor']['description'] is None
+
+
+def test_sort_key_and_sort_dir_as_nova_with_paging(api):
+    make(api, 'small', ram=512, disk=5, id='c')
+    make(api, 'medium', ram=2048, disk=20, id='a')
+    make(api, 'large', ram=8192, disk=10, id='b')
+    make(api, 'twin', ram=2048, disk=1, id='d')
+    assert ids(api('GET', '/v2.1/flavors')) == ['a', 'b', 'c', 'd']
+    assert ids(api('GET', '/v2.1/flavors?sort_dir=desc')) == ['d', 'c', 'b', 'a']
+    assert ids(api('GET', '/v2.1/flavors/detail?sort_key=memory_mb')) == ['c', 'a', 'd', 'b']
+    assert ids(api('GET', '/v2.1/flavors?sort_key=memory_mb&sort_dir=desc')) == \
+        ['b', 'd', 'a', 'c']
+    assert ids(api('GET', '/v2.1/flavors?sort_key=name')) == ['b', 'a', 'c', 'd']
+    # Pages follow the order, ties included (a and d both have 2048 MB).
+    seen, url = [], '/v2.1/flavors?sort_key=memory_mb&limit=1'
+    while url:
+        page = api('GET', url).document
+        seen += [item['id'] for item in page['flavors']]
+        links = page.get('flavors_links')
+        url = links[0]['href'].replace('http://localhost', '') if links else None
+    assert seen == ['c', 'a', 'd', 'b']
+    assert 'sort_key' in error_of(api('GET', '/v2.1/flavors?sort_key=colour'), 400)[1]
+    assert 'sort_dir' in error_of(api('GET', '/v2.1/flavors?sort_dir=sideways'), 400)[1]
