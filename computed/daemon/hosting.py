@@ -10,7 +10,9 @@ Owns the daemon's side of instances (their operations are :mod:`computed.instanc
   compare-and-set that can never take back an instance re-homed while the daemon was away. It
   never raises: when the database fails, the re-adoption stays pending and :meth:`Hosting.readopt`
   (the node thread calls it every pass) retries it with a capped exponential backoff
-  (:func:`readopt_delay`), logging each failure with its cause and counting it
+  (:func:`readopt_delay`, computed's one backoff rule,
+  :class:`computed.runtime.retry.Backoff`: a schedule, not a sleeping loop, as the node thread
+  has other work), logging each failure with its cause and counting it
   (``readopt_failures``, a metric) until it succeeds. While it is pending nothing of this host is
   resumed (:meth:`Hosting.resume_due` says no): its instances are still under the old member
   epoch, and every operation on them would fail the compare-and-set.
@@ -39,17 +41,19 @@ from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.membership import Membership
 from computed.fleet.plan import Plan
 from computed.fleet.rehome import Rehomer, Standing, readopt_own
+from computed.runtime.retry import Backoff
 
 LOG = logging.getLogger(__name__)
 
 # Backoff of a failed re-adoption: 1 s, doubling, at most this many seconds between two tries
 # (a database back after an outage is used within this bound).
 READOPT_MAX_DELAY = 30.0
+_READOPT_BACKOFF = Backoff(first=1.0, cap=READOPT_MAX_DELAY)
 
 
 def readopt_delay(failures: int) -> float:
     """Seconds before the next try of a re-adoption that failed ``failures`` times in a row."""
-    return min(READOPT_MAX_DELAY, 2.0 ** max(0, failures - 1))
+    return _READOPT_BACKOFF.delay(failures)
 
 
 class Hosting:

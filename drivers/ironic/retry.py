@@ -1,11 +1,12 @@
-"""Retrying Ironic requests: exponential backoff with jitter.
+"""Retrying Ironic requests: exponential backoff with jitter, on tenacity.
 
-Owns the retry policy (how many times, how long to wait) and the loop that
-applies it. Guarantees: a call is tried at most ``max_retries + 1`` times;
-waits grow as ``interval * 2**n`` up to ``max_delay``, each drawn uniformly
-from its upper half ("equal jitter"), so daemons that saw Ironic fail at the
-same moment do not come back in lockstep, yet never retry instantly. Sleep
-and randomness are injected so tests run without waiting and without mocks.
+Owns the retry policy of the Ironic driver (how many times, how long to wait) and applies it
+with ``tenacity.Retrying`` and :class:`computed.runtime.retry.Backoff`, computed's one backoff
+rule. Guarantees: a call is tried at most ``max_retries + 1`` times; waits grow as
+``interval * 2**n`` up to ``max_delay``, each drawn uniformly from its upper half ("equal
+jitter"), so daemons that saw Ironic fail at the same moment do not come back in lockstep, yet
+never retry instantly. Sleep and randomness are injected so tests run without waiting and
+without mocks. Called from whichever thread uses the driver; keeps no state between calls.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
+
+import tenacity
+
+from computed.runtime.retry import Backoff
 
 LOG = logging.getLogger(__name__)
 
@@ -41,12 +46,16 @@ class RetryPolicy:
         if self.interval < 0 or self.max_delay < 0:
             raise ValueError('interval and max_delay must be >= 0')
 
+    def backoff(self, rand: Callable[[], float] = random.random) -> Backoff:
+        """The waits, as a tenacity ``wait``."""
+        return Backoff(self.interval, self.max_delay, jitter=True, rand=rand)
+
     def delays(self, rand: Callable[[], float] = random.random
                ) -> Iterator[float]:
         """The waits before retry 1, 2, ... ``max_retries``."""
-        for attempt in range(self.max_retries):
-            ceiling = min(self.interval * 2 ** attempt, self.max_delay)
-            yield ceiling / 2 + rand() * ceiling / 2
+        backoff = self.backoff(rand)
+        for failures in range(1, self.max_retries + 1):
+            yield backoff.delay(failures)
 
 
 class RetriesExhausted(Exception):
@@ -67,19 +76,18 @@ def call(fn: Callable[[], T], policy: RetryPolicy,
     A non-retriable error propagates at once. When retries run out,
     :class:`RetriesExhausted` carries the attempt count and last error.
     """
-    delays = policy.delays(rand)
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            return fn()
-        except Exception as exc:
-            if not retriable(exc):
-                raise
-            delay = next(delays, None)
-            if delay is None:
-                raise RetriesExhausted(attempts, exc) from exc
-            LOG.warning('%s failed (attempt %d of %d), retrying in %.2f s: '
-                        '%s', what, attempts, policy.max_retries + 1, delay,
-                        exc)
-            sleep(delay)
+    attempts = policy.max_retries + 1
+
+    def log(state: tenacity.RetryCallState) -> None:
+        LOG.warning('%s failed (attempt %d of %d), retrying in %.2f s: %s', what,
+                    state.attempt_number, attempts, state.next_action.sleep,
+                    state.outcome.exception())
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(attempts), wait=policy.backoff(rand),
+        retry=tenacity.retry_if_exception(retriable), sleep=sleep, before_sleep=log)
+    try:
+        return retrying(fn)
+    except tenacity.RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise RetriesExhausted(exc.last_attempt.attempt_number, last) from last
