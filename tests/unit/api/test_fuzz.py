@@ -172,7 +172,9 @@ def body_for(method: str, path: str) -> st.SearchStrategy[bytes | None]:
 
 
 QUERY = st.lists(st.tuples(st.sampled_from(PARAMETERS),
-                          st.one_of(TEXT, st.sampled_from(['1', '2', 'asc']))), max_size=3)
+                          st.one_of(TEXT, st.sampled_from(['1', '2', 'asc', 'desc', 'name',
+                                                           'memory_mb', 'flavorid', 'gold']))),
+                 max_size=3)
 
 
 def requests(known: dict[str, list[str]]) -> st.SearchStrategy[dict[str, Any]]:
@@ -256,7 +258,7 @@ def test_thousands_of_requests_no_5xx_compute_errors_nothing_changed_by_refusals
     counts: dict[int, int] = {}
     started = time.monotonic()
 
-    @settings(max_examples=1000, deadline=None, database=None,
+    @settings(max_examples=750, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(batch=st.lists(requests(known), min_size=2, max_size=2))
     def run(batch):
@@ -266,7 +268,7 @@ def test_thousands_of_requests_no_5xx_compute_errors_nothing_changed_by_refusals
     elapsed = time.monotonic() - started
     total = sum(counts.values())
     print(f'{total} requests in {elapsed:.1f} s: {dict(sorted(counts.items()))}')
-    assert total >= 2000
+    assert total >= 1500
     # The run reached past validation: some requests were served, some refused.
     assert sum(n for status, n in counts.items() if status < 300) > 50
     assert sum(n for status, n in counts.items() if status == 400) > 200
