@@ -115,20 +115,18 @@ class HostState(_Fields):
     def __init__(self, facts: NodeFacts):
         self._facts = facts
         properties = facts.properties
-        capabilities = dict(facts.capabilities)
         free = facts.used < facts.total
         memory_mb, local_gb, cpus = (_int(properties[key]) if key in properties else 0
                                      for key in ('memory_mb', 'local_gb', 'cpus'))
         cpu_arch = properties.get('cpu_arch')
         # Nova's Ironic driver: the node's capabilities are stats of their own, beside cpu_arch.
-        stats: dict[str, Any] = dict(capabilities)
+        stats: dict[str, Any] = dict(facts.capabilities)
         if cpu_arch:
             stats['cpu_arch'] = cpu_arch
         self.host = facts.host
         self.nodename = facts.uuid
         self.uuid = facts.uuid
         self.hypervisor_hostname = facts.uuid
-        self.supported_instances = [(cpu_arch, 'baremetal', 'hvm')] if cpu_arch else []
         # A bare-metal node is taken whole: all free while it is free, none once used.
         self.total_usable_ram_mb = memory_mb
         self.free_ram_mb = memory_mb if free else 0
@@ -138,20 +136,44 @@ class HostState(_Fields):
         self.vcpus_total = cpus
         self.vcpus_used = 0 if free else cpus
         self.stats = stats
-        self.limits: dict[str, Any] = {}
-        self.aggregates: list[Any] = []
-        self.instances: dict[str, Any] = {}
         self.num_instances = facts.used
-        self.service = {'disabled': False}
-        self.allocation_candidates: list[dict[str, Any]] = []
         # computed's own, beyond Nova's HostState.
         self.resource_class = facts.resource_class
         self.traits = facts.traits
-        self.capabilities = capabilities
+        self.capabilities = facts.capabilities
         self.conductor_group = facts.conductor_group
         self.availability_zone = facts.availability_zone
         self.total = facts.total
         self.free = facts.total - facts.used
+
+    # Containers most filters never read are made when first read (each is then the node's
+    # own, as on Nova's HostState): a pass makes thousands of host states, and every container
+    # made is work for the garbage collector, which showed in the decision's p95.
+
+    @functools.cached_property
+    def limits(self) -> dict[str, Any]:
+        return {}
+
+    @functools.cached_property
+    def aggregates(self) -> list[Any]:
+        return []
+
+    @functools.cached_property
+    def instances(self) -> dict[str, Any]:
+        return {}
+
+    @functools.cached_property
+    def service(self) -> dict[str, Any]:
+        return {'disabled': False}
+
+    @functools.cached_property
+    def allocation_candidates(self) -> list[dict[str, Any]]:
+        return []
+
+    @functools.cached_property
+    def supported_instances(self) -> list[tuple[str, str, str]]:
+        cpu_arch = self._facts.properties.get('cpu_arch')
+        return [(cpu_arch, 'baremetal', 'hvm')] if cpu_arch else []
 
     @functools.cached_property
     def properties(self) -> dict[str, Any]:
