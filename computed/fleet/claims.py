@@ -33,9 +33,17 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   claim becomes visible in :meth:`ClaimTable.held`, and a ``release`` record after it stops being
   visible (before its znode is deleted): the records bracket every action taken under it.
 
-Thread-safety: the table is used by one reconciler thread; kazoo's watch callbacks drop lost
-claims (under the table's lock) and call ``on_freed``; :meth:`ClaimTable.held`,
-:meth:`ClaimTable.get` and :meth:`ClaimGuard.check` may be called from any thread.
+Threads: the fleet thread (:class:`computed.fleet.reconciler.Fleet`) acquires, releases,
+forgets and deletes released claims; kazoo's event thread runs the watch callbacks, which drop a
+claim deleted behind our back and call ``on_freed`` (the fleet's wake: an Event, never blocking
+kazoo); the node thread, the report thread (:class:`computed.daemon.sync.ReportGate`), the
+instance worker's threads (:class:`ClaimGuard`, :meth:`ClaimTable.while_held`) and the metrics
+endpoint's request threads read. The held and undeleted claims are two dicts guarded by the
+table's lock: every change and every read is under it, and readers get copies or immutable
+:class:`Claim` values. :meth:`ClaimTable.while_held` runs its callable (the audit's ``act``
+record) under that lock, so an action is recorded only while its claim is held and before the
+claim's ``release`` record: the check and the record were one step under eventlet (no I/O
+between them), and are one critical section now.
 """
 
 from __future__ import annotations
@@ -126,6 +134,16 @@ class ClaimTable:
     def get(self, node: str) -> Claim | None:
         with self._lock:
             return self._held.get(node)
+
+    def while_held(self, claim: Claim, do: Callable[[], None]) -> bool:
+        """Run ``do`` (short, no I/O but a local file) under the table's lock if ``claim`` is
+        still held; False, without running it, once it was released, lost or replaced. A release
+        from another thread then comes wholly before or wholly after ``do``."""
+        with self._lock:
+            if self._held.get(claim.node) != claim:
+                return False
+            do()
+            return True
 
     def acquire(self, nodes: Iterable[str], member_epoch: int, term: int) -> AcquireResult:
         """Create claims on ``nodes``, pipelined; busy ones get a watch that calls ``on_freed``."""

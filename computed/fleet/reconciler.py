@@ -318,8 +318,11 @@ class Fleet:
         claim = self.claim_for(node)
         if claim is None:
             return False
-        self._audit.record(AuditEvent.ACT, node=node, claim_epoch=claim.epoch, action=action,
-                           **details)
+        # Recorded only while the claim is still held (the fleet thread, or kazoo's, may have
+        # released it since claim_for): the act record then always precedes its release's.
+        if not self.claims.while_held(claim, lambda: self._audit.record(
+                AuditEvent.ACT, node=node, claim_epoch=claim.epoch, action=action, **details)):
+            return False
         if do is not None:
             do(claim)
         return True

@@ -97,6 +97,12 @@ class FakeClaims:
     def get(self, node: str) -> Claim | None:
         return self._held.get(node)
 
+    def while_held(self, claim: Claim, do: Callable[[], None]) -> bool:
+        if self._held.get(claim.node) != claim:
+            return False
+        do()
+        return True
+
     def acquire(self, nodes: Iterable[str], member_epoch: int, term: int) -> AcquireResult:
         nodes = list(nodes)
         self.calls.append(("acquire", nodes))
