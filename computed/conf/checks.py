@@ -4,7 +4,9 @@ Each check takes the value, returns nothing and raises ``ConfigError``
 naming the option when the value cannot work: a URL scheme computed does not
 support or has no installed driver for, a URL that does not parse, a database
 driver that cannot be imported, a host or group name that cannot be a
-ZooKeeper node name, a session timeout ZooKeeper cannot use, a file that is
+ZooKeeper node name, a session timeout ZooKeeper cannot use, a backend URL
+query key tooz would ignore (or a path it would drop), an RPC transport the
+operator never set, a file that is
 not there. None of them touches the network; the file checks only look at
 the local file system.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from urllib import parse
+
+from oslo_config import cfg
 
 from computed.conf import coordination
 from computed.conf.default import normalise_host
@@ -29,6 +33,17 @@ _LOG_LEVELS = ('CRITICAL', 'ERROR', 'WARNING', 'WARN', 'INFO', 'DEBUG', 'TRACE',
 #: kazoo connection handlers computed runs with: its processes are native threads (tooz would
 #: also take eventlet and gevent, which need a monkey-patched process computed never is).
 ZOOKEEPER_HANDLERS = ('threading',)
+
+#: The query keys tooz 9's ZooKeeper driver reads from a backend URL (KazooDriver.__init__ and
+#: _make_client: kazoo's options, tooz's namespace and the kazoo handler); any other key is
+#: ignored by tooz, so a typo would silently keep a default.
+ZOOKEEPER_QUERY_KEYS = ('ca', 'certfile', 'handler', 'hosts', 'keyfile', 'keyfile_password',
+                        'namespace', 'randomize_hosts', 'timeout', 'use_ssl', 'verify_certs')
+#: Keys tooz passes to kazoo that a URL cannot express (kazoo wants a retry object or dict).
+ZOOKEEPER_UNSETTABLE_KEYS = ('connection_retry', 'command_retry')
+#: Keys tooz reads with oslo.utils' bool_from_string, which takes anything unknown as false.
+ZOOKEEPER_BOOLEAN_KEYS = ('randomize_hosts', 'use_ssl', 'verify_certs')
+_BOOLEANS = ('1', '0', 'true', 'false', 'yes', 'no', 'on', 'off', 't', 'f', 'y', 'n')
 
 
 def _has_entry_point(group: str, name: str) -> bool:
@@ -174,20 +189,53 @@ def check_backend_url(value: str) -> None:
                           'names no ZooKeeper server (e.g. '
                           'zookeeper://127.0.0.1:2181)')
     _check_servers('coordination', 'backend_url', url.netloc)
-    for key, values in parse.parse_qs(url.query).items():
-        # tooz raises a bare ValueError for other kazoo handlers.
-        if key == 'handler' and values[-1] not in ZOOKEEPER_HANDLERS:
+    if url.path not in ('', '/'):
+        # tooz builds kazoo's hosts from the URL's netloc alone: a path is dropped, not
+        # made a chroot, and every znode would land at the ensemble's root unsaid.
+        raise ConfigError('coordination', 'backend_url',
+                          f'path {url.path!r} is ignored by tooz (no chroot): computed keeps '
+                          'its znodes under /computed/<group> and tooz its group under '
+                          '/<namespace>; keep fleets apart with [coordination] group (and '
+                          '?namespace=NAME), and remove the path')
+    for key, values in parse.parse_qs(url.query, keep_blank_values=True).items():
+        if key in ZOOKEEPER_UNSETTABLE_KEYS:
             raise ConfigError('coordination', 'backend_url',
-                              f'handler={values[-1]!r}: computed runs on native threads; '
+                              f'{key}= cannot be given in a URL (kazoo takes a retry policy '
+                              'there, a URL only carries text): remove it')
+        if key not in ZOOKEEPER_QUERY_KEYS:
+            # tooz ignores a key it does not know: ?tiemout=10 left the default timeout.
+            raise ConfigError('coordination', 'backend_url',
+                              f'unknown query key {key!r} (tooz\'s ZooKeeper driver reads '
+                              f'{", ".join(ZOOKEEPER_QUERY_KEYS)}): it would be ignored')
+        value = values[-1]
+        if key in ZOOKEEPER_BOOLEAN_KEYS and value.lower() not in _BOOLEANS:
+            # tooz reads anything else as false: use_ssl=ture would connect in plain text.
+            raise ConfigError('coordination', 'backend_url',
+                              f'{key}={value!r} is not true or false')
+        if key == 'hosts':
+            _check_servers('coordination', 'backend_url', value)
+        # tooz raises a bare ValueError for other kazoo handlers.
+        if key == 'handler' and value not in ZOOKEEPER_HANDLERS:
+            raise ConfigError('coordination', 'backend_url',
+                              f'handler={value!r}: computed runs on native threads; '
                               f'remove handler= or use handler=threading')
         # tooz reads this one as the ZooKeeper session timeout in seconds;
         # a fraction or inf passed this check once and then failed (or
         # never expired) in kazoo at start.
         if key == 'timeout':
-            if not (values[-1].isdigit() and int(values[-1]) > 0):
+            if not (value.isdigit() and int(value) > 0):
                 raise ConfigError('coordination', 'backend_url',
-                                  f'timeout={values[-1]!r} is not a '
+                                  f'timeout={value!r} is not a '
                                   'positive whole number of seconds')
+
+
+def require_transport_url(conf: cfg.ConfigOpts) -> None:
+    """``[DEFAULT] transport_url`` must be written: oslo.messaging's default, ``rabbit://``,
+    is guest@localhost:5672, which silently becomes some other broker or none."""
+    if conf.get_location('transport_url').location is cfg.Locations.opt_default:
+        raise ConfigError('DEFAULT', 'transport_url',
+                          'required but not set (the RPC bus, e.g. '
+                          'rabbit://USER:PASSWORD@HOST:5672/VHOST)')
 
 
 def check_transport_url(group: str, value: str) -> None:
@@ -208,6 +256,10 @@ def check_transport_url(group: str, value: str) -> None:
                           f'{scheme}://')
     if url.netloc:
         _check_servers(group, 'transport_url', url.netloc)
+    elif scheme != 'fake':
+        raise ConfigError(group, 'transport_url',
+                          f'{url.scheme}:// names no broker (oslo.messaging would try '
+                          'guest@localhost:5672): write USER:PASSWORD@HOST:PORT')
 
 
 def check_database_connection(value: str) -> None:
@@ -240,3 +292,4 @@ def check_database_connection(value: str) -> None:
         raise ConfigError('database', 'connection',
                           f'{url.drivername}:// cannot use this URL: '
                           f'{type(exc).__name__}')
+

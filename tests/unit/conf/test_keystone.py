@@ -11,6 +11,9 @@ from computed.conf.errors import ConfigError
 from computed.runtime import keystone
 
 BASE = """
+[DEFAULT]
+transport_url = fake://
+
 [coordination]
 backend_url = file:///tmp/unused
 """

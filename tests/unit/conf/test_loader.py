@@ -69,8 +69,9 @@ def test_good_configuration_loads(tmp_path):
     assert conf.ironic.username == 'computed'
 
 
-def test_minimal_configuration_needs_only_backend_url(tmp_path):
-    conf = parse(tmp_path, '[coordination]\nbackend_url = file:///tmp/x\n')
+def test_minimal_configuration_needs_only_backend_url_and_transport_url(tmp_path):
+    conf = parse(tmp_path, '[DEFAULT]\ntransport_url = fake://\n'
+                           '[coordination]\nbackend_url = file:///tmp/x\n')
     assert conf.ironic.auth_type is None
     assert conf.database.connection is None
 
