@@ -21,7 +21,10 @@ reports, :mod:`computed.reporter.applier` applies them.
   longer than ``max_chars`` (no field of a report is longer than a Placement name, 255). A report
   over a limit is answered ``invalid`` and named in one log line of bounded length. Seen before:
   3,000 traits became 3,004 Placement requests, a 20,000-report call held a reporter for 35 s,
-  and a 10 MB field became one 10 MB log line.
+  and a 10 MB field became one 10 MB log line. A string (or key) holding a control character
+  (C0, DEL, C1) or a lone surrogate is refused the same way (:data:`CONTROL`): no field of an
+  honest report has one, and a provider name with a NUL made Placement answer 500, which the
+  reporter took for "unavailable", and the report was resent for ever; ``invalid`` is final.
 
 Outcomes a reporter returns per report (:class:`Outcome`): ``applied``; ``stale`` (not newer than
 what was applied: a duplicate or reordered report, nothing to resend); ``fenced`` (the sender does
@@ -33,6 +36,7 @@ dropped). They cross the bus as their string values and are :class:`Outcome` eve
 from __future__ import annotations
 
 import enum
+import re
 import time
 import uuid as uuid_lib
 from collections.abc import Callable, Mapping
@@ -144,6 +148,10 @@ def _claim_epoch_key(uuid: str, data: Mapping[str, Any]) -> str:
     return "claim_epoch"
 
 
+#: Characters no string of a report may hold: C0 controls (NUL, newline...), DEL, C1 controls
+#: and lone surrogates (which cannot even be encoded to send to Placement).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
 # A report has a handful of fields and its state a handful more: anything wider or deeper is not
 # a report, and is refused before it is walked any further.
 _MAX_KEYS = 16
@@ -195,8 +203,9 @@ def admit(raw_reports: list[Any], limits: Limits) -> Admission:
 
 
 def oversize(data: Any, limits: Limits) -> str | None:
-    """Why one report as it crossed the bus is larger than ``limits`` allow; None when it is
-    not. Looks at no more of it than the limits let through (pure)."""
+    """Why one report as it crossed the bus is larger than ``limits`` allow, or holds a control
+    character; None when it does not. Looks at no more of it than the limits let through
+    (pure)."""
     pending: list[tuple[str, Any, int]] = [("report", data, 0)]
     while pending:
         path, value, depth = pending.pop()
@@ -204,6 +213,8 @@ def oversize(data: Any, limits: Limits) -> str | None:
             if len(value) > limits.max_chars:
                 return (f"field {path!r}: {len(value)} characters, at most {limits.max_chars} "
                         f"([reporter] max_field_length): {brief(value)}")
+            if CONTROL.search(value):
+                return f"field {path!r}: a control character: {brief(value)}"
         elif isinstance(value, bool) or value is None or isinstance(value, float):
             continue
         elif isinstance(value, int):
@@ -215,7 +226,8 @@ def oversize(data: Any, limits: Limits) -> str | None:
             if len(value) > _MAX_KEYS:
                 return f"field {path!r}: {len(value)} keys, a report has at most {_MAX_KEYS}"
             for key, item in value.items():
-                if not isinstance(key, str) or len(key) > limits.max_chars:
+                if (not isinstance(key, str) or len(key) > limits.max_chars
+                        or CONTROL.search(key)):
                     return f"field {path!r}: a key that is no field name: {brief(key)}"
                 pending.append((f"{path}.{key}" if path != "report" else key, item, depth + 1))
         elif isinstance(value, (list, tuple)):
