@@ -52,3 +52,19 @@ def test_capability_operators_in_flavors(api):
         'POST', f'/v2.1/flavors/{flavor_id}/os-extra_specs',
         {'extra_specs': {'capabilities:memory_gb': '>= lots'}}), 400)
     assert 'capabilities:memory_gb' in message
+
+
+def test_a_raising_filter_is_a_server_in_error_never_a_500(api, monkeypatch):
+    from computed.instances import scheduler
+    from computed.scheduling import loader
+    from computed.scheduling.pipeline import Pipeline
+    broken = Pipeline(loader.filters(['tests.unit.scheduling.fixtures.downstream_plain'
+                                      '.BrokenFilter'], ['BrokenFilter']))
+    monkeypatch.setattr(scheduler, 'default_pipeline', lambda: broken)
+    made = build(api, flavor(api))
+    assert made.status_int == 202, made.text
+    server_id = made.document['server']['id']
+    shown = api.as_(ADMIN)('GET', f'/v2.1/servers/{server_id}').document['server']
+    assert shown['status'] == 'ERROR'
+    assert 'No valid host was found' in shown['fault']['message']
+    assert 'BrokenFilter failed' in shown['fault']['message']
