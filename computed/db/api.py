@@ -42,6 +42,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import sqlalchemy as sa
+import tenacity
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
@@ -62,7 +63,7 @@ from computed.db.models import (
 
 # (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0.
 _UNAPPLIED = -1
-DEADLOCK_RETRIES = 5
+DEADLOCK_RETRIES = 5  # attempts of one transaction that deadlocks (or fails to serialise)
 
 _providers = Provider.__table__
 _instances = Instance.__table__
@@ -71,6 +72,16 @@ _extra_specs = FlavorExtraSpec.__table__
 _quota_limits = QuotaLimit.__table__
 _quota_projects = QuotaProject.__table__
 _quota_reservations = QuotaReservation.__table__
+
+
+def _deadlock_retries(may_retry: Callable[[], bool] = lambda: True) -> tenacity.Retrying:
+    """The attempts of one transaction: one that deadlocks (or fails to serialise) is tried
+    again at once while ``may_retry()`` says so, up to :data:`DEADLOCK_RETRIES` attempts in all;
+    any other error, or the last attempt's, propagates."""
+    return tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(DEADLOCK_RETRIES), reraise=True,
+        retry=tenacity.retry_if_exception(lambda error: isinstance(error, sa_exc.DBAPIError)
+                                          and _is_deadlock(error) and may_retry()))
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -275,9 +286,13 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
     if claim_epoch < 0 or seq < 0:
         raise ValueError(f"provider {uuid}: claim_epoch and seq must be >= 0, "
                          f"got ({claim_epoch}, {seq})")
-    for attempt in range(DEADLOCK_RETRIES):
+    # A deadlock can only come from taking the lock, before apply ran; retrying then is safe.
+    # After apply it is the caller's failure to see.
+    applied = False
+    attempts = _deadlock_retries(lambda: not applied)
+    for attempt in attempts:
         applied = False
-        try:
+        with attempt:
             # Inserted and committed apart: no transaction that writes Placement holds an
             # uncommitted insert another (a batch's) would have to wait for.
             with _transaction(engine, write=True) as conn:
@@ -296,11 +311,6 @@ def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int,
                     placement_generation=result.placement_generation,
                     updated_at=models.utcnow()))
             return True
-        except sa_exc.DBAPIError as error:
-            # A deadlock can only come from taking the lock, before apply ran; retrying
-            # then is safe. After apply it is the caller's failure to see.
-            if applied or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
-                raise
     raise AssertionError("unreachable")
 
 
@@ -373,9 +383,11 @@ def apply_reports_if_newer(
     uuids = sorted(by_uuid)
     if not uuids:
         return BatchResult(frozenset(), frozenset(), ())
-    for attempt in range(DEADLOCK_RETRIES):
+    applied = False
+    attempts = _deadlock_retries(lambda: not applied)
+    for attempt in attempts:
         applied = False
-        try:
+        with attempt:
             with _transaction(engine, write=True) as conn:
                 _insert_unapplied_many(conn, [by_uuid[uuid] for uuid in uuids])
             with _transaction(engine, write=True) as conn:
@@ -415,9 +427,6 @@ def apply_reports_if_newer(
                          for uuid in sorted(done)])
             return BatchResult(frozenset(done), frozenset(stale),
                                tuple(uuid for uuid in uuids if uuid not in rows))
-        except sa_exc.DBAPIError as error:
-            if applied or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
-                raise
     raise AssertionError("unreachable")
 
 
@@ -432,9 +441,11 @@ def record_placement_generation(engine: Engine, uuid: str, claim_epoch: int, seq
     generation after that — and store the generation; the report columns are left as they are.
     If ``repair`` raises, nothing is stored and the exception propagates.
     """
-    for attempt in range(DEADLOCK_RETRIES):
+    repaired = False
+    attempts = _deadlock_retries(lambda: not repaired)
+    for attempt in attempts:
         repaired = False
-        try:
+        with attempt:
             with _transaction(engine, write=True) as conn:
                 raw = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
                                    .with_for_update()).first()
@@ -446,9 +457,6 @@ def record_placement_generation(engine: Engine, uuid: str, claim_epoch: int, seq
                 conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
                     placement_generation=generation))
             return True
-        except sa_exc.DBAPIError as error:
-            if repaired or not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
-                raise
     raise AssertionError("unreachable")
 
 
@@ -1035,8 +1043,8 @@ def reserve_quota(engine: Engine, project_id: str, instance_uuid: str, resource_
     and after (:func:`release_quota_reservation`). Reservations older than ``ttl`` seconds (a
     process that died mid-build) are no longer counted and are removed."""
     expired_before = models.utcnow() - datetime.timedelta(seconds=ttl)
-    for attempt in range(DEADLOCK_RETRIES):
-        try:
+    for attempt in _deadlock_retries():
+        with attempt:
             with _transaction(engine, write=True) as conn:
                 _insert_quota_project(conn, project_id)
                 conn.execute(sa.select(_quota_projects.c.project_id).where(
@@ -1049,9 +1057,6 @@ def reserve_quota(engine: Engine, project_id: str, instance_uuid: str, resource_
                     instance_uuid=instance_uuid, project_id=project_id,
                     resource_class=resource_class, created_at=models.utcnow()))
                 return
-        except sa_exc.DBAPIError as error:
-            if not _is_deadlock(error) or attempt == DEADLOCK_RETRIES - 1:
-                raise
 
 
 def release_quota_reservation(engine: Engine, instance_uuid: str) -> None:
