@@ -18,9 +18,14 @@ Guarantees:
   claim's :class:`computed.fleet.claims.ClaimGuard`, checked before every Ironic write: once the
   claim is lost the operation stops writing (one warning line), leaving the instance in its
   transitional state for the node's next holder. A node can be sticky to this daemon before its
-  claim is taken (a build cast right after scheduling, an instance just re-homed): the worker
-  waits for the claim up to ``claim_wait`` seconds, then leaves the instance to
-  :meth:`resume_all`.
+  claim is taken (a build cast right after scheduling, an instance just re-homed): the operation
+  is *parked* (no worker thread waits) and run as soon as the claim is held, for up to
+  ``claim_wait`` seconds, then left to :meth:`resume_all` with one log line. One waiter thread
+  looks at the parked operations every :data:`PARK_POLL` seconds, so casts for nodes this
+  daemon does not hold never hold up the others.
+* **Only this daemon's instances.** An operation on an instance whose row names another host,
+  or another member epoch of this one, is refused at once in one line (its owner runs it, or
+  the re-adoption of this host's instances has not happened yet): it never waits for a claim.
 * **Nothing recorded is lost.** :meth:`resume_all` (the daemon calls it after every (re)join and
   adoption and every ``[fleet] resume_interval`` seconds) resumes every instance of this host
   and member epoch that is in a transitional state and not queued or running here: the ones
@@ -36,10 +41,16 @@ Guarantees:
 * A build that failed on its node and was moved to another one (:mod:`computed.instances.
   reschedule`) is cast to the new node's owner (``build_instance`` on its host's queue, with
   the row's member epoch), which may be this daemon.
-* A malformed request (not a canonical uuid, a member epoch that is not an integer, an unknown
-  argument) is logged in one line and dropped, and an operation the instance's state or owner
-  does not allow is logged as stopped, in one line; an operation that fails is logged with the
-  instance uuid and never kills the worker.
+* What the bus may call is :attr:`InstanceWorker.rpc_methods` only, and a message reaches it
+  only once :mod:`computed.runtime.rpc` accepted its envelope (signed when ``[messaging]
+  signing_keys`` is set). A malformed request (not a canonical uuid, a member epoch that is not
+  an integer, an unknown argument) is logged in one line and dropped, and an operation the
+  instance's state or owner does not allow is logged as stopped, in one line; an operation that
+  fails is logged with the instance uuid and never kills the worker.
+
+Threads: oslo.messaging's dispatch threads call the endpoint methods (which only queue); the
+pool's threads run operations and resumes; the waiter thread moves parked operations back to
+the pool. ``_busy`` and ``_parked`` are behind their locks.
 """
 
 from __future__ import annotations
@@ -65,6 +76,9 @@ from computed.instances.notifications import InstanceNotifier
 
 LOG = logging.getLogger(__name__)
 
+#: Seconds between two looks of the waiter thread at the parked operations' claims.
+PARK_POLL = 0.2
+
 OPERATIONS = {
     "build_instance": lifecycle.build,
     "delete_instance": lifecycle.delete,
@@ -79,6 +93,8 @@ class InstanceWorker:
 
     # The endpoint's RPC version (see computed.instances.rpcapi): 1.1 added member_epoch.
     target = oslo_messaging.Target(version="1.1")
+    # What the bus may call (computed.runtime.rpc): not submit, stop or the other public methods.
+    rpc_methods = frozenset(OPERATIONS)
 
     def __init__(self, fleet: Any, owner: Callable[[], lifecycle.Owner], workers: int = 8,
                  claim_wait: float = 30.0, compute: rpcapi.ComputeAPI | None = None,
@@ -94,6 +110,10 @@ class InstanceWorker:
         # Instances with an operation queued or running here (resume_all leaves them alone).
         self._busy: collections.Counter[str] = collections.Counter()
         self._busy_lock = threading.Lock()
+        # Operations waiting for their node's claim: (deadline, node, instance, what, retry).
+        self._parked: list[tuple[float, str, str, str, Callable[[], None]]] = []
+        self._parked_lock = threading.Lock()
+        self._waiter: threading.Thread | None = None
 
     # --- RPC endpoint (oslo.messaging dispatches on these names) --------------------------
 
@@ -167,11 +187,12 @@ class InstanceWorker:
         with self._busy_lock:
             return set(self._busy)
 
-    def _run(self, operation: str, instance_uuid: str) -> None:
+    def _run(self, operation: str, instance_uuid: str, deadline: float | None = None) -> None:
+        parked = False
         try:
             with self._stripes[hash(instance_uuid) % len(self._stripes)]:
                 try:
-                    self._run_locked(operation, instance_uuid)
+                    parked = self._run_locked(operation, instance_uuid, deadline)
                 except (NotOurs, InstanceConflict, InstanceNotFound) as exc:
                     # Fencing at work (the node or the instance changed hands, or another
                     # request changed its state first) or a refusal: expected, one line.
@@ -179,26 +200,29 @@ class InstanceWorker:
                 except Exception:
                     LOG.exception("%s of instance %s failed", operation, instance_uuid)
         finally:
-            self._done(instance_uuid)
+            if not parked:  # a parked operation stays busy until it runs or gives up
+                self._done(instance_uuid)
 
     def _guarded(self, claim: Claim) -> lifecycle.Owner:
         """The owner an operation under ``claim`` acts as: every Ironic write checks the claim."""
         return dataclasses.replace(self._owner(), guard=self._fleet.guard(claim))
 
-    def _run_locked(self, operation: str, instance_uuid: str) -> None:
+    def _run_locked(self, operation: str, instance_uuid: str, deadline: float | None) -> bool:
+        """Run ``operation``; True when it was parked to wait for its node's claim."""
         owner = self._owner()
         row = db_api.get_instance(owner.engine, instance_uuid)
         if row is None:
             LOG.error("%s: no instance %s", operation, instance_uuid)
-            return
+            return False
         if row.node_uuid is None:
             # A failed build released its node; only a delete still has work to do.
             self._operate(operation, owner, row)
-            return
-        if not self._wait_for_claim(row.node_uuid):
-            LOG.warning("%s of instance %s: this daemon does not hold node %s; left for "
-                        "whoever owns it to resume", operation, instance_uuid, row.node_uuid)
-            return
+            return False
+        if not self._ours(operation, owner, row):
+            return False
+        if self._fleet.claim_for(row.node_uuid) is None:
+            return self._park(operation, instance_uuid, row.node_uuid, deadline,
+                              lambda until: self._run(operation, instance_uuid, until))
         done = self._fleet.act(row.node_uuid, operation.replace("_instance", ""),
                                lambda claim: self._operate(operation, self._guarded(claim),
                                                            row),
@@ -206,6 +230,67 @@ class InstanceWorker:
         if not done:
             LOG.warning("%s of instance %s: lost the claim on node %s before starting",
                         operation, instance_uuid, row.node_uuid)
+        return False
+
+    @staticmethod
+    def _ours(operation: str, owner: lifecycle.Owner, row: db_api.InstanceRow) -> bool:
+        """Whether the row says this daemon (this life of it) manages the instance; one line
+        when not. Nothing else would run it: every write is a compare-and-set on them."""
+        if (row.host, row.member_epoch) == (owner.host, owner.member_epoch):
+            return True
+        LOG.warning("%s of instance %s: the instance is managed by %s (member epoch %s), not "
+                    "by this daemon (%s, member epoch %s); not run", operation, row.uuid,
+                    row.host, row.member_epoch, owner.host, owner.member_epoch)
+        return False
+
+    def _park(self, what: str, instance_uuid: str, node: str, deadline: float | None,
+              retry: Callable[[float], None]) -> bool:
+        """Park an operation whose node this daemon does not hold (yet): the waiter thread
+        hands ``retry(deadline)`` back to the pool once the claim is held. False (and one line)
+        when its ``claim_wait`` is over."""
+        now = time.monotonic()
+        deadline = now + self._claim_wait if deadline is None else deadline
+        if now >= deadline or self._stopping:
+            LOG.warning("%s of instance %s: this daemon does not hold node %s; left for "
+                        "whoever owns it to resume", what, instance_uuid, node)
+            return False
+        with self._parked_lock:
+            self._parked.append((deadline, node, instance_uuid, what,
+                                 lambda: retry(deadline)))
+            if self._waiter is None:
+                self._waiter = threading.Thread(target=self._wait_for_claims,
+                                                name="instance claims", daemon=True)
+                self._waiter.start()
+        self._fleet.wake()  # the fleet may be about to take it: now rather than next pass
+        return True
+
+    def _wait_for_claims(self) -> None:
+        """The waiter thread: parked operations back to the pool once their claim is held, or
+        given up at their deadline."""
+        while not self._stopping:
+            time.sleep(PARK_POLL)
+            with self._parked_lock:
+                parked, self._parked = self._parked, []
+            waiting = []
+            for item in parked:
+                deadline, node, instance_uuid, what, retry = item
+                try:
+                    held = self._fleet.claim_for(node) is not None
+                except Exception:  # a failed look is a look without the claim
+                    LOG.exception("looking for the claim on node %s failed", node)
+                    held = False
+                if held or time.monotonic() >= deadline or self._stopping:
+                    # Back to the pool: it runs, or says in one line that it gives up.
+                    try:
+                        self._pool.submit(retry)
+                    except RuntimeError:  # the pool was shut down meanwhile
+                        self._done(instance_uuid)
+                else:
+                    waiting.append(item)
+            if waiting:
+                self._fleet.wake()
+            with self._parked_lock:
+                self._parked = waiting + self._parked
 
     def _operate(self, operation: str, owner: lifecycle.Owner,
                  before: db_api.InstanceRow) -> None:
@@ -229,15 +314,6 @@ class InstanceWorker:
             return
         self._compute.build_instance(row.host, row.uuid, row.member_epoch)
 
-    def _wait_for_claim(self, node: str) -> bool:
-        deadline = time.monotonic() + self._claim_wait
-        while self._fleet.claim_for(node) is None:
-            if time.monotonic() > deadline or self._stopping:
-                return False
-            self._fleet.wake()
-            time.sleep(0.2)
-        return True
-
     def resume_all(self) -> None:
         """Queue a resume of this host's transitional instances that are not busy here (after a
         join or adoption, and periodically: a lost cast left its instance transitional)."""
@@ -258,13 +334,19 @@ class InstanceWorker:
         except Exception:
             LOG.exception("looking for instances to resume failed; retrying at the next look")
 
-    def _run_resume(self, instance_uuid: str, node: str | None) -> None:
+    def _run_resume(self, instance_uuid: str, node: str | None,
+                    deadline: float | None = None) -> None:
+        parked = False
         try:
             with self._stripes[hash(instance_uuid) % len(self._stripes)]:
                 try:
                     if node is None:  # nothing on Ironic to guard: resume ends it in the database
                         self._hand_over(lifecycle.resume(self._owner(), instance_uuid))
-                    elif self._wait_for_claim(node):
+                    elif self._fleet.claim_for(node) is None:
+                        parked = self._park("resume", instance_uuid, node, deadline,
+                                            lambda until: self._run_resume(instance_uuid, node,
+                                                                           until))
+                    else:
                         self._fleet.act(node, "resume",
                                         lambda claim: self._hand_over(lifecycle.resume(
                                             self._guarded(claim), instance_uuid)),
@@ -274,7 +356,8 @@ class InstanceWorker:
                 except Exception:
                     LOG.exception("resuming instance %s failed", instance_uuid)
         finally:
-            self._done(instance_uuid)
+            if not parked:
+                self._done(instance_uuid)
 
     def stop(self) -> None:
         self._stopping = True

@@ -224,3 +224,78 @@ def worker_bus(worker):
             return lambda host, instance_uuid, member_epoch: getattr(worker, name)(
                 {}, instance_uuid=instance_uuid, member_epoch=member_epoch)
     return Bus()
+
+
+# --- casts for nodes this daemon does not hold ------------------------------------------------
+
+class PartialFleet(Fleet):
+    """Holds the claims on ``held`` only."""
+
+    def __init__(self, held):
+        super().__init__()
+        self.held = set(held)
+
+    def claim_for(self, node):
+        return Claim(node, 1, 1) if node in self.held else None
+
+
+def test_casts_for_nodes_not_held_do_not_hold_up_the_others(engine, caplog):
+    # Issue 23 item 7: two casts for nodes the daemon does not hold occupied both workers for
+    # claim_wait; a cast for a node it holds then waited behind them.
+    free = ['22222222-2222-2222-2222-22222222222' + str(i) for i in range(2)]
+    driver, placement = FakeDriver(NODE, *free), FakePlacement()
+    owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=EPOCH)
+    fleet = PartialFleet({NODE})
+    worker = InstanceWorker(fleet, lambda: owner, workers=2, claim_wait=3)
+    try:
+        waiting = [api.create_instance(engine, f'3333333{i}-3333-3333-3333-333333333333',
+                                       RC, node_uuid=node, host='c1', member_epoch=EPOCH,
+                                       state=models.STOPPING).uuid
+                   for i, node in enumerate(free)]
+        placement.add(NODE, RC)
+        row = active(owner)
+        caplog.set_level(logging.WARNING)
+        for uuid in waiting:
+            worker.stop_instance({}, instance_uuid=uuid, member_epoch=EPOCH)
+        time.sleep(0.1)
+        started = time.monotonic()
+        worker.stop_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH)
+        assert wait_state(owner, row.uuid, {models.STOPPED}, timeout=2).state == models.STOPPED
+        assert time.monotonic() - started < 1.5
+        # A parked operation runs once its claim is held.
+        fleet.held.add(free[0])
+        assert wait_state(owner, waiting[0], {models.STOPPED}, timeout=2).state == \
+            models.STOPPED
+        # The other gives up at claim_wait, in one line, and is no longer busy.
+        deadline = time.monotonic() + 5
+        while waiting[1] in worker.busy():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        gave_up = [r for r in caplog.records if 'does not hold node' in r.getMessage()]
+        assert len(gave_up) == 1 and waiting[1] in gave_up[0].getMessage()
+        assert api.get_instance(engine, waiting[1]).state == models.STOPPING  # resumable
+    finally:
+        worker.stop()
+
+
+def test_an_instance_of_another_host_is_refused_at_once(engine, caplog):
+    driver, placement = FakeDriver(NODE), FakePlacement()
+    owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=EPOCH)
+    fleet = PartialFleet(set())
+    worker = InstanceWorker(fleet, lambda: owner, workers=1, claim_wait=30)
+    try:
+        other = api.create_instance(engine, '44444444-4444-4444-4444-444444444444', RC,
+                                    node_uuid=NODE, host='c2', member_epoch=3,
+                                    state=models.ACTIVE).uuid
+        caplog.set_level(logging.WARNING)
+        started = time.monotonic()
+        worker.delete_instance({}, instance_uuid=other)
+        deadline = time.monotonic() + 5
+        while not any('managed by c2' in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert time.monotonic() - started < 2
+        assert fleet.acts == [] and driver.calls == []
+        assert api.get_instance(engine, other).state == models.ACTIVE
+    finally:
+        worker.stop()
