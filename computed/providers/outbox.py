@@ -10,10 +10,11 @@ Owns the rules that make reporting lossless and quiet:
   reconnects) or drop it (the claim went away or changed claim epoch: the node's next owner
   reports it). See :class:`Verdict`.
 * A batch whose call fails (broker or reporter down, timeout, a reporter too old for this API
-  version) stays queued and is sent again with backoff; a newer state for the same provider
-  replaces an unsent older one (only the latest matters). A report answered ``failed``, or not
-  answered at all, stays queued too. Until it settles, the provider's confirmed state is unknown
-  (the report may have reached Placement), so any offer for it is sent.
+  version) stays queued and is sent again with backoff (:meth:`Outbox.run`); a newer state for
+  the same provider replaces an unsent older one (only the latest matters). A report answered
+  ``failed``, or not answered at all, stays queued too. Until it settles, the provider's
+  confirmed state is unknown (the report may have reached Placement), so any offer for it is
+  sent.
 * Only ``applied``, ``stale`` and ``invalid`` settle a report. ``fenced`` and ``kept`` are not
   final: a report fenced because the reporter's view of ZooKeeper lagged behind the claim is sent
   again after :data:`FENCED_RETRY` seconds (if the claim really went away, the gate drops it
@@ -34,15 +35,17 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import tenacity
+
 from computed.providers.report import API_VERSION, Outcome, Report
 from computed.providers.state import ProviderState
+from computed.runtime.retry import Backoff
 
 LOG = logging.getLogger(__name__)
 
@@ -242,26 +245,40 @@ class Outbox:
 
     def run(self, stop: threading.Event) -> None:
         """Send until ``stop``: batches back to back while there is work, backoff on failure."""
-        backoff = 0.0
+        # A failed call keeps everything queued: tried again after 0.5 s, doubling up to
+        # max_backoff, with equal jitter (daemons that lost the reporters together do not come
+        # back in lockstep); a success starts the backoff over. A stop ends the wait at once.
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(Exception),
+            stop=lambda _state: stop.is_set(), sleep=stop.wait,
+            wait=Backoff(first=0.5, cap=self._max_backoff, jitter=True),
+            before_sleep=self._log_failure)
         while not stop.is_set():
             try:
-                sent = self.send_batch()
-                if sent and self.last_failed == sent:
-                    # The reporter answered but could apply none (Placement or ZooKeeper
-                    # down on its side): back off as if the call itself had failed.
-                    raise RuntimeError(f"the reporter could apply none of {sent} report(s)")
-                backoff = 0.0
-                self.failures = 0
-            except Exception as exc:  # the call failed: keep everything queued, retry later
-                self.failures += 1
-                backoff = min(self._max_backoff, max(0.5, backoff * 2))
-                LOG.warning("sending %d pending report(s) failed (%s); retrying in %.1fs",
-                            self.pending(), exc, backoff)
-                stop.wait(backoff * (0.5 + random.random() / 2))
-                continue
+                sent = retrying(self._send_once)
+            except tenacity.RetryError:
+                return  # stopped while the reporters were away
             if sent == 0:
                 self._wake.wait(1.0)
                 self._wake.clear()
+
+    def _send_once(self) -> int:
+        try:
+            sent = self.send_batch()
+            if sent and self.last_failed == sent:
+                # The reporter answered but could apply none (Placement or ZooKeeper down on
+                # its side): back off as if the call itself had failed.
+                raise RuntimeError(f"the reporter could apply none of {sent} report(s)")
+        except Exception:
+            self.failures += 1
+            raise
+        self.failures = 0
+        return sent
+
+    def _log_failure(self, retry_state: tenacity.RetryCallState) -> None:
+        LOG.warning("sending %d pending report(s) failed (%s); retrying in %.1fs",
+                    self.pending(), retry_state.outcome.exception(),
+                    retry_state.next_action.sleep)
 
     def kick(self) -> None:
         """Wake :meth:`run` now (a sync pass queued reports)."""
