@@ -21,7 +21,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import oslo_messaging
+import tenacity
 from oslo_config import cfg
+
+from computed.runtime.retry import Backoff
 
 LOG = logging.getLogger(__name__)
 
@@ -98,23 +101,35 @@ class Serving:
         threading.Thread(target=self._start, name=f"start {self.what}", daemon=True).start()
 
     def _start(self) -> None:
-        delay = _RESTART_DELAY
-        while not self._stopping.is_set():
-            try:
-                self._server.start()
-            except Exception as exc:  # not the broker's absence (retried inside): log, retry
-                LOG.warning("cannot start %s, retrying in %.0fs: %s", self.what, delay, exc)
-                self._stopping.wait(delay)
-                delay = min(delay * 2, _RESTART_DELAY_MAX)
-                continue
-            with self._lock:
-                if not self._stopping.is_set():
-                    self._started = True
-                    LOG.info("%s: connected to the message bus, serving", self.what)
-                    return
-            self._server.stop()  # stop() came while this start was waiting for the broker
-            self._server.wait()
+        # A failed start is not the broker's absence (retried inside): log it, start again
+        # after _RESTART_DELAY, doubling up to _RESTART_DELAY_MAX, until stop().
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(Exception),
+            stop=lambda _state: self._stopping.is_set(), sleep=self._stopping.wait,
+            wait=Backoff(_RESTART_DELAY, _RESTART_DELAY_MAX), before_sleep=self._log_failure)
+        try:
+            started = retrying(self._start_once)
+        except tenacity.RetryError:
+            return  # stop() came while starts failed
+        if not started:
             return
+        with self._lock:
+            if not self._stopping.is_set():
+                self._started = True
+                LOG.info("%s: connected to the message bus, serving", self.what)
+                return
+        self._server.stop()  # stop() came while this start was waiting for the broker
+        self._server.wait()
+
+    def _start_once(self) -> bool:
+        if self._stopping.is_set():
+            return False
+        self._server.start()
+        return True
+
+    def _log_failure(self, retry_state: tenacity.RetryCallState) -> None:
+        LOG.warning("cannot start %s, retrying in %.0fs: %s", self.what,
+                    retry_state.next_action.sleep, retry_state.outcome.exception())
 
     def stop(self) -> None:
         """Stop serving (if it started); a start still under way is abandoned."""
