@@ -36,6 +36,21 @@ that allows acting.
 Nodes hosting an instance stay with the instance's host (``instance_hosts``, read on every pass);
 the last pass's plan (:attr:`Fleet.plan`) tells the re-homing (:mod:`computed.fleet.rehome`) which
 orphaned instances this daemon adopts.
+
+Threads: one fleet thread (:meth:`Fleet.run`) makes every pass, join and drain, and is the only
+writer of :attr:`Fleet.state`, :attr:`Fleet.plan`, the counters (:attr:`Fleet.claimed`,
+:attr:`Fleet.released`, :attr:`Fleet.passes`: a single writer's ``+=``, read by the metrics
+endpoint's request threads) and the ring caches. :meth:`Fleet.wake`, :meth:`Fleet.request_stop`
+and :meth:`Fleet.session_changed` come from any thread (kazoo's event thread through the fence
+and the claims' and membership's watches, the listing and node threads, the instance worker's
+threads) and only set Events and write the audit log, which has its own lock. The node thread
+reads :attr:`Fleet.plan` (an immutable :class:`Plan`, swapped whole) and asks
+:meth:`Fleet.may_act_as`; the node thread and the instance worker's threads call
+:meth:`Fleet.act`, :meth:`Fleet.claim_for` and :meth:`Fleet.guard`, which read the claim table
+and the fence under their locks. The standing :meth:`Fleet.may_act_as` reads (state, member
+epoch, term) is written by a join in several steps: those three are read and written together
+under one lock, so a rejoin in progress is never seen half done (the old member epoch with the
+new term).
 """
 
 from __future__ import annotations
@@ -117,6 +132,8 @@ class Fleet:
         self._stop = threading.Event()
         self._term = 0  # the fence term our membership and claims belong to
         self._member_epoch: int | None = None  # of the last join, once it is complete
+        # Guards (state, _member_epoch, _term) as one: a join changes them in several steps.
+        self._standing = threading.Lock()
         # Claims taken and released since start (read by computed.runtime.metrics).
         self.claimed = 0
         self.released = 0
@@ -188,17 +205,19 @@ class Fleet:
 
     def join(self) -> None:
         """Join the group in the fence's current term, with a new member epoch."""
-        self.state = FleetState.JOINING
-        self._member_epoch = None
-        self._term = self._fence.term
+        with self._standing:
+            self.state = FleetState.JOINING
+            self._member_epoch = None
+            self._term = self._fence.term
         self.claims.ensure_root()
         member_epoch = self._membership.join(self._join_timeout, stopping=self._stop.is_set)
         self._audit.record(AuditEvent.JOIN, member_epoch=member_epoch, term=self._term)
         LOG.info("host %s joined group %s with member epoch %s", self.host,
                  self._membership.group, member_epoch)
         self._hosting.joined(member_epoch)
-        self._member_epoch = member_epoch
-        self.state = FleetState.ACTIVE
+        with self._standing:
+            self._member_epoch = member_epoch
+            self.state = FleetState.ACTIVE
 
     def reconcile(self) -> None:
         """One pass: follow the session, then carry out the plan."""
@@ -309,8 +328,10 @@ class Fleet:
     def may_act_as(self, member_epoch: int) -> bool:
         """True while this daemon is an active member under ``member_epoch`` (its last join's)
         and the fence allows acting in that join's term."""
-        return (self.state is FleetState.ACTIVE and self._member_epoch == member_epoch
-                and self._fence.may_act(self._term))
+        with self._standing:  # read together: a join writes them in several steps
+            state, current, term = self.state, self._member_epoch, self._term
+        return (state is FleetState.ACTIVE and current == member_epoch
+                and self._fence.may_act(term))
 
     def act(self, node: str, action: str, do: Callable[[Claim], Any] | None = None,
             **details: Any) -> bool:

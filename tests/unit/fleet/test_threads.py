@@ -49,6 +49,9 @@ class _Client:
     def delete_async(self, path):
         return _Answer()
 
+    def ensure_path(self, path):
+        pass
+
 
 class _PausingFence(Fence):
     """A fence that, the first time ``pause_in`` asks ``may_act``, stops there until released:
@@ -96,3 +99,43 @@ def test_a_claim_released_between_an_actions_check_and_its_record_stops_the_acti
     assert [r["event"] for r in records] == ["claim", "release"]
     assert fencing_violations(records) == []
 
+
+
+class _RejoinWhenCompared(int):
+    """A member epoch whose comparison, made by the node thread inside Fleet.may_act_as, lets
+    the fleet thread run a whole rejoin first: the moment between reading the fleet's member
+    epoch and its term. (Python asks a subclass of int for ``==`` first.)"""
+
+    rejoin: threading.Thread | None = None
+
+    def __eq__(self, other):
+        if self.rejoin is not None and not self.rejoin.is_alive() and other is not None:
+            self.rejoin.start()
+            self.rejoin.join(HANG)
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+def test_may_act_as_never_sees_a_rejoin_half_done(tmp_path):
+    """The node thread asks whether it may re-home under the member epoch of the last join while
+    the fleet thread rejoins after a lost session (a new term, then a new member epoch): the old
+    member epoch must not pass with the new term."""
+    fence = Fence(10.0, clock=Clock())
+    fence.connected()
+    assert fence.renew(lambda: None)
+    audit = AuditLog(str(tmp_path / "a.audit"), "a")
+    table = ClaimTable(_Client(), "/computed/fleet", "a", audit, on_freed=lambda node: None)
+    hosting = types.SimpleNamespace(hosts=dict, joined=lambda member_epoch: None)
+    fleet = Fleet(FakeMembership(Ensemble(), "a"), table, fence, nodes=types.SimpleNamespace(),
+                  hosting=hosting, audit=audit, join_timeout=1.0, drain_timeout=1.0)
+    fleet.join()
+    old = _RejoinWhenCompared(fleet._membership.member_epoch)
+    assert fleet.may_act_as(old)
+    fence.lost()
+    fence.connected()  # a new session: the next term
+    assert fence.renew(lambda: None)
+    old.rejoin = threading.Thread(target=fleet.join, name="fleet")
+    assert not fleet.may_act_as(old)
+    assert fleet._membership.member_epoch != old  # the rejoin did run meanwhile
+    assert fleet.may_act_as(fleet._membership.member_epoch)
