@@ -40,6 +40,16 @@ Guarantees:
 * A claim that goes away drops the node's pending reports (:meth:`Outbox.forget`); at send time
   :class:`ReportGate` drops a report whose claim changed claim epoch and holds one while the fence
   is closed.
+
+Threads: :meth:`NodeSync.hint` runs on the notification listener's executor threads (several
+at once), :meth:`NodeSync.wake` on any thread; the hints and :attr:`NodeSync.last_event_at` are
+written under the hints lock, each keeping the latest event time, and the node thread takes
+its due hints under the same lock. Everything else (the synced snapshots, the settled inputs,
+:attr:`NodeSync.failing`, the counters :attr:`NodeSync.failures` and :attr:`NodeSync.examined`)
+has one writer, the node thread; the metrics endpoint's request threads read ``len(failing)``
+and the counters, atomic reads of built-ins. The catalog, the claims, the known providers and
+the outbox guard themselves (their modules say how). :class:`ReportGate` runs on the report
+thread and only reads the claim table and the fence, both locked.
 """
 
 from __future__ import annotations
@@ -132,12 +142,15 @@ class NodeSync:
     def hint(self, uuid: str, event_type: str) -> None:
         """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
         now = self._clock()
-        if event_type != MISSED_EVENT:
-            self.last_event_at = now
         everywhere = event_type in REREAD_EVERYWHERE
         with self._hints_lock:
-            _, before = self._hints.get(uuid, (now, False))
-            self._hints[uuid] = (now, everywhere or before)
+            # Listener threads race: a time read earlier may get here later. The later time
+            # stays, or a listing started between two events would drop the second one's hint.
+            at, before = self._hints.get(uuid, (now, False))
+            self._hints[uuid] = (max(at, now), everywhere or before)
+            if event_type != MISSED_EVENT and (self.last_event_at is None
+                                               or now > self.last_event_at):
+                self.last_event_at = now
         self._wake.set()
 
     def wake(self) -> None:
