@@ -26,8 +26,17 @@ Guarantees:
 * **A listing on demand.** :meth:`FleetNodes.request_refresh` (an Ironic event that adds or removes
   a node, or the daemon stopping) cuts the listing thread's wait short.
 
-Thread-safety: one listing thread calls :meth:`refresh` and :meth:`wait_for_refresh`; the others
-only read.
+Threads: the listing thread calls :meth:`FleetNodes.refresh`, :meth:`FleetNodes.wait_for_refresh`
+and (between listings) :meth:`FleetNodes.refresh_providers`; the node thread calls
+:meth:`FleetNodes.refresh_providers` too (an event says a node is gone) and
+:meth:`FleetNodes.mark_foreign`; the fleet thread reads :meth:`FleetNodes.uuids`, the node thread
+:meth:`FleetNodes.is_known_provider`, :meth:`FleetNodes.is_foreign` and :attr:`FleetNodes.version`;
+any thread may call :meth:`FleetNodes.request_refresh` (an Event). The known providers (a frozenset
+swapped whole), the foreign nodes, the version and the last answer of :meth:`FleetNodes.uuids`
+change only under the lock; reading the providers or the version without it is an atomic read of
+one reference. The database is read outside the lock, so two threads may read the providers at
+once: the answer of the read that started last wins, whichever finishes last (a read that
+started earlier may hold a provider reported since, or miss one).
 """
 
 from __future__ import annotations
@@ -59,6 +68,10 @@ class FleetNodes:
         # the same inputs give the same object.
         self._shared: frozenset[str] | None = None
         self._shared_from: tuple[object, int] | None = None
+        # Provider reads started, and the latest started whose answer is kept (see the module
+        # docstring): both under the lock.
+        self._provider_reads = 0
+        self._providers_from = 0
 
     def uuids(self) -> frozenset[str] | None:
         """What the fleet shares out; None until Ironic was listed once. The same set object
@@ -117,13 +130,19 @@ class FleetNodes:
         return before is not None and before != self.uuids()
 
     def _read_providers(self) -> None:
+        with self._lock:
+            self._provider_reads += 1
+            read = self._provider_reads
         try:
             providers = frozenset(db_api.provider_uuids(self._engine))
         except Exception as exc:  # the database is a hint here: keep the last set
             LOG.warning("cannot read known providers: %s", exc)
             return
-        if providers != self._providers:
-            with self._lock:
+        with self._lock:
+            if read < self._providers_from:
+                return  # a read that started later already answered: this answer is older
+            self._providers_from = read
+            if providers != self._providers:
                 self._providers = providers
                 self.version += 1
 

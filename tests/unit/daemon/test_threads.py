@@ -7,7 +7,9 @@ from __future__ import annotations
 import threading
 
 from computed.baremetal.catalog import NodeCatalog
+from computed.daemon.nodes import FleetNodes
 from computed.daemon.sync import NodeSync, ReportGate
+from computed.db import api as db_api
 from computed.providers.outbox import Outbox
 from tests.unit.daemon.fakes import Clock, Fleet, Ironic, KnownProviders, open_fence
 from tests.unit.daemon.test_sync import N1, N2, UPDATE, node
@@ -67,3 +69,34 @@ def test_two_listener_threads_hinting_one_node_keep_the_later_event_time():
     fleet.claim(N2, 8)
     sync.reread_hinted()
     assert ironic.reads == [N2]
+
+
+
+def test_an_older_read_of_the_providers_finishing_last_does_not_replace_a_newer_one(
+        monkeypatch):
+    """The listing thread reads the known providers; before it gets its answer, the node thread
+    (an event said a node is gone) reads them again and finds the provider reported meanwhile.
+    The listing thread's older answer, arriving last, must not take that provider away."""
+    listing_reads, newer_done = threading.Event(), threading.Event()
+    answers = {"listing": frozenset(), "nodes": frozenset({N2})}
+
+    def provider_uuids(engine):
+        name = threading.current_thread().name
+        if name == "listing":
+            listing_reads.set()
+            assert newer_done.wait(HANG)
+        return answers.get(name, frozenset())
+
+    monkeypatch.setattr(db_api, "provider_uuids", provider_uuids)
+    nodes = FleetNodes(NodeCatalog(Ironic(node(N1))), engine=None)
+    assert nodes.refresh()
+    listing = threading.Thread(target=nodes.refresh_providers, name="listing")
+    node_thread = threading.Thread(target=nodes.refresh_providers, name="nodes")
+    listing.start()
+    assert listing_reads.wait(HANG)
+    node_thread.start()
+    node_thread.join(HANG)
+    newer_done.set()
+    listing.join(HANG)
+    assert nodes.is_known_provider(N2)
+    assert nodes.uuids() == {N1, N2}
