@@ -157,18 +157,24 @@ def uuid_owned_by(members: Iterable[Member], host: str) -> str:
             return node
 
 
-def node_for(stack, world, zk: KazooClient, host: str, schedulable: bool = True) -> str:
-    """A node of ``world`` that the ring gives ``host`` among the members ZooKeeper has now;
-    when the ring gives it none of the world's, one is enrolled (with the world's resource
-    class, made schedulable unless ``schedulable`` is false) with a uuid the ring gives ``host``
-    and added to ``world.nodes`` (deleted with them). The caller waits for ``host`` to claim it;
-    the members must be the ones the test runs with (a join or a leave may move it)."""
+def node_for(stack, world, zk: KazooClient, host: str, schedulable: bool = True,
+             ring_members: Iterable[Member] | None = None) -> str:
+    """A node of ``world`` that the ring gives ``host`` among the members ZooKeeper has now (or
+    among ``ring_members``, hashring members: e.g. with a daemon about to join, for a node
+    ``host`` keeps through the join); when the ring gives it none of the world's, one is
+    enrolled (with the world's resource class, made schedulable unless ``schedulable`` is
+    false) with a uuid the ring gives ``host`` and added to ``world.nodes`` (deleted with them).
+    The caller waits for ``host`` to claim it; a join or a leave the members do not foresee may
+    move it."""
     from computed.testing.ironic import enroll_nodes
-    members = ownership_now(zk, world.group)[0]
-    owned = sorted(n for n, h in expected_ownership(members, world.nodes).items() if h == host)
+    if ring_members is None:
+        ring_members = [m.as_ring_member() for m in ownership_now(zk, world.group)[0]]
+    ring_members = list(ring_members)
+    owners = compute_ownership(ring_members, list(world.nodes), {}).owners()
+    owned = sorted(n for n, h in owners.items() if h == host)
     if owned:
         return owned[0]
-    node = uuid_owned_by([m.as_ring_member() for m in members], host)
+    node = uuid_owned_by(ring_members, host)
     enroll_nodes(stack["ironic"].url, 1, resource_class=world.resource_class,
                  prefix=f"for-{host}-{world.group}", workers=1, uuid=node)
     world.nodes.append(node)
