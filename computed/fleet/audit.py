@@ -16,6 +16,16 @@ names every node, host and epoch of the fleet.
 Files written before the claim epoch had its own name say ``"epoch"`` for it (and
 ``"generation"`` for the term); :func:`fencing_violations` reads both, as operators keep their
 audit logs.
+
+Threads: one :class:`AuditLog` per daemon, appended to by the fleet thread (joins, claims,
+releases, session changes), kazoo's event thread (a claim deleted behind our back), the node
+thread and the instance worker's threads (acts, re-homings); the main thread closes it. Each line
+is written whole under the log's lock, so lines never interleave, and :meth:`AuditLog.close`
+takes the same lock. ``t`` is read before the lock: two threads' lines may be out of ``t`` order
+by the time it takes to get it. The order the fencing rules read is not left to that: a claim's
+``claim`` record is written before the claim is visible to other threads, and its ``act``
+records and its ``release`` record are ordered by the claim table's lock
+(:meth:`computed.fleet.claims.ClaimTable.while_held`).
 """
 
 from __future__ import annotations

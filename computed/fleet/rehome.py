@@ -28,6 +28,12 @@ Fencing, both ways:
 
 The grace clock starts when this daemon first sees the orphan; a daemon that restarts starts it
 again, which only delays adoption.
+
+Threads: a :class:`Rehomer` is used by the node thread alone (through
+:meth:`computed.daemon.hosting.Hosting.rehome_orphans`): its orphans, grace clocks and node-less
+cache need no lock. What it reads from other threads comes as arguments: the fleet thread's last
+plan (immutable, swapped whole) and the fleet's standing, which
+:meth:`computed.fleet.reconciler.Fleet.may_act_as` reads under the fleet's lock.
 """
 
 from __future__ import annotations
