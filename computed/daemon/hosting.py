@@ -23,8 +23,15 @@ Owns the daemon's side of instances (their operations are :mod:`computed.instanc
   ``resume_interval`` seconds (``[fleet] resume_interval``), because a cast can be lost on the
   bus (see :mod:`computed.instances.rpcapi`).
 
-Thread-safety: the fleet thread calls :meth:`hosts` and :meth:`joined`, the node thread the rest;
-:meth:`joined` and :meth:`readopt` (both threads) share a lock.
+Threads: the fleet thread calls :meth:`Hosting.hosts` (the only writer of the last answer kept,
+a mapping swapped whole) and :meth:`Hosting.joined`; the node thread calls
+:meth:`Hosting.readopt`, :meth:`Hosting.rehome_orphans` and :meth:`Hosting.resume_due` (the only
+user of the resume schedule and of the :class:`computed.fleet.rehome.Rehomer`). The pending
+re-adoption (member epoch, tries, next try, :attr:`Hosting.readopt_failures`) is shared by the
+fleet thread (a join) and the node thread (a retry): every change is under the re-adoption lock,
+which is held across the database call so a join and a retry never re-adopt at once. The metrics
+endpoint's request threads read :attr:`Hosting.readopt_pending` and the failure count without
+it: atomic reads of one reference. A join or an adoption asks for a resume through an Event.
 """
 
 from __future__ import annotations

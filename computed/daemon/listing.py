@@ -29,6 +29,13 @@ Guarantees:
 * Between listings the providers computed reported are re-read every ``frequent`` seconds (one
   database query; :mod:`computed.daemon.sync` re-reads them at once when an event says a node
   is gone), so a node deleted from Ironic stays shared out until its owner confirms it gone.
+
+Threads: :class:`Listings` and :class:`ListingRound` are used by the listing thread alone (their
+clocks, the round's version, what the last round found, the counters read by tests): no lock.
+What they share is guarded where it lives: the catalog and :class:`FleetNodes` (locks), the
+:class:`StreamWatch` the listener threads feed (a lock), and the :class:`Heartbeat`, whose
+oslo.messaging notifier the heartbeat thread also sends through (the transport takes a pooled
+connection per message, so two sends never share one).
 """
 
 from __future__ import annotations
