@@ -18,6 +18,16 @@ An empty list that Ironic *did* return is a valid answer and replaces the
 previous one: it is the driver's errors, not the list's size, that mark a
 view stale. Thread-safe: refreshes may run concurrently with readers; each
 reader gets a consistent view object.
+
+Threads: the listing thread calls :meth:`NodeCatalog.refresh`, the node
+thread :meth:`NodeCatalog.update` (a re-read after an event); the fleet,
+node and listing threads and the metrics endpoint's and systemd status
+loop's threads call :meth:`NodeCatalog.view`. A view is immutable (a frozen
+dataclass over a read-only mapping that nothing writes after it is made),
+replaced whole under the catalog's lock and read without it (one reference:
+an atomic read). The nodes re-read since a listing started (``_touched``)
+are read and written under the lock only; a listing compares nodes outside
+it, so an event's update never waits for thousands of comparisons.
 """
 
 from __future__ import annotations

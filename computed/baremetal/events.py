@@ -25,6 +25,15 @@ catches that, and what it finds is announced on the same topic (:data:`MISSED_EV
 every daemon re-reads those nodes.
 
 A malformed notification is logged and dropped (acknowledged), so it is never redelivered forever.
+
+Threads: oslo.messaging's threading executor runs :class:`NotificationEndpoint` on several
+listener threads at once; the endpoint keeps no state and hands each event to
+:meth:`StreamWatch.heard` or to the hints (:meth:`computed.daemon.sync.NodeSync.hint`), both
+locked. The listing thread asks :class:`StreamWatch` whether the stream can be trusted; its
+heartbeat times and its last doubt are read and written under its lock only. :class:`Heartbeat`
+is used by the heartbeat thread (:meth:`Heartbeat.beat`) and the listing thread
+(:meth:`Heartbeat.announce_missed`); it keeps nothing but its notifier, which oslo.messaging
+lets several threads send through (a pooled connection per message).
 """
 
 from __future__ import annotations
