@@ -26,8 +26,18 @@ Owns the rules that make reporting lossless and quiet:
 ``apply_reports`` call at :data:`computed.providers.report.API_VERSION` and turns the answers into
 :class:`Outcome` values.
 
-Thread-safety: ``offer``, ``forget`` and the readers may be called from any thread while one
-thread runs :meth:`Outbox.run`.
+Threads: the node thread offers (through :meth:`computed.fleet.reconciler.Fleet.act`) and
+forgets; the report thread alone runs :meth:`Outbox.run` and :meth:`Outbox.send_batch`; the
+metrics endpoint's request threads and the systemd status loop read :meth:`Outbox.pending` and
+the counters. The pending, in-flight and confirmed reports are read and changed under the
+outbox's lock only, and sequence numbers are drawn under it; the call to the reporters and the
+gate's verdicts (the claim table and the fence, locked on their side) run outside it, so an offer
+never waits for the bus. A report answered while its provider was offered anew or forgotten meets
+that change under the lock: a newer offer stays queued (entries are compared by identity), a
+forgotten provider keeps no pending entry (its confirmed state may come back, keyed by its old
+claim epoch, which no later claim matches). :attr:`Outbox.failures`, :attr:`Outbox.sent` and
+:attr:`Outbox.last_failed` have one writer, the report thread (its ``+=`` is not shared); readers
+read one int.
 """
 
 from __future__ import annotations
