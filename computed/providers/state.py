@@ -20,6 +20,12 @@ Guarantees: a :class:`ProviderState` is always valid for Placement (uuid in
 canonical form, names matching Placement's patterns and lengths, reserved 0
 or 1, traits sorted and unique); anything else raises
 :class:`InvalidProvider` naming the field and the uuid when known.
+
+Threads: nothing here is mutable: a :class:`ProviderState` is frozen, and it is built on the node
+thread, held in the outbox and read on the report thread (and on the reporter's threads once
+parsed again). The one module-level cache (resource class names, ``functools.lru_cache``) is
+safe to call from any thread: CPython's lru_cache keeps its own structure consistent, and two
+threads computing one name at once both get an equal string.
 """
 
 from __future__ import annotations
