@@ -44,6 +44,19 @@ answers with an outcome per report. For each report, in this order:
    records Placement's generation after the write, which the resync
    (:mod:`computed.reporter.resync`) compares with Placement's listing to find what someone
    else changed.
+
+Threads: the RPC server's workers (oslo.messaging's threading executor) call
+:meth:`ReportApplier.apply` for several batches at once; each batch fans its Placement requests
+out to the applier's pool (``apply`` threads); the resync thread takes the same provider locks.
+Shared, and guarded: the outcome counts (``collections.Counter``, every ``+=`` under the
+applier's lock; the metrics endpoint's request threads copy it with ``dict()``, one C-level copy
+under the GIL, so never a dict changing size while iterated), the providers held
+(:class:`ProviderLocks`: a condition, a batch takes all its providers at once or waits, so two
+batches or a batch and a repair never write one provider together), and the
+:class:`~computed.placement.client.PlacementClient` (thread-safe on its own). Per batch, on the
+calling worker only: the answers and the outcome of each report (the pool threads return
+theirs; they share only the batch's ``unanswered`` Event). The ZooKeeper client the
+:class:`ClaimReader` reads through is kazoo's, safe to share.
 """
 
 from __future__ import annotations

@@ -36,6 +36,14 @@ timeout, not one per repair. Each round logs one INFO line
 :class:`computed.runtime.metrics.ReporterCollector` exports. A failed round (Placement,
 database or ZooKeeper away) is logged and retried at the next interval; it never stops the
 reporter.
+
+Threads: one resync thread runs the rounds (:meth:`Resync.run_once`); the main thread starts and
+stops it (an Event). A repair shares a provider with the RPC server's workers that apply
+reports: it takes the applier's lock of that provider (:meth:`ReportApplier.provider_lock`) and
+the database row lock, and drops the applier's cached view of it; the resync's own
+:class:`~computed.placement.client.PlacementClient` is used by its thread alone (so its request
+count is the round's). :attr:`Resync.counts` is changed under the resync's lock and copied by the
+metrics endpoint's request threads (``dict()``, one C-level copy under the GIL).
 """
 
 from __future__ import annotations
