@@ -194,18 +194,21 @@ def get(call: Call, server_id: str) -> db_api.InstanceRow:
 
 #: Nova's sort keys -> the column computed sorts on.
 SORT_KEYS = {'created_at': 'created_at', 'updated_at': 'updated_at', 'uuid': 'uuid',
-             'display_name': 'name', 'project_id': 'project_id', 'user_id': 'user_id',
-             'host': 'host', 'node': 'node_uuid', 'image_ref': 'image'}
-#: Nova's other sort keys: ones Nova itself ignores (SERVER_LIST_IGNORE_SORT_KEY) and ones
-#: every server here has the same value of; accepted, and without effect.
+             'display_name': 'name', 'hostname': 'name', 'project_id': 'project_id',
+             'user_id': 'user_id', 'host': 'host', 'node': 'node_uuid', 'image_ref': 'image',
+             'launched_at': 'created_at', 'display_description': 'description',
+             'access_ip_v4': 'access_ip_v4', 'access_ip_v6': 'access_ip_v6'}
+#: Nova's other sort keys: the ones Nova itself ignores (SERVER_LIST_IGNORE_SORT_KEY), the
+#: ones every server here has the same value of, and the states (computed's states do not
+#: order as Nova's vm_state/task_state/power_state strings do): accepted, without effect.
 SORT_KEYS_IGNORED = frozenset({
     'architecture', 'cell_name', 'cleaned', 'default_ephemeral_device',
     'default_swap_device', 'deleted', 'deleted_at', 'disable_terminate', 'ephemeral_gb',
     'ephemeral_key_uuid', 'id', 'key_data', 'launched_on', 'locked', 'memory_mb', 'os_type',
     'reservation_id', 'root_gb', 'shutdown_terminate', 'user_data', 'vcpus', 'vm_mode',
-    'access_ip_v4', 'access_ip_v6', 'auto_disk_config', 'availability_zone', 'config_drive',
-    'display_description', 'kernel_id', 'key_name', 'locked_by', 'ramdisk_id',
-    'root_device_name', 'launch_index'})
+    'auto_disk_config', 'availability_zone', 'config_drive', 'kernel_id', 'key_name',
+    'locked_by', 'ramdisk_id', 'root_device_name', 'launch_index', 'progress',
+    'terminated_at', 'instance_type_id', 'vm_state', 'task_state', 'power_state'})
 SORT_DIRS = ('asc', 'desc')
 #: Longest query value read (a server name, a project id, an image URL are shorter).
 QUERY_LENGTH = 2048

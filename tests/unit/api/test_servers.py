@@ -410,3 +410,34 @@ def test_description_access_ips_and_reservation_id_are_kept(api, gold):
     plain = api.as_(version='2.19')('GET', f'/v2.1/servers/{other}').document['server']
     assert (plain['description'], plain['accessIPv4']) == (None, '')
     assert 'OS-EXT-SRV-ATTR:reservation_id' not in plain
+
+
+#: Nova's sort keys (VALID_SORT_KEYS of its servers query schema, before 2.73).
+NOVA_SORT_KEYS = [
+    'access_ip_v4', 'access_ip_v6', 'auto_disk_config', 'availability_zone', 'config_drive',
+    'created_at', 'display_description', 'display_name', 'host', 'hostname', 'image_ref',
+    'instance_type_id', 'kernel_id', 'key_name', 'launch_index', 'launched_at', 'locked_by',
+    'node', 'power_state', 'progress', 'project_id', 'ramdisk_id', 'root_device_name',
+    'task_state', 'terminated_at', 'updated_at', 'user_id', 'uuid', 'vm_state',
+    'architecture', 'cell_name', 'cleaned', 'default_ephemeral_device', 'default_swap_device',
+    'deleted', 'deleted_at', 'disable_terminate', 'ephemeral_gb', 'ephemeral_key_uuid', 'id',
+    'key_data', 'launched_on', 'locked', 'memory_mb', 'os_type', 'reservation_id', 'root_gb',
+    'shutdown_terminate', 'user_data', 'vcpus', 'vm_mode']
+
+
+def test_every_sort_key_nova_takes_is_taken_and_pages(api, gold):
+    more_quota(api)
+    ids = {active(api, gold, name=name, accessIPv4=ip) for name, ip in
+           (('a', '192.0.2.3'), ('b', '192.0.2.1'), ('c', ''))}
+    for key in NOVA_SORT_KEYS:
+        for direction in ('asc', 'desc'):
+            seen, link = [], f'/v2.1/servers?sort_key={key}&sort_dir={direction}&limit=1'
+            while link:
+                page = api('GET', link.replace('http://localhost', ''))
+                assert page.status_int == 200, (key, page.text)
+                seen += [s['id'] for s in page.document['servers']]
+                link = page.document.get('servers_links', [{}])[0].get('href')
+            assert sorted(seen) == sorted(ids), key
+    names = [s['name'] for s in api('GET', '/v2.1/servers?sort_key=access_ip_v4&sort_dir=asc')
+             .document['servers']]
+    assert names == ['c', 'b', 'a']
