@@ -37,6 +37,22 @@ allocations are :mod:`computed.placement.allocations`'. Guarantees:
   no 4xx is swallowed.
 * Thread-safe: calls for one provider are serialised, calls for different
   providers run in parallel. No eventlet here.
+
+Threads: in the reporter, one client is shared by the RPC server's workers,
+the applier's pool threads and (through :meth:`PlacementClient.forget`) the
+resync thread; the API's request threads share one for allocations. The
+cache of providers is a dict read and changed under its own lock (entries
+are immutable, replaced whole). :meth:`PlacementClient.apply`,
+:meth:`PlacementClient.create` and :meth:`PlacementClient.delete` hold one
+of 64 striped locks, chosen by uuid, from their read to their write, so one
+provider's read-modify-write never interleaves with another's;
+:meth:`PlacementClient.set_new_inventories` does not take them: its caller
+holds the providers (the applier's :class:`~computed.reporter.applier.
+ProviderLocks`). The names of resource classes and traits already created
+are a set without a lock (a membership test and an ``add`` are atomic on a
+built-in set; two threads may both PUT a name, which is idempotent); the
+"reshaper works" flag only ever goes from True to False (an atomic
+assignment). The HTTP layer counts its requests under its own lock.
 """
 
 from __future__ import annotations
