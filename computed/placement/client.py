@@ -40,7 +40,7 @@ allocations are :mod:`computed.placement.allocations`'. Guarantees:
 
 Threads: in the reporter, one client is shared by the RPC server's workers,
 the applier's pool threads and (through :meth:`PlacementClient.forget`) the
-resync thread; the API's request threads share one for allocations. The
+resync thread (which has its own client besides, used by it alone). The
 cache of providers is a dict read and changed under its own lock (entries
 are immutable, replaced whole). :meth:`PlacementClient.apply`,
 :meth:`PlacementClient.create` and :meth:`PlacementClient.delete` hold one
