@@ -56,6 +56,14 @@ What the transitions guarantee:
 * **Idempotent delete.** Deleting a DELETED instance is a no-op; deleting a BUILDING one is
   allowed: the deploy in flight is waited for and torn down, and the build, finding DELETING
   instead of BUILDING, leaves the instance alone.
+
+Threads: the functions run on the instance worker's pool threads, several at once for different
+instances (the worker runs one operation per instance at a time in a process). They keep no
+state between calls; an :class:`Owner` is frozen, and what it carries is safe to share between
+threads (SQLAlchemy's engine and pool, a keystoneauth adapter, the bare metal driver, the claim
+guard, which reads the claim table and the fence under their locks). Operations on one instance
+from two daemons, or from a delete racing a build, are ordered by the database's
+compare-and-set, not by anything in this process.
 """
 
 from __future__ import annotations

@@ -30,6 +30,11 @@ one.
 
 Guarantees: a notification that cannot be sent never fails the operation (oslo.messaging logs
 it); :func:`event_for` and :func:`payload` are pure.
+
+Threads: one :class:`InstanceNotifier` per daemon is shared by the instance worker's pool
+threads, several operations at once. It keeps nothing that changes: ``enabled`` is set once in
+the constructor, and its ``oslo_messaging.Notifier`` may be sent through from several threads
+(each message takes a pooled connection of the transport's).
 """
 
 from __future__ import annotations
