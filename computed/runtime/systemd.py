@@ -8,6 +8,11 @@ Guarantees: without ``$NOTIFY_SOCKET`` (not started by systemd, or a unit of ano
 call is a no-op; a notification that cannot be delivered is logged, never raised, so systemd
 being away never stops the daemon. The socket path may be a file system path or, starting with
 ``@``, a Linux abstract socket name (as systemd passes it).
+
+Threads: :func:`notify` opens a socket of its own for every datagram, so the main thread
+(``READY=1``, ``STOPPING=1``) and the status loop's thread never share one. :class:`StatusLoop`
+runs its own thread (``systemd-status``), which only reads the service through ``describe``
+(thread-safe reads: see :func:`computed.runtime.metrics.describe`); its stop is an Event.
 """
 
 from __future__ import annotations
@@ -87,7 +92,9 @@ class StatusLoop:
     when the unit has a watchdog), so ``systemctl status`` shows the daemon's state.
 
     The watchdog pings come from this thread: a process whose threads stop running (a frozen
-    interpreter, a blocked event hub) stops pinging and systemd restarts it.
+    interpreter, a process stopped) stops pinging and systemd restarts it. With native threads
+    one other thread stuck (a call that never returns) does not stop the pings, as a blocked
+    event hub did under eventlet.
     """
 
     def __init__(self, describe: Callable[[], str], interval: float = 10.0):
