@@ -33,6 +33,18 @@ Guarantees:
   timeout is safe. A refusal (400) becomes the error's reason verbatim
   (Ironic's ``faultstring``); a deploy that ends in ``deploy failed`` raises
   ``DeployFailed`` with Ironic's ``last_error``.
+
+Threads: one driver per daemon, called at once by the listing thread
+(``list_nodes``), the node thread (``get_node``) and the instance worker's
+threads (the operations, ``get_node``); the main thread closes it. The
+driver changes nothing after its constructor, and a listing's pages, marker
+and nodes live in a :class:`_Listing` of that call alone. What the calls
+share is openstacksdk's connection: keystoneauth's session (requests' pool
+of connections, a token fetched under the auth plugin's lock) is safe to
+share; openstacksdk builds the ``baremetal`` proxy on first use without a
+lock, so two threads' first calls may both build one and one is kept (an
+atomic dict assignment; both are equivalent). ``random.random``, the
+default jitter, is safe to call from any thread.
 """
 
 from __future__ import annotations
