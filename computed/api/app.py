@@ -12,6 +12,15 @@ Routes are a ``routes.Mapper``; each names a controller function ``f(call) -> Re
 (Keystone catalogs of Nova often carry the project in the URL); the project in the URL must be
 the caller's, unless the caller is an admin. The requested microversion
 (:mod:`computed.api.microversion`) is parsed before dispatch and echoed on every response.
+
+Threads: one application per worker process serves all of cheroot's request threads at once
+(:mod:`computed.api.httpd`). What they share is made once and then only read, or guards itself:
+the URL map (``routes`` builds its regular expressions once, under its own lock, and keeps
+each request's match in a thread-local), the :class:`~computed.api.backends.Backends` (see
+there), the policy enforcer (:class:`computed.api.policy.Enforcer`: one check at a time),
+keystonemiddleware's token cache (a pool of caches, one per request at a time) and the
+response counters of :mod:`computed.api.errors` (prometheus_client's, locked). A request's
+context, :class:`~computed.api.request.Call` and compiled name filter belong to its thread.
 """
 
 from __future__ import annotations
