@@ -30,6 +30,13 @@ Guarantees:
 * Errors carry the object: :class:`NoValidHost` the class and traits (and how many candidates
   each filter refused), Placement errors the consumer or provider.
 * A filter that raises refuses that candidate (logged, naming the filter), never the build.
+
+Threads: :func:`schedule` runs on the API's request threads, several builds at once, and
+rescheduling on the daemon's instance worker threads; builds race only in Placement and the
+database (above). The pipeline is shared by them: its filters keep at most a per-request cache
+swapped whole into a local (:mod:`computed.scheduling.filters`). The default pipeline is built
+once per process under a lock (two first builds at once would each load one).
+:func:`zookeeper_owner` reads through kazoo's client, safe to share.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import dataclasses
 import json
 import logging
 import random
+import threading
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -194,14 +202,17 @@ def _reason(tried: set[str], refused: dict[str, str], last: Decision | None) -> 
 
 
 _DEFAULT: list[Pipeline] = []
+_DEFAULT_LOCK = threading.Lock()
 
 
 def default_pipeline() -> Pipeline:
     """The pipeline of the default configuration, made once per process."""
-    # Built once per process: loading imports and makes the classes.
-    if not _DEFAULT:
-        _DEFAULT.append(loader.default_pipeline())
-    return _DEFAULT[0]
+    # Built once per process: loading imports and makes the classes. The check and the build
+    # are one step, or two request threads' first builds would each make one.
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            _DEFAULT.append(loader.default_pipeline())
+        return _DEFAULT[0]
 
 
 @dataclasses.dataclass(frozen=True)
