@@ -133,7 +133,7 @@ class Interleaver:
         assert set(held) <= {row.uuid for row in live if row.node_uuid}
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(tree=st.lists(operations(), min_size=1, max_size=6),
        instances=st.integers(1, 3), units=st.integers(-1, 3))
