@@ -12,7 +12,7 @@ being away never stops the daemon. The socket path may be a file system path or,
 Threads: :func:`notify` opens a socket of its own for every datagram, so the main thread
 (``READY=1``, ``STOPPING=1``) and the status loop's thread never share one. :class:`StatusLoop`
 runs its own thread (``systemd-status``), which only reads the service through ``describe``
-(thread-safe reads: see :func:`computed.runtime.metrics.describe`); its stop is an Event.
+(the reads a metrics scrape makes, each safe from any thread); its stop is an Event.
 """
 
 from __future__ import annotations
