@@ -36,7 +36,8 @@ rescheduling on the daemon's instance worker threads; builds race only in Placem
 database (above). The pipeline is shared by them: its filters keep at most a per-request cache
 swapped whole into a local (:mod:`computed.scheduling.filters`). The default pipeline is built
 once per process under a lock (two first builds at once would each load one).
-:func:`zookeeper_owner` reads through kazoo's client, safe to share.
+:func:`zookeeper_owner` reads through kazoo's client, safe to share, with a retry
+manager of its own per call.
 """
 
 from __future__ import annotations
@@ -282,7 +283,9 @@ def zookeeper_owner(client: Any, root: str) -> OwnerOf:
 
     def owner_of(node: str) -> tuple[str, int] | None:
         try:
-            data, _stat = retry(client.get, f'{path}/{node}')
+            # A copy per call: a KazooRetry counts its attempts on itself, and request threads
+            # sharing one reset each other's count (or step past max_tries: retried for ever).
+            data, _stat = retry.copy()(client.get, f'{path}/{node}')
         except zk_exc.NoNodeError:
             return None
         try:
