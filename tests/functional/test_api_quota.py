@@ -70,3 +70,24 @@ def test_fifty_concurrent_creates_leave_at_most_the_limit(
     assert answers.count(202) == len(servers)  # an admitted build stays, none is rolled back
     # No allocation left behind: one unit per server holding a node, none more.
     assert usages.get(world.rc, 0) == len(with_node)
+
+
+def test_a_quota_set_read_modify_write_through_openstacksdk(world, compute):  # noqa: F811
+    """What Terraform and `openstack quota set` do (issue 24 item 10): read the quota set,
+    change keys, write them back, read the same values back; the whole set written back as read
+    works too, at the latest microversion and at 2.1."""
+    admin = connection(compute, ADMIN)
+    project = f"rmw-{uuid.uuid4().hex[:6]}"
+    admin.compute.update_quota_set(project, instances=4, cores=20, ram=40960,
+                                   metadata_items=64, key_pairs=5, server_groups=2,
+                                   server_group_members=3)
+    shown = admin.compute.get_quota_set(project)
+    assert (shown.instances, shown.cores, shown.ram, shown.metadata_items, shown.key_pairs,
+            shown.server_groups, shown.server_group_members) == (4, 20, 40960, 64, 5, 2, 3)
+    for version in ("2.61", "2.1"):
+        body = admin.compute.get(f"/os-quota-sets/{project}", microversion=version).json()
+        quota_set = {key: value for key, value in body["quota_set"].items() if key != "id"}
+        put = admin.compute.put(f"/os-quota-sets/{project}", json={"quota_set": quota_set},
+                                microversion=version)
+        assert put.status_code == 200, put.text
+        assert put.json()["quota_set"] == quota_set
