@@ -10,7 +10,10 @@ peers before it leaves.
 This module is the daemon's one composition root: :func:`_service` builds every part (driver,
 database engine, RPC transport, fleet, outbox, node sync, notification listener, instance worker
 and its RPC server) from the configuration, in the order they depend on each other, and hands them
-to the service as plain constructor arguments. Defaults come from ``computed.conf`` only.
+to the service in three groups (:class:`~computed.daemon.service.FleetParts`,
+:class:`~computed.daemon.service.ReportingParts`, :class:`~computed.daemon.service.InstanceParts`).
+No part refers to one built after it: listeners are plain objects handed down (the fleet's
+wake-up Event) or plain calls made by the service. Defaults come from ``computed.conf`` only.
 
 Exit status: 0 after a clean stop, 1 when the coordination backend or Ironic cannot be used, 2 for
 bad configuration.
@@ -19,6 +22,7 @@ bad configuration.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 from urllib import parse
@@ -38,7 +42,7 @@ from computed.daemon.hosting import Hosting
 from computed.daemon.listing import ListingRound, Listings, round_path
 from computed.daemon.nodes import FleetNodes
 from computed.daemon.profiling import start_from_env as start_profiling
-from computed.daemon.service import ComputeService
+from computed.daemon.service import ComputeService, FleetParts, InstanceParts, ReportingParts
 from computed.daemon.sync import NodeSync, ReportGate
 from computed.db import engine as db_engine
 from computed.fleet.audit import AuditLog
@@ -85,7 +89,8 @@ def session_timeout(backend_url: str) -> float:
 
 
 def _service(conf: cfg.ConfigOpts) -> ComputeService:
-    """Build every part of the daemon from ``conf`` and hand them to the service that runs them."""
+    """Build every part of the daemon from ``conf``, each after what it needs, and hand them to
+    the service that runs them, in three groups (fleet, provider reporting, instances)."""
     url = conf.coordination.backend_url
     if parse.urlsplit(url).scheme == 'file':
         raise ConfigError('coordination', 'backend_url',
@@ -99,33 +104,32 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     driver = common.baremetal_driver(conf)
     engine = db_engine.engine_from_conf(conf)
     transport = rpc.get_transport(conf)
+    # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
+    notification_transport = oslo_messaging.get_notification_transport(conf)
     coordinator = coordination.get_coordinator(url, host.encode())
     zookeeper = kazoo_client(coordinator)
-
-    # The fleet: membership, claims and the fence. The fence, the membership and the claims
-    # tell the fleet about changes, and the fleet is built from them: the lambdas find it once
-    # it runs.
-    fence = Fence(session_timeout(url), on_change=lambda state: fleet.session_changed(state))
-    membership = Membership(coordinator, group, host, conf.fleet.weight,
-                            on_change=lambda: fleet.wake())
-    audit = AuditLog(conf.fleet.audit_log, membership.host)
     catalog = NodeCatalog(driver)
     nodes = FleetNodes(catalog, engine)
+
+    # The fleet: membership, claims, fence, reconciler. The membership's and the claims'
+    # watches wake the reconciler through one Event, made before all three; the session's
+    # states reach the fence and then the reconciler through the service (its kazoo listener).
+    wake = threading.Event()
+    fence = Fence(session_timeout(url))
+    membership = Membership(coordinator, group, host, conf.fleet.weight, wake=wake)
+    audit = AuditLog(conf.fleet.audit_log, membership.host)
+    claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit, wake=wake)
     hosting = Hosting(engine, membership, Rehomer(engine, host, conf.fleet.rehome_grace), audit,
                       resume_interval=conf.fleet.resume_interval)
-    claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit,
-                        on_freed=lambda _node: fleet.wake())
     fleet = Fleet(membership, claims, fence, nodes=nodes, hosting=hosting, audit=audit,
                   join_timeout=conf.coordination.join_timeout,
-                  drain_timeout=conf.fleet.drain_timeout)
+                  drain_timeout=conf.fleet.drain_timeout, wake=wake)
 
     # Provider reports: node sync -> outbox -> RPC -> computed-reporter.
     reporters = rpc.get_client(transport, conf.reporter.topic, timeout=conf.reporter.call_timeout)
-    outbox = Outbox(host, RpcSender(reporters), ReportGate(fleet.claims, fence),
+    outbox = Outbox(host, RpcSender(reporters), ReportGate(claims, fence),
                     batch_size=conf.reporter.batch_size)
     sync = NodeSync(catalog, nodes, driver, fleet, outbox)
-    # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
-    notification_transport = oslo_messaging.get_notification_transport(conf)
     listener = heartbeat = watch = rounds = None
     if conf.ironic.notifications:
         watch = events.StreamWatch(host, conf.ironic.heartbeat_interval,
@@ -140,24 +144,25 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     listings = Listings(nodes, catalog, engine, conf.fleet.node_refresh_interval,
                         conf.fleet.fleet_listing_interval, watch, rounds, heartbeat)
 
-    # Instance operations (computed.instances.worker), cast to this host's queue.
+    # Instance operations (computed.instances.worker), cast to this host's queue. The worker
+    # acts as this daemon under the member epoch of its last join (the membership's).
     placement = keystone.load_adapter(conf, 'placement')
-    owner_of = scheduler.zookeeper_owner(zookeeper, fleet_root(group))
-    worker = InstanceWorker(fleet, lambda: Owner(engine, driver, placement, host,
-                                                 membership.member_epoch,
-                                                 max_attempts=conf.scheduler.max_attempts,
-                                                 owner_of=owner_of),
-                            compute=rpcapi.ComputeAPI(transport),
-                            notifier=InstanceNotifier(notification_transport, host))
+    daemon = Owner(engine, driver, placement, host, membership.member_epoch,
+                   max_attempts=conf.scheduler.max_attempts,
+                   owner_of=scheduler.zookeeper_owner(zookeeper, fleet_root(group)))
+    worker = InstanceWorker(fleet, daemon, compute=rpcapi.ComputeAPI(transport),
+                            notifier=InstanceNotifier(notification_transport, host),
+                            membership=membership)
     rpc_server = rpc.Serving(f'instance operations server ({rpcapi.TOPIC}.{host})',
                              rpc.get_server(transport, rpcapi.TOPIC, host, [worker]))
 
     return ComputeService(
-        coordinator=coordinator, zookeeper=zookeeper, fence=fence, membership=membership,
-        fleet=fleet, catalog=catalog, nodes=nodes, sync=sync, outbox=outbox, hosting=hosting,
-        worker=worker, rpc_server=rpc_server, listener=listener, audit=audit, driver=driver,
-        listings=listings, heartbeat=heartbeat,
-        heartbeat_interval=conf.ironic.heartbeat_interval)
+        FleetParts(coordinator=coordinator, zookeeper=zookeeper, fence=fence,
+                   membership=membership, fleet=fleet, audit=audit),
+        ReportingParts(driver=driver, catalog=catalog, nodes=nodes, listings=listings,
+                       sync=sync, outbox=outbox, listener=listener, heartbeat=heartbeat,
+                       heartbeat_interval=conf.ironic.heartbeat_interval),
+        InstanceParts(hosting=hosting, worker=worker, rpc_server=rpc_server))
 
 
 def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:

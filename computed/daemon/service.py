@@ -23,7 +23,14 @@ start and stop:
   which may be in a call to the reporters (``[reporter] call_timeout``);
 
 and the parts that bring threads of their own: the notification listener (optional), the instance
-worker's RPC server and its pool. It also relays kazoo's connection states to the fence.
+worker's RPC server and its pool. It also relays kazoo's connection states (from kazoo's
+connection thread) to the fence, and each change the fence takes to the fleet
+(:meth:`computed.fleet.reconciler.Fleet.session_changed`): two plain calls, neither blocks.
+
+The parts come in three groups, built by :mod:`computed.cmd.daemon` in this order: the fleet's
+(:class:`FleetParts`: session, membership, claims, fence), the provider reporting's
+(:class:`ReportingParts`: Ironic, the node list, sync, outbox, events) and the instances'
+(:class:`InstanceParts`: hosting, the worker and its RPC server).
 
 Start: the ZooKeeper session, the threads, the listener, then the RPC server; the last two are
 :class:`computed.runtime.rpc.Serving`, whose start does not wait for the message bus: a daemon
@@ -32,12 +39,12 @@ Stop: :meth:`stop`
 asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worker, the threads and
 the listener, then the session, the audit log and the driver.
 
-The parts are public attributes for :mod:`computed.runtime.metrics`, which reads them at scrape
-time.
+The parts the metrics read at scrape time (:mod:`computed.runtime.metrics`) are public attributes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -55,7 +62,7 @@ from computed.daemon.nodes import FleetNodes
 from computed.daemon.sync import NodeSync
 from computed.fleet import zookeeper
 from computed.fleet.audit import AuditLog
-from computed.fleet.fence import Fence
+from computed.fleet.fence import Fence, SessionState
 from computed.fleet.membership import Membership, MembershipError, fleet_root
 from computed.fleet.reconciler import Fleet
 from computed.instances.worker import InstanceWorker
@@ -65,32 +72,64 @@ from computed.runtime.rpc import Serving
 LOG = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class FleetParts:
+    """The daemon in the fleet: its ZooKeeper session, and what acts on it."""
+
+    coordinator: Any  # the tooz coordinator, which owns the session
+    zookeeper: Any  # the KazooClient of the coordinator's session
+    fence: Fence
+    membership: Membership
+    fleet: Fleet  # holds the claims
+    audit: AuditLog
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportingParts:
+    """Ironic's nodes to Placement's providers: node list, events, sync pass, outbox."""
+
+    driver: BaremetalDriver
+    catalog: NodeCatalog
+    nodes: FleetNodes
+    listings: Listings
+    sync: NodeSync
+    outbox: Outbox
+    listener: Serving | None  # Ironic's notifications ([ironic] notifications)
+    heartbeat: Heartbeat | None  # the event stream's heartbeat (with notifications)
+    heartbeat_interval: float
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceParts:
+    """This daemon's instances: stickiness and re-homing, the worker and its RPC server."""
+
+    hosting: Hosting
+    worker: InstanceWorker
+    rpc_server: Serving
+
+
 class ComputeService:
     """Runs one daemon's parts in their threads, from start to close."""
 
-    def __init__(self, coordinator: Any, zookeeper: Any, fence: Fence, membership: Membership,
-                 fleet: Fleet, catalog: NodeCatalog, nodes: FleetNodes, sync: NodeSync,
-                 outbox: Outbox, hosting: Hosting, worker: InstanceWorker, rpc_server: Serving,
-                 listener: Serving | None, audit: AuditLog, driver: BaremetalDriver,
-                 listings: Listings, heartbeat: Heartbeat | None, heartbeat_interval: float):
-        self._coordinator = coordinator
-        self._zookeeper = zookeeper  # the KazooClient of the coordinator's session
-        self.fence = fence
-        self.membership = membership
-        self.fleet = fleet
-        self.catalog = catalog
-        self.sync = sync
-        self.outbox = outbox
-        self._nodes = nodes
-        self.hosting = hosting
-        self._worker = worker
-        self._rpc_server = rpc_server
-        self._listener = listener
-        self._audit = audit
-        self._driver = driver
-        self._listings = listings
-        self._heartbeat = heartbeat
-        self._heartbeat_interval = heartbeat_interval
+    def __init__(self, fleet: FleetParts, reporting: ReportingParts, instances: InstanceParts):
+        self._coordinator = fleet.coordinator
+        self._zookeeper = fleet.zookeeper
+        self.fence = fleet.fence
+        self.membership = fleet.membership
+        self.fleet = fleet.fleet
+        self._audit = fleet.audit
+        self._driver = reporting.driver
+        self.catalog = reporting.catalog
+        self._nodes = reporting.nodes
+        self._listings = reporting.listings
+        self.sync = reporting.sync
+        self.outbox = reporting.outbox
+        self._listener = reporting.listener
+        self._heartbeat = reporting.heartbeat
+        self._heartbeat_interval = reporting.heartbeat_interval
+        self.hosting = instances.hosting
+        self._worker = instances.worker
+        self._rpc_server = instances.rpc_server
         self.error: Exception | None = None  # why the fleet thread ended, if it failed
         self._stop = threading.Event()
         self._stopping = threading.Event()  # stop() was called: draining to leave
@@ -102,11 +141,17 @@ class ComputeService:
     def _kazoo_state(self, state: str) -> None:
         # Called from kazoo's connection thread: record and wake, never block here.
         if state == KazooState.CONNECTED:
-            self.fence.connected()
+            self._session_connected()
         elif state == KazooState.SUSPENDED:
-            self.fence.suspended()
+            if self.fence.suspended():
+                self.fleet.session_changed(SessionState.SUSPENDED)
         elif state == KazooState.LOST:
-            self.fence.lost()
+            if self.fence.lost():
+                self.fleet.session_changed(SessionState.LOST)
+
+    def _session_connected(self) -> None:
+        if self.fence.connected():
+            self.fleet.session_changed(SessionState.CONNECTED)
 
     def _lease_loop(self) -> None:
         period = self.fence.session_timeout / 4
@@ -161,7 +206,7 @@ class ComputeService:
         self.fence.granted(zookeeper.granted_session_timeout(
             self._zookeeper, self.fence.requested_session_timeout))
         if self._zookeeper.connected:
-            self.fence.connected()
+            self._session_connected()
         targets: list[tuple[str, Callable[[], None]]] = [
             ("lease", self._lease_loop), ("listing", self._listing_loop),
             ("nodes", self._node_loop), ("fleet", self._run_fleet),

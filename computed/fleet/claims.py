@@ -4,8 +4,9 @@ Owns the claim znodes ``<root>/claims/<node uuid>``. A claim is an *ephemeral* z
 claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...}``. Guarantees:
 
 * **Exclusive.** ZooKeeper creates a znode once: two daemons can never hold a claim on one node at
-  the same time. A node whose claim exists is *busy*; the table sets a watch on it and calls
-  ``on_freed(node)`` when it is deleted, so the would-be owner retries at once, not on a poll.
+  the same time. A node whose claim exists is *busy*; the table sets a watch on it and sets
+  ``wake`` (the fleet's wake-up) when it is deleted, so the would-be owner retries at once, not
+  on a poll.
 * **Released before taken.** A daemon stops acting on a node (drops it from :meth:`held`) before it
   deletes the claim, so the next owner can only start after the previous one stopped.
 * **A release is carried out.** A claim whose delete failed (the connection dropped; the session
@@ -20,7 +21,7 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   on only while ``fence.may_act(claim.term)``.
 * **Watched while held.** Every claim this daemon holds has a watch on its znode. A claim deleted
   behind the holder's back (by hand, by a buggy tool) is dropped from :meth:`ClaimTable.held` the
-  moment ZooKeeper says so, recorded as lost, and ``on_freed(node)`` wakes the reconciler, which
+  moment ZooKeeper says so, recorded as lost, and ``wake`` wakes the reconciler, which
   claims the node again (a new claim, a new claim epoch) when the ring still gives it to this
   daemon. The watch's answer is checked against the znode's creation zxid, so the late event of a
   claim this daemon released and took again never drops the new one.
@@ -35,7 +36,7 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
 
 Threads: the fleet thread (:class:`computed.fleet.reconciler.Fleet`) acquires, releases,
 forgets and deletes released claims; kazoo's event thread runs the watch callbacks, which drop a
-claim deleted behind our back and call ``on_freed`` (the fleet's wake: an Event, never blocking
+claim deleted behind our back and set ``wake`` (the fleet's wake-up: an Event, never blocking
 kazoo); the node thread, the report thread (:class:`computed.daemon.sync.ReportGate`), the
 instance worker's threads (:class:`ClaimGuard`, :meth:`ClaimTable.while_held`) and the metrics
 endpoint's request threads read. The held and undeleted claims are two dicts guarded by the
@@ -110,13 +111,13 @@ class ClaimTable:
     """The claims this daemon holds, and the operations that change them."""
 
     def __init__(self, client: Any, root: str, host: str, audit: AuditLog,
-                 on_freed: Callable[[str], None]):
+                 wake: threading.Event):
         self._client = client
         self._path = claims_path(root)
         self._host = host
         self._audit = audit
-        # Called from kazoo's thread when a claim we wait for is deleted (the reconciler's wake).
-        self._on_freed = on_freed
+        # Set from kazoo's thread when a claim we wait for is deleted (the reconciler's wake-up).
+        self._wake = wake
         self._held: dict[str, Claim] = {}
         # Released (not acted on) but whose znode's delete failed: deleted again by
         # delete_released.
@@ -146,7 +147,7 @@ class ClaimTable:
             return True
 
     def acquire(self, nodes: Iterable[str], member_epoch: int, term: int) -> AcquireResult:
-        """Create claims on ``nodes``, pipelined; busy ones get a watch that calls ``on_freed``."""
+        """Create claims on ``nodes``, pipelined; busy ones get a watch that sets ``wake``."""
         value = json.dumps({"host": self._host, "member_epoch": member_epoch}).encode()
         pending = [(node, self._client.create_async(self._node_path(node), value, ephemeral=True,
                                                     include_data=True))
@@ -209,7 +210,7 @@ class ClaimTable:
         self._audit.record(AuditEvent.RELEASE, node=node, claim_epoch=claim.epoch, lost=True)
         LOG.warning("our claim on node %s (claim epoch %s) was deleted behind our back: "
                     "stopped acting on it", node, claim.epoch)
-        self._on_freed(node)
+        self._wake.set()
 
     def _adopt_or_watch(self, nodes: list[str], member_epoch: int, term: int,
                         result: AcquireResult) -> None:
@@ -228,7 +229,7 @@ class ClaimTable:
                 result.failed.append(node)
                 continue
             if stat is None:  # released between our create and our look: try again now
-                self._on_freed(node)
+                self._wake.set()
                 result.busy.append(node)
             elif session_id is not None and stat.ephemeralOwner == session_id:
                 self._publish(Claim(node, stat.czxid, term), member_epoch, result)
@@ -237,7 +238,7 @@ class ClaimTable:
 
     def _claim_event(self, event: Any) -> None:
         if event.type in ("DELETED", "NONE"):
-            self._on_freed(event.path.rsplit("/", 1)[-1])
+            self._wake.set()
 
     def release(self, nodes: Iterable[str]) -> list[Claim]:
         """Stop acting on ``nodes`` first, then delete their claims."""

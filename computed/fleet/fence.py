@@ -57,15 +57,13 @@ class SessionState(enum.Enum):
 class Fence:
     """Session state + lease; thread-safe. ``may_act(term)`` gates every action."""
 
-    def __init__(self, session_timeout: float, clock: Callable[[], float] = time.monotonic,
-                 on_change: Callable[[SessionState], None] | None = None):
+    def __init__(self, session_timeout: float, clock: Callable[[], float] = time.monotonic):
         if session_timeout <= 0:
             raise ValueError(f"session timeout must be positive, got {session_timeout}")
         # Asked for in the backend URL; until :meth:`granted` says otherwise, also the lease's base.
         self.requested_session_timeout = session_timeout
         self.session_timeout = session_timeout
         self._clock = clock
-        self._on_change = on_change
         self._lock = threading.Lock()
         self._state = SessionState.LOST
         self._term = 0
@@ -91,29 +89,33 @@ class Fence:
             self._lease_until = min(self._lease_until,
                                     self._clock() + session_timeout * LEASE_FRACTION)
 
-    def connected(self) -> None:
+    # connected, suspended and lost say whether the state changed: the caller (the daemon's
+    # relay of kazoo's states, computed.daemon.service) then tells the fleet.
+
+    def connected(self) -> bool:
         """The client is connected: to a new session when coming from LOST (or the start)."""
         with self._lock:
             if self._state is SessionState.CONNECTED:
-                return
+                return False
             if self._state is SessionState.LOST:
                 self._term += 1
             self._state = SessionState.CONNECTED
-        self._notify(SessionState.CONNECTED)
+        return True
 
-    def suspended(self) -> None:
+    def suspended(self) -> bool:
         with self._lock:
             if self._state is not SessionState.CONNECTED:
-                return
+                return False
             self._state = SessionState.SUSPENDED
             self._lease_until = float("-inf")
-        self._notify(SessionState.SUSPENDED)
+        return True
 
-    def lost(self) -> None:
+    def lost(self) -> bool:
+        """The session expired; always news (each loss ends whatever the fleet was doing)."""
         with self._lock:
             self._state = SessionState.LOST
             self._lease_until = float("-inf")
-        self._notify(SessionState.LOST)
+        return True
 
     def renew(self, round_trip: Callable[[], object]) -> bool:
         """Run ``round_trip`` (a request to ZooKeeper); on success extend the lease from its
@@ -139,7 +141,3 @@ class Fence:
 
     def lease_remaining(self) -> float:
         return max(0.0, self._lease_until - self._clock())
-
-    def _notify(self, state: SessionState) -> None:
-        if self._on_change is not None:
-            self._on_change(state)

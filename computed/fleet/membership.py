@@ -12,9 +12,9 @@ stopping on SIGTERM writes an ephemeral one (gone with its session, so a restart
 
 Guarantees:
 
-* Changes are events: kazoo children watches on the group and on the drain markers call
-  ``on_change`` as soon as ZooKeeper reports them (tooz's own watchers poll), and the watches
-  re-arm themselves across reconnects.
+* Changes are events: kazoo children watches on the group and on the drain markers set ``wake``
+  (the fleet's wake-up, a ``threading.Event``) as soon as ZooKeeper reports them (tooz's own
+  watchers poll), and the watches re-arm themselves across reconnects.
 * A member epoch is the creation zxid of the member's znode: unique, and larger on every join.
 * Host names are normalised (lower case, no trailing dot) before they name a member or a marker:
   Nova's ring split when one service said ``Host-1`` and another ``host-1``.
@@ -99,13 +99,13 @@ class Membership:
     """This daemon's membership, and the live view of everybody's."""
 
     def __init__(self, coordinator: coordination.CoordinationDriver, group: str, host: str,
-                 weight: int, on_change: Callable[[], None]):
+                 weight: int, wake: threading.Event):
         self._coordinator = coordinator
         self._client = zookeeper.kazoo_client(coordinator)
         self.group = group
         self.host = normalise_host(host)
         self.weight = weight
-        self._on_change = on_change
+        self._wake = wake  # set from kazoo's event thread: never blocks it
         self.members_path = zookeeper.group_path(coordinator, group)
         self.draining_path = drain_markers_path(group)
         self.member_epoch = 0  # of the last join
@@ -160,7 +160,7 @@ class Membership:
             LOG.warning("could not leave group %s cleanly: %s", self.group, exc)
 
     def watch(self) -> None:
-        """Call ``on_change`` on every change of members or drain markers, from now on."""
+        """Set ``wake`` on every change of members or drain markers, from now on."""
         # Containers made before credentials were configured are open: close them first.
         root = fleet_root(self.group)
         zookeeper.protect(self._client,
@@ -170,7 +170,7 @@ class Membership:
         self._client.ChildrenWatch(self.draining_path, self._changed)
 
     def _changed(self, _children: list[str]) -> None:
-        self._on_change()
+        self._wake.set()
 
     def members(self) -> list[MemberInfo]:
         """The live members; what else sits in the group is logged once and kept for

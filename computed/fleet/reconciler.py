@@ -114,7 +114,8 @@ class Fleet:
 
     def __init__(self, membership: Membership, claims: ClaimTable, fence: Fence,
                  nodes: NodeSet, hosting: InstanceHosting, audit: AuditLog,
-                 join_timeout: float, drain_timeout: float, tick: float = TICK):
+                 join_timeout: float, drain_timeout: float, tick: float = TICK,
+                 wake: threading.Event | None = None):
         self.host = membership.host
         self.state = FleetState.JOINING
         self.claims = claims
@@ -128,7 +129,9 @@ class Fleet:
         self._tick = tick
         self._rings = RingCache()
         self._ownerships = OwnershipCache()
-        self._wake = threading.Event()
+        # What wakes a pass: the Event the membership's and the claims' watches set (given when
+        # they were built first, as the daemon builds them), or one of its own.
+        self._wake = wake if wake is not None else threading.Event()
         self._stop = threading.Event()
         self._term = 0  # the fence term our membership and claims belong to
         self._member_epoch: int | None = None  # of the last join, once it is complete

@@ -71,6 +71,7 @@ from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import InstanceConflict, InstanceNotFound
 from computed.fleet.claims import Claim, NotOurs
+from computed.fleet.membership import Membership
 from computed.instances import lifecycle, rpcapi
 from computed.instances.notifications import InstanceNotifier
 
@@ -96,11 +97,15 @@ class InstanceWorker:
     # What the bus may call (computed.runtime.rpc): not submit, stop or the other public methods.
     rpc_methods = frozenset(OPERATIONS)
 
-    def __init__(self, fleet: Any, owner: Callable[[], lifecycle.Owner], workers: int = 8,
+    def __init__(self, fleet: Any, owner: lifecycle.Owner, workers: int = 8,
                  claim_wait: float = 30.0, compute: rpcapi.ComputeAPI | None = None,
-                 notifier: InstanceNotifier | None = None):
+                 notifier: InstanceNotifier | None = None, membership: Membership | None = None):
+        """``owner`` is the daemon its operations act as; they act under ``membership``'s member
+        epoch at the time (the last join's), or the owner's own without a membership (tools,
+        tests)."""
         self._fleet = fleet
-        self._owner = owner
+        self._daemon = owner
+        self._membership = membership
         self._compute = compute  # where a build moved to another node is handed over
         self._notifier = notifier
         self._claim_wait = claim_wait
@@ -114,6 +119,11 @@ class InstanceWorker:
         self._parked: list[tuple[float, str, str, str, Callable[[], None]]] = []
         self._parked_lock = threading.Lock()
         self._waiter: threading.Thread | None = None
+
+    def _owner(self) -> lifecycle.Owner:
+        if self._membership is None:
+            return self._daemon
+        return dataclasses.replace(self._daemon, member_epoch=self._membership.member_epoch)
 
     # --- RPC endpoint (oslo.messaging dispatches on these names) --------------------------
 

@@ -10,6 +10,7 @@ is a real ZooKeeper), then the daemon's next pass must delete the claim, and onl
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -69,7 +70,7 @@ def released_without_answer(client: KazooClient, tmp_path) -> tuple[ClaimTable, 
     root = f"/computed-test/{uuid.uuid4().hex[:8]}"
     flaky = DeleteAnsweredConnectionLoss(client)
     table = ClaimTable(flaky, root, "c2", AuditLog(str(tmp_path / "audit"), "c2"),
-                       on_freed=lambda node: None)
+                       wake=threading.Event())
     table.ensure_root()
     node = str(uuid.uuid4())
     table.acquire([node], member_epoch=1, term=1)

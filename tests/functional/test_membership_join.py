@@ -8,6 +8,7 @@ own member: that must stand as its join, not wait ``join_timeout`` and end the d
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -41,15 +42,15 @@ def coordinators(zookeeper):
 
 def test_joining_again_in_the_same_session_keeps_the_own_member(coordinators):
     group = f"g{uuid.uuid4().hex[:8]}"
-    membership = Membership(coordinators(b"c1"), group, "c1", 1, on_change=lambda: None)
+    membership = Membership(coordinators(b"c1"), group, "c1", 1, wake=threading.Event())
     first = membership.join(timeout=3, stopping=lambda: False)
     assert membership.join(timeout=3, stopping=lambda: False) == first
 
 
 def test_a_member_of_another_session_with_the_same_host_still_refuses(coordinators):
     group = f"g{uuid.uuid4().hex[:8]}"
-    Membership(coordinators(b"c1"), group, "c1", 1, on_change=lambda: None).join(
+    Membership(coordinators(b"c1"), group, "c1", 1, wake=threading.Event()).join(
         timeout=3, stopping=lambda: False)
-    other = Membership(coordinators(b"c1"), group, "c1", 1, on_change=lambda: None)
+    other = Membership(coordinators(b"c1"), group, "c1", 1, wake=threading.Event())
     with pytest.raises(MembershipError, match="already a member"):
         other.join(timeout=1, stopping=lambda: False)

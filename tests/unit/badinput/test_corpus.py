@@ -288,7 +288,7 @@ def worker_world(engine_path):
     driver = FakeDriver(*nodes)
     owner = lifecycle.Owner(engine, driver, FakeInstancePlacement(), host='c1', member_epoch=7)
     fleet = FakeFleet([nodes[0], nodes[1], nodes[3]])
-    worker = InstanceWorker(fleet, lambda: owner, workers=1, claim_wait=0.3)
+    worker = InstanceWorker(fleet, owner, workers=1, claim_wait=0.3)
     yield worker, fleet, driver, path, names
     worker.stop()
 

@@ -3,6 +3,7 @@ the test delivers by hand (the order of ZooKeeper's events and replies is the po
 
 from __future__ import annotations
 
+import threading
 import types
 
 from kazoo.protocol.states import EventType
@@ -67,7 +68,7 @@ class Client:
 def table(tmp_path, freed):
     client = Client()
     return ClaimTable(client, "/computed/fleet", "c1", AuditLog(str(tmp_path / "a"), "c1"),
-                      on_freed=freed.append), client
+                      wake=freed), client
 
 
 def stat(czxid):
@@ -75,7 +76,7 @@ def stat(czxid):
 
 
 def test_a_held_claim_deleted_behind_our_back_is_dropped_and_the_reconciler_woken(tmp_path):
-    freed = []
+    freed = threading.Event()  # the fleet's wake-up
     claims, client = table(tmp_path, freed)
     [claim] = claims.acquire(["n1"], member_epoch=7, term=1).acquired
     path, answer = client.exists[-1]
@@ -83,13 +84,13 @@ def test_a_held_claim_deleted_behind_our_back_is_dropped_and_the_reconciler_woke
     assert claims.get("n1") == claim
     client.fire(path, EventType.DELETED)
     client.exists[-1][1].resolve(None)  # looked again: gone
-    assert claims.get("n1") is None and freed == ["n1"]
+    assert claims.get("n1") is None and freed.is_set()
     assert [(r["event"], r.get("lost")) for r in read(tmp_path / "a")] == [
         ("claim", None), ("release", True)]
 
 
 def test_a_late_event_of_a_released_claim_never_drops_the_claim_taken_since(tmp_path):
-    freed = []
+    freed = threading.Event()  # the fleet's wake-up
     claims, client = table(tmp_path, freed)
     [first] = claims.acquire(["n1"], member_epoch=7, term=1).acquired
     path, answer = client.exists[-1]
@@ -99,11 +100,11 @@ def test_a_late_event_of_a_released_claim_never_drops_the_claim_taken_since(tmp_
     client.fire(path, EventType.DELETED)  # the first claim's deletion, delivered late
     for _, pending in client.exists:
         pending.resolve(stat(second.epoch))
-    assert claims.get("n1") == second and freed == []
+    assert claims.get("n1") == second and not freed.is_set()
 
 
 def test_a_claim_released_by_us_is_not_watched_again(tmp_path):
-    freed = []
+    freed = threading.Event()  # the fleet's wake-up
     claims, client = table(tmp_path, freed)
     claims.acquire(["n1"], member_epoch=7, term=1)
     path, answer = client.exists[-1]
@@ -111,4 +112,4 @@ def test_a_claim_released_by_us_is_not_watched_again(tmp_path):
     claims.release(["n1"])
     requests = len(client.exists)
     client.fire(path, EventType.DELETED)
-    assert len(client.exists) == requests and freed == []
+    assert len(client.exists) == requests and not freed.is_set()

@@ -1,6 +1,7 @@
 """Who is a member: only a live daemon (pure decisions, and the once-only log of the rest)."""
 
 import logging
+import threading
 import types
 
 import pytest
@@ -75,7 +76,7 @@ def test_membership_logs_each_planted_znode_once_and_again_if_planted_anew(monke
     group = Group({"c1": (caps(host="c1", weight=1), SESSION, 5), "planted": (b"", 0, 6)})
     monkeypatch.setattr(membership.zookeeper, "kazoo_client", lambda _c: group)
     monkeypatch.setattr(membership.zookeeper, "group_path", lambda _c, g: f"/tooz/{g}")
-    member = membership.Membership(object(), "g", "c1", 1, on_change=lambda: None)
+    member = membership.Membership(object(), "g", "c1", 1, wake=threading.Event())
     with caplog.at_level(logging.ERROR, logger=membership.__name__):
         for _ in range(5):
             assert [m.name for m in member.members()] == ["c1"]

@@ -80,7 +80,7 @@ def test_a_claim_released_between_an_actions_check_and_its_record_stops_the_acti
     fence = _PausingFence(10.0, clock=Clock())
     fence.connected()
     assert fence.renew(lambda: None)
-    table = ClaimTable(_Client(), "/computed/fleet", "a", audit, on_freed=lambda node: None)
+    table = ClaimTable(_Client(), "/computed/fleet", "a", audit, wake=threading.Event())
     assert [claim.node for claim in table.acquire(["n1"], 1, fence.term).acquired] == ["n1"]
     hosting = types.SimpleNamespace(hosts=dict, joined=lambda member_epoch: None)
     fleet = Fleet(FakeMembership(Ensemble(), "a"), table, fence, nodes=types.SimpleNamespace(),
@@ -125,7 +125,7 @@ def test_may_act_as_never_sees_a_rejoin_half_done(tmp_path):
     fence.connected()
     assert fence.renew(lambda: None)
     audit = AuditLog(str(tmp_path / "a.audit"), "a")
-    table = ClaimTable(_Client(), "/computed/fleet", "a", audit, on_freed=lambda node: None)
+    table = ClaimTable(_Client(), "/computed/fleet", "a", audit, wake=threading.Event())
     hosting = types.SimpleNamespace(hosts=dict, joined=lambda member_epoch: None)
     fleet = Fleet(FakeMembership(Ensemble(), "a"), table, fence, nodes=types.SimpleNamespace(),
                   hosting=hosting, audit=audit, join_timeout=1.0, drain_timeout=1.0)

@@ -164,7 +164,7 @@ def test_the_worker_casts_a_moved_build_to_the_new_nodes_owner(engine):
     row = world.schedule()
     world.driver.fail_deploy[row.node_uuid] = 'boom'
     compute = Compute()
-    worker = InstanceWorker(Fleet(), lambda: world.owner(row.node_uuid), compute=compute)
+    worker = InstanceWorker(Fleet(), world.owner(row.node_uuid), compute=compute)
     try:
         worker.build_instance({}, row.uuid)
         assert compute.cast.wait(10)
@@ -178,7 +178,7 @@ def test_the_worker_casts_nothing_after_a_build_that_ends(engine):
     world = World(engine)
     row = world.schedule()
     compute = Compute()
-    worker = InstanceWorker(Fleet(), lambda: world.owner(row.node_uuid), compute=compute)
+    worker = InstanceWorker(Fleet(), world.owner(row.node_uuid), compute=compute)
     try:
         worker.build_instance({}, row.uuid)
         deadline = time.monotonic() + 10
@@ -206,7 +206,7 @@ def test_the_worker_announces_each_operation_before_and_after(engine):
     row = world.schedule()
     world.driver.fail_deploy[row.node_uuid] = 'boom'
     compute, notifier = Compute(), Notifier()
-    worker = InstanceWorker(Fleet(), lambda: world.owner(row.node_uuid), compute=compute,
+    worker = InstanceWorker(Fleet(), world.owner(row.node_uuid), compute=compute,
                             notifier=notifier)
     try:
         worker.build_instance({}, row.uuid)

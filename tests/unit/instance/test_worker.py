@@ -63,7 +63,7 @@ def world(engine):
     placement.add(NODE, RC)
     owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=EPOCH)
     fleet = Fleet()
-    worker = InstanceWorker(fleet, lambda: owner, workers=2, claim_wait=1)
+    worker = InstanceWorker(fleet, owner, workers=2, claim_wait=1)
     yield owner, fleet, worker
     worker.stop()
 
@@ -246,7 +246,7 @@ def test_casts_for_nodes_not_held_do_not_hold_up_the_others(engine, caplog):
     driver, placement = FakeDriver(NODE, *free), FakePlacement()
     owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=EPOCH)
     fleet = PartialFleet({NODE})
-    worker = InstanceWorker(fleet, lambda: owner, workers=2, claim_wait=3)
+    worker = InstanceWorker(fleet, owner, workers=2, claim_wait=3)
     try:
         waiting = [api.create_instance(engine, f'3333333{i}-3333-3333-3333-333333333333',
                                        RC, node_uuid=node, host='c1', member_epoch=EPOCH,
@@ -282,7 +282,7 @@ def test_an_instance_of_another_host_is_refused_at_once(engine, caplog):
     driver, placement = FakeDriver(NODE), FakePlacement()
     owner = lifecycle.Owner(engine, driver, placement, host='c1', member_epoch=EPOCH)
     fleet = PartialFleet(set())
-    worker = InstanceWorker(fleet, lambda: owner, workers=1, claim_wait=30)
+    worker = InstanceWorker(fleet, owner, workers=1, claim_wait=30)
     try:
         other = api.create_instance(engine, '44444444-4444-4444-4444-444444444444', RC,
                                     node_uuid=NODE, host='c2', member_epoch=3,
