@@ -38,6 +38,7 @@ from computed.cmd import common
 from computed.conf import loader
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
+from computed.daemon import metrics
 from computed.daemon.hosting import Hosting
 from computed.daemon.listing import ListingRound, Listings, round_path
 from computed.daemon.nodes import FleetNodes
@@ -57,7 +58,7 @@ from computed.instances.lifecycle import Owner
 from computed.instances.notifications import InstanceNotifier
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox, RpcSender
-from computed.runtime import keystone, metrics, rpc, systemd
+from computed.runtime import keystone, rpc, systemd
 from computed.runtime.stopping import StopRequest
 
 PROG = 'computed'

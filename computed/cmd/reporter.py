@@ -42,10 +42,11 @@ from computed.fleet.membership import fleet_root
 from computed.fleet.zookeeper import kazoo_client
 from computed.placement.client import PlacementClient
 from computed.providers.report import Limits
+from computed.reporter import metrics
 from computed.reporter.applier import ClaimReader, ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
 from computed.reporter.resync import Resync
-from computed.runtime import keystone, metrics, rpc, systemd
+from computed.runtime import keystone, rpc, systemd
 from computed.runtime.stopping import StopRequest
 
 PROG = 'computed-reporter'

@@ -84,7 +84,7 @@ class Hosting:
         self._readopt_epoch: int | None = None
         self._readopt_tries = 0
         self._next_readopt = 0.0
-        #: Failed re-adoptions since start (read by computed.runtime.metrics).
+        #: Failed re-adoptions since start (read by computed.daemon.metrics).
         self.readopt_failures = 0
 
     def hosts(self) -> Mapping[str, str]:

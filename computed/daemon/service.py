@@ -39,7 +39,7 @@ Stop: :meth:`stop`
 asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worker, the threads and
 the listener, then the session, the audit log and the driver.
 
-The parts the metrics read at scrape time (:mod:`computed.runtime.metrics`) are public attributes.
+The parts the metrics read at scrape time (:mod:`computed.daemon.metrics`) are public attributes.
 """
 
 from __future__ import annotations

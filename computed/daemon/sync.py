@@ -121,13 +121,13 @@ class NodeSync:
         self._outbox = outbox
         self._clock = clock
         # Monotonic time of the last Ironic event, None before the first (read by
-        # computed.runtime.metrics for the event lag).
+        # computed.daemon.metrics for the event lag).
         self.last_event_at: float | None = None
         self._synced: dict[str, tuple[int, Node | None]] = {}  # uuid -> (claim epoch, snapshot)
         self._no_class_logged: set[str] = set()
         # Nodes whose state could not be offered -> the snapshot that failed (logged once each).
         self.failing: dict[str, Node | None] = {}
-        self.failures = 0  # failed attempts since start (read by computed.runtime.metrics)
+        self.failures = 0  # failed attempts since start (read by computed.daemon.metrics)
         # uuid -> (monotonic time of its latest event, re-read even if not held)
         self._hints: dict[str, tuple[float, bool]] = {}
         self._hints_lock = threading.Lock()

@@ -137,7 +137,7 @@ class Fleet:
         self._member_epoch: int | None = None  # of the last join, once it is complete
         # Guards (state, _member_epoch, _term) as one: a join changes them in several steps.
         self._standing = threading.Lock()
-        # Claims taken and released since start (read by computed.runtime.metrics).
+        # Claims taken and released since start (read by computed.daemon.metrics).
         self.claimed = 0
         self.released = 0
         self.passes = 0

@@ -143,7 +143,7 @@ class Outbox:
         self._confirmed: dict[str, tuple[int, ProviderState | None]] = {}
         self._seq = itertools.count(int(time.time() * 1000))
         self._wake = threading.Event()
-        self.failures = 0  # calls failed in a row (read by computed.runtime.metrics)
+        self.failures = 0  # calls failed in a row (read by computed.daemon.metrics)
         self.sent = 0
         self.last_failed = 0  # reports of the last batch answered "failed"
 

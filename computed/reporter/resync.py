@@ -33,7 +33,7 @@ repairs per round; the rest are found again by the next round. Placement unavail
 5xx, a timeout) stops the round at that repair, so a hanging Placement costs a round one
 timeout, not one per repair. Each round logs one INFO line
 (providers checked, drift by kind, repairs, Placement requests) and feeds the counters
-:class:`computed.runtime.metrics.ReporterCollector` exports. A failed round (Placement,
+:class:`computed.reporter.metrics.ReporterCollector` exports. A failed round (Placement,
 database or ZooKeeper away) is logged and retried at the next interval; it never stops the
 reporter.
 

@@ -1,4 +1,5 @@
-"""computed.runtime.metrics: collectors read the running objects at scrape time; /healthz says
+"""computed.runtime.metrics and the daemon's and reporter's collectors (computed.daemon.metrics,
+computed.reporter.metrics): collectors read the running objects at scrape time; /healthz says
 why not."""
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import BaremetalDriver, DriverUnavailable, Node
 from computed.conf import metrics as metrics_opts_module
 from computed.conf.errors import ConfigError
+from computed.daemon import metrics as daemon_metrics
 from computed.fleet.fence import Fence
 from computed.fleet.membership import IgnoredEntry, MemberInfo
 from computed.fleet.reconciler import FleetState
 from computed.providers.outbox import Outbox
+from computed.reporter import metrics as reporter_metrics
 from computed.runtime import metrics
 from tests.unit.daemon.fakes import Clock
 from tests.unit.report.fakes import Gate, Reporter
@@ -89,7 +92,7 @@ def make_service(clock: Clock, listed=("a", "b", "c"), held=("a", "b"), connecte
 
 
 def scrape(collector) -> dict[str, float]:
-    registry = metrics._registry(collector)
+    registry = metrics.registry(collector)
     from prometheus_client import generate_latest
     text = generate_latest(registry).decode()
     samples = {}
@@ -103,7 +106,7 @@ def scrape(collector) -> dict[str, float]:
 def test_daemon_metrics_read_the_service_at_scrape_time():
     clock = Clock()
     service = make_service(clock)
-    collector = metrics.DaemonCollector(service, clock=clock)
+    collector = daemon_metrics.DaemonCollector(service, clock=clock)
     clock.now += 4
     values = scrape(collector)
     assert values["computed_up"] == 1
@@ -145,10 +148,10 @@ def test_stale_ironic_list_is_exposed_and_still_healthy():
     service = make_service(clock)
     service.catalog._driver.outcomes.append(DriverUnavailable("list nodes", "down"))
     service.catalog.refresh()
-    values = scrape(metrics.DaemonCollector(service, clock=clock))
+    values = scrape(daemon_metrics.DaemonCollector(service, clock=clock))
     assert values["computed_ironic_list_stale"] == 1
     assert values["computed_ironic_list_failures"] == 1
-    health = metrics.daemon_health(service)
+    health = daemon_metrics.daemon_health(service)
     assert health.ok and "Ironic unreachable for 1 listing" in health.reason
 
 
@@ -157,7 +160,7 @@ def test_members_are_not_read_while_the_session_is_in_doubt():
     membership = Membership()
     service = make_service(clock, connected=False, membership=membership,
                            state=FleetState.SUSPENDED)
-    values = scrape(metrics.DaemonCollector(service, clock=clock))
+    values = scrape(daemon_metrics.DaemonCollector(service, clock=clock))
     assert membership.reads == 0 and "computed_fleet_members" not in values
     assert values["computed_up"] == 0
     assert values["computed_zookeeper_session_state{state=lost}"] == 1
@@ -167,14 +170,14 @@ def test_members_are_not_read_while_the_session_is_in_doubt():
 def test_a_failing_member_read_leaves_the_metric_out():
     clock = Clock()
     service = make_service(clock, membership=Membership(error=RuntimeError("zk")))
-    values = scrape(metrics.DaemonCollector(service, clock=clock))
+    values = scrape(daemon_metrics.DaemonCollector(service, clock=clock))
     assert "computed_fleet_members" not in values and values["computed_nodes_owned"] == 2
 
 
 def test_daemon_without_node_list():
     clock = Clock()
     service = make_service(clock, listed=None)
-    values = scrape(metrics.DaemonCollector(service, clock=clock))
+    values = scrape(daemon_metrics.DaemonCollector(service, clock=clock))
     assert values["computed_ironic_nodes_listed"] == 0
 
 
@@ -190,39 +193,40 @@ def test_daemon_health_reasons(change, reason):
     stopped, stopping = change.pop("stopped", False), change.pop("stopping", False)
     service = make_service(Clock(), **change)
     service.stopped, service.stopping = stopped, stopping
-    assert metrics.daemon_health(service) == (False, reason)
+    assert daemon_metrics.daemon_health(service) == (False, reason)
 
 
 def test_daemon_health_ok_and_status_line():
     service = make_service(Clock())
-    assert metrics.daemon_health(service) == (True, "ok: 2 nodes owned of 3 listed")
-    assert metrics.describe(service) == ("active, session connected; 2 nodes owned, "
+    assert daemon_metrics.daemon_health(service) == (True, "ok: 2 nodes owned of 3 listed")
+    assert daemon_metrics.describe(service) == ("active, session connected; 2 nodes owned, "
                                          "3 listed; 1 reports pending")
 
 
 def test_reporter_counts_every_outcome_and_health():
     applier = types.SimpleNamespace(counts=collections.Counter(applied=3, fenced=1))
     zookeeper = types.SimpleNamespace(connected=True)
-    values = scrape(metrics.ReporterCollector(applier, zookeeper))
+    values = scrape(reporter_metrics.ReporterCollector(applier, zookeeper))
     assert values["computed_reporter_reports_total{outcome=applied}"] == 3
     assert values["computed_reporter_reports_total{outcome=fenced}"] == 1
     assert values["computed_reporter_reports_total{outcome=invalid}"] == 0
     assert values["computed_reporter_up"] == 1
     zookeeper.connected = False
-    assert not metrics.reporter_health(zookeeper).ok
-    assert scrape(metrics.ReporterCollector(applier, zookeeper))["computed_reporter_up"] == 0
+    assert not reporter_metrics.reporter_health(zookeeper).ok
+    assert scrape(reporter_metrics.ReporterCollector(applier, zookeeper))[
+        "computed_reporter_up"] == 0
 
 
 def test_a_reporter_waiting_for_the_message_bus_is_not_healthy():
     applier = types.SimpleNamespace(counts=collections.Counter())
     zookeeper = types.SimpleNamespace(connected=True)
     server = types.SimpleNamespace(started=False)
-    assert metrics.reporter_health(zookeeper, server) == \
+    assert reporter_metrics.reporter_health(zookeeper, server) == \
         (False, "waiting for the message bus: not serving yet")
-    assert scrape(metrics.ReporterCollector(applier, zookeeper, server=server))[
+    assert scrape(reporter_metrics.ReporterCollector(applier, zookeeper, server=server))[
         "computed_reporter_up"] == 0
     server.started = True
-    assert metrics.reporter_health(zookeeper, server).ok
+    assert reporter_metrics.reporter_health(zookeeper, server).ok
 
 
 def conf_with(**metrics_opts) -> cfg.ConfigOpts:
@@ -238,7 +242,7 @@ def test_defaults_are_local_and_disabled():
     conf = conf_with()
     assert conf.metrics.bind_host == "127.0.0.1"
     assert conf.metrics.port == 0 and conf.metrics.reporter_port == 0
-    endpoint = metrics.serve_daemon(conf, make_service(Clock()))
+    endpoint = daemon_metrics.serve_daemon(conf, make_service(Clock()))
     assert not endpoint.enabled and endpoint.address is None
     endpoint.stop()
 
@@ -261,7 +265,7 @@ def get(address, path: str) -> tuple[int, str, str]:
 
 def test_endpoint_serves_metrics_and_health_over_http():
     service = make_service(Clock())
-    endpoint = metrics.serve_daemon(conf_with(port=free_port()), service)
+    endpoint = daemon_metrics.serve_daemon(conf_with(port=free_port()), service)
     try:
         status, content_type, body = get(endpoint.address, "/metrics")
         assert status == 200 and content_type.startswith("text/plain")
@@ -279,8 +283,8 @@ def test_endpoint_serves_metrics_and_health_over_http():
 def test_a_broken_health_check_answers_503():
     def broken():
         raise RuntimeError("boom")
-    endpoint = metrics.Endpoint("127.0.0.1", free_port(), metrics._registry(
-        metrics.ReporterCollector(types.SimpleNamespace(counts={}),
+    endpoint = metrics.Endpoint("127.0.0.1", free_port(), metrics.registry(
+        reporter_metrics.ReporterCollector(types.SimpleNamespace(counts={}),
                                   types.SimpleNamespace(connected=True))), broken).start()
     try:
         assert get(endpoint.address, "/healthz")[::2] == (503, "health check failed: boom\n")
@@ -296,7 +300,7 @@ def test_a_busy_port_is_a_config_error_naming_the_option():
         applier = types.SimpleNamespace(counts={})
         with pytest.raises(ConfigError, match=r"\[metrics\] reporter_port: cannot listen on "
                                               rf"127.0.0.1:{port}"):
-            metrics.serve_reporter(conf_with(reporter_port=port), applier,
+            reporter_metrics.serve_reporter(conf_with(reporter_port=port), applier,
                                    types.SimpleNamespace(connected=True))
 
 
@@ -310,8 +314,8 @@ def test_what_counts_as_loopback(host, loopback):
 
 @pytest.mark.parametrize("host, warned", [("127.0.0.1", False), ("0.0.0.0", True)])
 def test_an_endpoint_beyond_loopback_is_warned_about_once(host, warned, caplog):
-    endpoint = metrics.Endpoint(host, free_port(), metrics._registry(
-        metrics.ReporterCollector(types.SimpleNamespace(counts={}),
+    endpoint = metrics.Endpoint(host, free_port(), metrics.registry(
+        reporter_metrics.ReporterCollector(types.SimpleNamespace(counts={}),
                                   types.SimpleNamespace(connected=True))), lambda: None)
     with caplog.at_level(logging.WARNING, logger=metrics.__name__):
         endpoint.start()

@@ -2,9 +2,9 @@
 ours hard-coded: a ``datasource`` variable), whose panels all query, whose queries are PromQL
 (promtool parses them), and which, like the alerting rules, reads only metrics, labels and label
 values that computed exposes. What computed exposes is read from its own collectors
-(computed.runtime.metrics) over test doubles of a daemon and a reporter, so a renamed or removed
-metric turns this red; tests/functional/test_dashboards.py checks the same against live
-processes.
+(computed.daemon.metrics, computed.reporter.metrics) over test doubles of a daemon and a
+reporter, so a renamed or removed metric turns this red; tests/functional/test_dashboards.py
+checks the same against live processes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
+from computed.daemon.metrics import DaemonCollector
+from computed.reporter.metrics import ReporterCollector
 from computed.runtime import metrics
 from tests.unit.metrics.test_metrics import Clock, make_service
 from tests.unit.ops import queries
@@ -33,12 +35,12 @@ def exposed() -> dict[str, dict[str, set[str]]]:
     clock = Clock()
     service = make_service(clock)  # connected, active, with a node list and an outbox
     service.sync.last_event_at = clock.now - 1  # a notification arrived
-    daemon = metrics.DaemonCollector(service, clock=clock)
-    reporter = metrics.ReporterCollector(types.SimpleNamespace(counts={"applied": 3}),
+    daemon = DaemonCollector(service, clock=clock)
+    reporter = ReporterCollector(types.SimpleNamespace(counts={"applied": 3}),
                                          types.SimpleNamespace(connected=True))
     seen: dict[str, dict[str, set[str]]] = {}
     for collector in (daemon, reporter):
-        text = generate_latest(metrics._registry(collector)).decode()
+        text = generate_latest(metrics.registry(collector)).decode()
         for name, labels in queries.exposition_samples(text).items():
             for label, values in labels.items():
                 seen.setdefault(name, {}).setdefault(label, set()).update(values)
