@@ -33,6 +33,22 @@ increasing across the ensemble, so a later owner of a node always holds a larger
 downstream writers keep the largest claim epoch they have seen per node and refuse smaller ones
 (fencing tokens). A member epoch is the zxid of a daemon's group membership znode, new on every
 join. Neither is the fence's term, which only this process counts.
+
+Threads: kazoo's connection thread drives the state machine (:meth:`Fence.connected`,
+:meth:`Fence.suspended`, :meth:`Fence.lost`, through the daemon's listener; the main thread
+also calls :meth:`Fence.granted` and :meth:`Fence.connected` once at start); the lease thread
+calls :meth:`Fence.renew`; the fleet, node, report and instance worker threads ask
+:meth:`Fence.may_act`; the metrics endpoint's request threads read the state, the lease left
+and the session timeout. State, term, lease and session timeout change only under the fence's
+lock, and :meth:`Fence.may_act` reads them together under it; the properties read one of them
+without it (an atomic read of one reference). :meth:`Fence.renew` makes its round trip outside
+the lock and extends the lease only if the term it started in is still the current one and the
+session still connected, so a round trip that spans a lost session never renews the new one.
+Each transition says whether it changed the state; the daemon tells the fleet after it, outside
+the lock: kazoo calls its listeners one at a time, so only the start's own
+:meth:`Fence.connected` can race one of kazoo's, and then the fleet may hear of two changes in
+the other order (it reads the state itself on each pass; only the audit log's order of session
+records can differ).
 """
 
 from __future__ import annotations
