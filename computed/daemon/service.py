@@ -40,6 +40,13 @@ asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worke
 the listener, then the session, the audit log and the driver.
 
 The parts the metrics read at scrape time (:mod:`computed.daemon.metrics`) are public attributes.
+
+Threads: the service's own state is its Events (``_stop``, ``_stopping``), :attr:`error`
+(written once by the fleet thread before it ends, read by the main thread after
+:meth:`ComputeService.wait` joined it) and the list of threads (the main thread's alone: start,
+wait, close). Each loop above is the only thread that runs its part's passes; what the parts
+share between those threads, kazoo's, the listener's, the RPC server's and the metrics
+endpoint's is guarded in the parts, and each module's docstring says how.
 """
 
 from __future__ import annotations

@@ -26,6 +26,15 @@ Guarantees:
   listed by ``computed-manage fleet status`` and the daemon's metrics. A planted persistent
   znode was once taken as a member of weight 1 and given a quarter of the nodes, which then had
   no daemon behind them.
+
+Threads: the fleet thread joins, leaves, watches, sets the drain marker and reads the members
+on every pass; kazoo's event thread runs the children watches, which only set ``wake`` (an
+Event: kazoo's thread never waits on the fleet); the metrics endpoint's request threads read
+:meth:`Membership.members` and :meth:`Membership.ignored` too. The ignored entries and the
+ones already logged are changed and read under the membership's lock, so two readers log a
+planted znode once. :attr:`Membership.member_epoch` has one writer, the fleet thread's join;
+the node thread (re-homing), the instance worker's threads (the member epoch they act under)
+and the metrics read it as one int. The kazoo client is kazoo's, safe to share.
 """
 
 from __future__ import annotations
