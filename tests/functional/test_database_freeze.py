@@ -3,9 +3,12 @@ works (issue 22 item 3).
 
 The fleet's database is a PostgreSQL cluster of this test's own (the stack's shared server
 serves Placement and other tests: freezing it would freeze them). Two daemons and a reporter
-use it; every process of the cluster is stopped with SIGSTOP for twice the session timeout,
-while a third daemon joins (the join asks for nodes to move) and a node goes into maintenance
-(its report has to be applied by the reporter, which records it in the frozen database).
+use it; every process of the cluster is stopped with SIGSTOP while a third daemon starts, and stays
+stopped for twice the session timeout after it joined (the join asks for nodes to move, and the
+daemons plan the handover from the instances' hosts, read from the database), while a node goes
+into maintenance (its report has to be applied by the reporter, which records it in the frozen
+database). On eventlet, a daemon blocked in psycopg2 stopped its whole process, ZooKeeper pings
+included.
 
 What must hold, read from ZooKeeper and Placement while frozen and after SIGCONT:
 
@@ -22,11 +25,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from computed import db
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root
 from computed.testing.postgres import PostgreSQL
+from hashring.ownership import Member
 from tests.functional.daemons import (
     Daemon,
     Reporter,
@@ -46,10 +51,31 @@ SESSION = 3
 FROZEN = 2 * SESSION
 
 
-def _freeze(cluster: PostgreSQL, signum: int) -> None:
-    # The cluster was spawned in a session of its own: its group holds runuser, the postmaster
-    # and every backend.
-    os.killpg(os.getpgid(cluster.pid), signum)
+def _cluster_pids(cluster: PostgreSQL) -> list[int]:
+    """runuser, the postmaster, then every process the postmaster forked (backends, writers):
+    each backend calls setsid(), so the cluster is no one process group."""
+    pids, queue = [], [cluster.pid]
+    while queue:
+        pid = queue.pop(0)
+        pids.append(pid)
+        try:
+            children = (Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+        except OSError:
+            continue
+        queue.extend(int(child) for child in children)
+    return pids
+
+
+def _freeze(cluster: PostgreSQL, signum: int) -> list[int]:
+    """Send ``signum`` to every process of the cluster, parents first (a stopped postmaster
+    forks no new backend); the pids it reached."""
+    pids = _cluster_pids(cluster)
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+    return pids
 
 
 def test_a_frozen_database_costs_no_session_and_moves_no_claim(stack, world, placement,
@@ -69,21 +95,29 @@ def test_a_frozen_database_costs_no_session_and_moves_no_claim(stack, world, pla
                  "every node reported", processes)
         # A node c1 keeps after c3 joins (chosen on the ring of the three): its maintenance
         # change is reported, and must be applied, while the database is frozen.
-        node = node_for(stack, world, client, "c1")
+        node = node_for(stack, world, client, "c1",
+                        ring_members=[Member("c1"), Member("c2"), Member("c3")])
         wait_converged(client, world.nodes, {"c1", "c2"}, group=world.group)
+        wait_for(lambda: seen(placement, node), 120, "the node c1 keeps reported", processes)
         before = read_claims(client, fleet_root(world.group))
-        assert seen(placement, node) is not None
 
-        _freeze(cluster, signal.SIGSTOP)
-        frozen_at = time.monotonic()
+        frozen = _freeze(cluster, signal.SIGSTOP)
+        assert len(frozen) > 3, f"the cluster's processes were not found: {frozen}"
         try:
             processes.append(Daemon(stack, tmp_path, "c3", **kw).start())
             ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "while frozen"})
-            while time.monotonic() - frozen_at < FROZEN:
+            # The freeze lasts FROZEN seconds from the moment c3 is a member: from then on c1
+            # and c2 plan the handover, which reads the instances' hosts from the database.
+            joined_at = None
+            deadline = time.monotonic() + 60
+            while joined_at is None or time.monotonic() - joined_at < FROZEN:
                 members, _ = ownership_now(client, world.group)
                 names = {m.name for m in members}
                 assert {"c1", "c2"} <= names, f"a daemon lost its session: members {names}"
                 _assert_only_asked_moves(client, world, before)
+                if joined_at is None and "c3" in names:
+                    joined_at = time.monotonic()
+                assert time.monotonic() < deadline, f"c3 never joined\n{dump_logs(processes)}"
                 time.sleep(0.2)
         finally:
             _freeze(cluster, signal.SIGCONT)
