@@ -32,12 +32,15 @@ metrics endpoint's request threads and the systemd status loop read :meth:`Outbo
 the counters. The pending, in-flight and confirmed reports are read and changed under the
 outbox's lock only, and sequence numbers are drawn under it; the call to the reporters and the
 gate's verdicts (the claim table and the fence, locked on their side) run outside it, so an offer
-never waits for the bus. A report answered while its provider was offered anew or forgotten meets
-that change under the lock: a newer offer stays queued (entries are compared by identity), a
-forgotten provider keeps no pending entry (its confirmed state may come back, keyed by its old
-claim epoch, which no later claim matches). :attr:`Outbox.failures`, :attr:`Outbox.sent` and
-:attr:`Outbox.last_failed` have one writer, the report thread (its ``+=`` is not shared); readers
-read one int.
+never waits for the bus. A batch's reports count as in flight from the moment they are taken,
+not from the send: an offer of the confirmed state made while the gate is asked is queued, not
+taken as already in Placement (the report about to go out changes it; under eventlet nothing
+could come between the two). A report answered while its provider was offered anew or
+forgotten meets that change under the lock: a newer offer stays queued (entries are compared by
+identity), a forgotten provider keeps no pending entry (its confirmed state may come back, keyed
+by its old claim epoch, which no later claim matches). :attr:`Outbox.failures`,
+:attr:`Outbox.sent` and :attr:`Outbox.last_failed` have one writer, the report thread (its
+``+=`` is not shared); readers read one int.
 """
 
 from __future__ import annotations
@@ -183,12 +186,22 @@ class Outbox:
         with self._lock:
             due = ((uuid, entry) for uuid, entry in self._pending.items()
                    if entry.not_before <= now)
-            queued = list(itertools.islice(due, self._batch_size))
-        queued = [(uuid, entry) for uuid, entry in queued if self._may_send(uuid, entry)]
+            taken = list(itertools.islice(due, self._batch_size))
+            # In flight from the snapshot on, not from the send: an offer of the confirmed state
+            # made while the gate is asked must be queued (see offer), or the snapshot's other
+            # state would reach Placement after it and nothing would send it again.
+            self._inflight.update(uuid for uuid, _ in taken)
+        try:
+            queued = [(uuid, entry) for uuid, entry in taken if self._may_send(uuid, entry)]
+        except BaseException:
+            with self._lock:
+                self._inflight.difference_update(uuid for uuid, _ in taken)
+            raise
+        going = {uuid for uuid, _ in queued}
+        with self._lock:  # held back or dropped: not on the wire after all
+            self._inflight.difference_update(uuid for uuid, _ in taken if uuid not in going)
         if not queued:
             return 0
-        with self._lock:
-            self._inflight.update(uuid for uuid, _ in queued)
         try:
             outcomes = self._sender.send([self._report(uuid, entry) for uuid, entry in queued])
         except BaseException:
