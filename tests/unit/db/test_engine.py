@@ -4,14 +4,16 @@ import sqlite3
 import threading
 import time
 
-from computed.db import api, engine as db_engine
+from computed.db import api
+from computed.db import engine as db_engine
 
 
 def test_sqlite_pragmas(engine):
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == db_engine.SQLITE_BUSY_TIMEOUT_MS
+        busy_timeout = conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+        assert busy_timeout == db_engine.SQLITE_BUSY_TIMEOUT_MS
 
 
 def test_pool_pre_ping_for_servers():
@@ -147,14 +149,3 @@ def test_a_sqlite_database_computed_creates_is_private_whatever_the_umask(tmp_pa
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for sidecar in tmp_path.glob("open-umask.sqlite-*"):  # WAL files follow the database's mode
         assert stat.S_IMODE(sidecar.stat().st_mode) & 0o077 == 0, sidecar
-
-
-def test_the_queries_do_not_load_the_migrations_tooling():
-    # The daemon and the reporter use computed.db.api only; alembic costs each of them ~12 MB of
-    # RSS (issue 13 item 10), so it is imported when a migration command runs, not before.
-    import subprocess
-    import sys
-    out = subprocess.run([sys.executable, "-c", "import sys, computed.db.api; "
-                          "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"],
-                         capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
