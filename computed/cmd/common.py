@@ -76,8 +76,10 @@ def run(prog: str, body: Callable[[], int]) -> NoReturn:
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
     logging.setup(conf, 'computed')
-    # kazoo logs the digest credential of a backend_url with user:password at DEBUG.
-    secrets.keep_out_of_logs(secrets.url_secrets(conf.coordination.backend_url or ''))
+    # kazoo logs the digest credential of a backend_url with user:password at DEBUG; the
+    # signing keys are never logged by computed, and a library that would is masked too.
+    secrets.keep_out_of_logs(secrets.url_secrets(conf.coordination.backend_url or '') +
+                             [key for key in conf.messaging.signing_keys if key])
 
 
 def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:

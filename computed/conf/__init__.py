@@ -17,6 +17,7 @@ from computed.conf import (
     default,
     fleet,
     ironic,
+    messaging,
     metrics,
     placement,
     quota,
@@ -25,7 +26,7 @@ from computed.conf import (
 )
 
 MODULES = (default, coordination, fleet, ironic, placement, reporter, scheduler, database,
-           metrics, api, quota)
+           metrics, api, quota, messaging)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

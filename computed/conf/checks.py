@@ -293,3 +293,15 @@ def check_database_connection(value: str) -> None:
                           f'{url.drivername}:// cannot use this URL: '
                           f'{type(exc).__name__}')
 
+
+def check_signing_keys(keys: list[str]) -> None:
+    """``[messaging] signing_keys``: each long enough to be a secret (never echoed)."""
+    from computed.runtime.signing import MIN_KEY_LENGTH
+    for index, key in enumerate(keys, 1):
+        if len(key.strip()) < MIN_KEY_LENGTH:
+            raise ConfigError('messaging', 'signing_keys',
+                              f'key {index} has {len(key.strip())} characters, at least '
+                              f'{MIN_KEY_LENGTH} are needed (e.g. openssl rand -hex 32)')
+        if key != key.strip():
+            raise ConfigError('messaging', 'signing_keys',
+                              f'key {index} has blanks around it (write the list as KEY1,KEY2)')

@@ -278,6 +278,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
     for group, option in _NAMES:
         checks.check_not_empty(group, option, conf[group][option])
     checks.require_transport_url(conf)
+    checks.check_signing_keys(conf.messaging.signing_keys)
     checks.check_transport_url('DEFAULT', conf.transport_url)
     if conf.get_location('batch_size', 'reporter').location is not cfg.Locations.opt_default:
         # Only a batch size the operator chose: a reporter's own file may lower

@@ -26,6 +26,7 @@ class ReporterEndpoint:
     """Bounds each ``apply_reports`` call, then dispatches it to the applier."""
 
     target = oslo_messaging.Target(version=API_VERSION)
+    rpc_methods = frozenset({"apply_reports"})  # all the bus may call (computed.runtime.rpc)
 
     def __init__(self, applier: ReportApplier, limits: Limits):
         self._applier = applier

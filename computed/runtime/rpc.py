@@ -1,7 +1,23 @@
 """The RPC bus: oslo.messaging transports, clients and servers for computed's services.
 
 Owns how computed talks oslo.messaging, so that every service builds its transport the same way
-from the configuration it was given (never from a global ``cfg.CONF``).
+from the configuration it was given (never from a global ``cfg.CONF``), and what a message must
+be before any endpoint sees it:
+
+* Every client :func:`get_client` makes signs what it sends: its casts and calls carry the
+  envelope of :mod:`computed.runtime.signing` in their request context (the only context a
+  computed sender writes), signed with the first of the transport configuration's
+  ``[messaging] signing_keys`` when there are keys. Callers pass an empty context.
+* Every server :func:`get_server` makes dispatches through a :class:`GuardedDispatcher`, which
+  first checks the envelope (:class:`computed.runtime.signing.Verifier`: with keys, unsigned,
+  forged, expired, replayed and misdirected messages are refused; without, only the shape is
+  checked), then that the method is one the endpoint serves (its ``rpc_methods`` when it
+  declares them: an endpoint's other public methods are not on the bus). A refused message, an
+  unknown method or an unsupported version is one log line (method, claimed sender, reason;
+  never a traceback, a key nor a signature) and a count by reason (:func:`refused_counts`, the
+  metric ``computed_rpc_messages_refused``); a call gets the refusal as its error, a cast is
+  dropped. Thread-safety: oslo.messaging dispatches from a pool; the counts and each verifier's
+  memory are behind locks.
 
 oslo.messaging registers most of its options on the conf it is handed, but its metrics and tracing
 options only on the global ``cfg.CONF``; :func:`get_transport` registers them on computed's own
@@ -14,16 +30,22 @@ killable and serves as soon as the broker is up.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import logging
+import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import oslo_messaging
 import tenacity
 from oslo_config import cfg
+from oslo_messaging.rpc import dispatcher as rpc_dispatcher
+from oslo_messaging.rpc import server as rpc_server
 
+from computed.conf import messaging as messaging_opts
+from computed.runtime import signing
 from computed.runtime.retry import Backoff
 
 LOG = logging.getLogger(__name__)
@@ -39,13 +61,14 @@ _GLOBAL_ONLY_OPTS = (("oslo_messaging._metrics.client", "oslo_messaging_metrics"
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    """Put oslo.messaging's global-only option groups on ``conf`` too."""
+    """Put oslo.messaging's global-only option groups on ``conf`` too, and ``[messaging]``."""
     for module_name, group in _GLOBAL_ONLY_OPTS:
         try:
             opts = getattr(importlib.import_module(module_name), group)
         except (ImportError, AttributeError):  # other releases lay these out differently
             continue
         conf.register_opts(opts, group=group)
+    messaging_opts.register_opts(conf)  # a no-op where computed's loader registered it
 
 
 def get_transport(conf: cfg.ConfigOpts, url: str | None = None) -> oslo_messaging.Transport:
@@ -54,20 +77,158 @@ def get_transport(conf: cfg.ConfigOpts, url: str | None = None) -> oslo_messagin
     return oslo_messaging.get_rpc_transport(conf, url=url)
 
 
+def _keys(conf: cfg.ConfigOpts) -> list[bytes]:
+    register_opts(conf)
+    return signing.encode_keys(conf.messaging.signing_keys)
+
+
+def _sender(conf: cfg.ConfigOpts) -> str:
+    try:
+        host = conf.host
+    except cfg.NoSuchOptError:  # a bare configuration (tests, tools)
+        host = None
+    return (host or socket.gethostname()).strip().rstrip(".").lower() or "unknown"
+
+
 def get_client(transport: oslo_messaging.Transport, topic: str, server: str | None = None,
-               version: str = "1.0", timeout: float | None = None) -> Any:
-    """A client for ``topic``; ``server`` aims it at one member's queue."""
+               version: str = "1.0", timeout: float | None = None) -> SignedClient:
+    """A client for ``topic``; ``server`` aims it at one member's queue. What it sends is signed
+    with the transport configuration's first ``[messaging] signing_keys`` (when set)."""
     target = oslo_messaging.Target(topic=topic, server=server, version=version)
-    return oslo_messaging.get_rpc_client(transport, target, timeout=timeout)
+    client = oslo_messaging.get_rpc_client(transport, target, timeout=timeout)
+    signer = signing.Signer(_keys(transport.conf), _sender(transport.conf))
+    return SignedClient(client, signer, topic, server)
+
+
+class SignedClient:
+    """An oslo.messaging RPC client whose casts and calls carry a signed envelope."""
+
+    def __init__(self, client: Any, signer: signing.Signer, topic: str, server: str | None):
+        self._client = client
+        self._signer = signer
+        self._topic = topic
+        self._server = server
+
+    def prepare(self, **kwargs: Any) -> SignedClient:
+        server = kwargs.get("server", self._server)
+        return SignedClient(self._client.prepare(**kwargs), self._signer,
+                            kwargs.get("topic", self._topic), server)
+
+    def _context(self, ctxt: Mapping[str, Any] | None, method: str,
+                 kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if ctxt:
+            # Receivers refuse any other context key: say so here, not on their side.
+            raise ValueError("computed's RPC messages carry no request context of their own")
+        return self._signer.context(method, kwargs, self._topic, self._server)
+
+    def cast(self, ctxt: Mapping[str, Any] | None, method: str, **kwargs: Any) -> None:
+        self._client.cast(self._context(ctxt, method, kwargs), method, **kwargs)
+
+    def call(self, ctxt: Mapping[str, Any] | None, method: str, **kwargs: Any) -> Any:
+        return self._client.call(self._context(ctxt, method, kwargs), method, **kwargs)
+
+    def can_send_version(self, version: str) -> bool:
+        return self._client.can_send_version(version)
 
 
 def get_server(transport: oslo_messaging.Transport, topic: str, server: str,
                endpoints: Sequence[object]) -> oslo_messaging.MessageHandlingServer:
-    """A server consuming ``topic`` (shared) and ``topic.server`` (its own)."""
+    """A server consuming ``topic`` (shared) and ``topic.server`` (its own), dispatching only
+    messages its :class:`GuardedDispatcher` accepts."""
+    conf = transport.conf
+    _keys(conf)  # registers [messaging] on a bare configuration
+    verifier = signing.Verifier(_keys(conf), conf.messaging.signature_max_age)
     target = oslo_messaging.Target(topic=topic, server=server)
     return oslo_messaging.get_rpc_server(
         transport, target, list(endpoints), executor="threading",
-        access_policy=oslo_messaging.DefaultRPCAccessPolicy)
+        access_policy=oslo_messaging.DefaultRPCAccessPolicy,
+        server_cls=_server_class(GuardedDispatcher.bound(topic, server, verifier)))
+
+
+def _server_class(make_dispatcher: Any) -> type:
+    """oslo.messaging's RPCServer, built around a dispatcher of ours instead of its own."""
+
+    class Server(rpc_server.RPCServer):
+        def __init__(self, transport: Any, target: Any, dispatcher: Any,
+                     executor: Any = None) -> None:
+            super().__init__(transport, target, make_dispatcher(dispatcher), executor)
+
+    return Server
+
+
+_refused: collections.Counter[str] = collections.Counter()
+_refused_lock = threading.Lock()
+
+
+def refused_counts() -> dict[str, int]:
+    """Messages this process's servers refused, by reason (:data:`signing.REASONS`)."""
+    with _refused_lock:
+        return dict(_refused)
+
+
+def _count(reason: str) -> None:
+    with _refused_lock:
+        _refused[reason] += 1
+
+
+class GuardedDispatcher(rpc_dispatcher.RPCDispatcher):
+    """oslo.messaging's dispatcher, after the checks of the module docstring."""
+
+    def __init__(self, endpoints: list[Any], topic: str, server: str,
+                 verifier: signing.Verifier, access_policy: Any = None):
+        super().__init__(endpoints, None, access_policy)
+        self._topic = topic
+        self._server = server
+        self._verifier = verifier
+
+    @classmethod
+    def bound(cls, topic: str, server: str, verifier: signing.Verifier) -> Any:
+        """Makes one from the dispatcher oslo.messaging built (same endpoints and policy)."""
+        def make(original: rpc_dispatcher.RPCDispatcher) -> GuardedDispatcher:
+            guarded = cls(original.endpoints, topic, server, verifier)
+            guarded.access_policy = original.access_policy
+            return guarded
+        return make
+
+    def _serves(self, method: Any) -> bool:
+        if not isinstance(method, str):
+            return False
+        for endpoint in self.endpoints:
+            allowed = getattr(endpoint, "rpc_methods", None)
+            if allowed is not None and method not in allowed:
+                continue
+            if hasattr(endpoint, method) and self.access_policy.is_allowed(endpoint, method):
+                return True
+        return False
+
+    def dispatch(self, incoming: Any) -> Any:
+        message = incoming.message
+        method, args = message.get("method"), message.get("args", {})
+        sender = None
+        try:
+            if not self._serves(method):
+                raise signing.Refused("unknown_method", "no endpoint here serves it")
+            if not isinstance(args, dict):
+                raise signing.Refused("malformed", "its arguments are not an object")
+            sender = self._verifier.check(incoming.ctxt, method, args, self._topic,
+                                          self._server)
+            return super().dispatch(incoming)
+        except signing.Refused as exc:
+            self._refuse(method, incoming.ctxt, exc.reason, str(exc))
+            raise oslo_messaging.ExpectedException() from None
+        except (rpc_dispatcher.NoSuchMethod, rpc_dispatcher.UnsupportedVersion) as exc:
+            # oslo.messaging would log these with a traceback; the caller of a call still
+            # gets the exception (a daemon's outbox retries an UnsupportedVersion).
+            self._refuse(method, incoming.ctxt, "unknown_method", f"{exc} (from {sender})")
+            raise oslo_messaging.ExpectedException() from None
+
+    def _refuse(self, method: Any, ctxt: Any, reason: str, why: str) -> None:
+        _count(reason)
+        envelope = ctxt.get(signing.ENVELOPE) if isinstance(ctxt, Mapping) else None
+        claimed = envelope.get("sender") if isinstance(envelope, Mapping) else None
+        LOG.warning("refusing RPC message %s on %s.%s (sender claims %s): %s",
+                    signing.brief(method), self._topic, self._server,
+                    signing.brief(claimed), why)
 
 
 class Serving:
