@@ -21,11 +21,12 @@ Threads: one :class:`AuditLog` per daemon, appended to by the fleet thread (join
 releases, session changes), kazoo's event thread (a claim deleted behind our back), the node
 thread and the instance worker's threads (acts, re-homings); the main thread closes it. Each line
 is written whole under the log's lock, so lines never interleave, and :meth:`AuditLog.close`
-takes the same lock. ``t`` is read before the lock: two threads' lines may be out of ``t`` order
-by the time it takes to get it. The order the fencing rules read is not left to that: a claim's
-``claim`` record is written before the claim is visible to other threads, and its ``act``
-records and its ``release`` record are ordered by the claim table's lock
-(:meth:`computed.fleet.claims.ClaimTable.while_held`).
+takes the same lock: a record that comes after the close (a thread still running while the
+daemon stops) is dropped, not written to a closed file. ``t`` is read before the lock: two
+threads' lines may be out of ``t`` order by the time it takes to get it. The order the fencing
+rules read is not left to that: a claim's ``claim`` record is written before the claim is
+visible to other threads, and its ``act`` records and its ``release`` record are ordered by the
+claim table's lock (:meth:`computed.fleet.claims.ClaimTable.while_held`).
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ class AuditLog:
 
     def record(self, event: AuditEvent, **fields: Any) -> None:
         if self._file is None:
-            return
+            return  # no audit log configured (or closed): nothing to format
         line = json.dumps({"t": time.time(), "host": self._host, "event": event.value, **fields},
                           sort_keys=True)
         with self._lock:
-            self._file.write(line + "\n")
+            # Looked at again under the lock: the main thread may have closed the file since
+            # (kazoo's and the instance worker's threads still record while the daemon stops).
+            if self._file is not None:
+                self._file.write(line + "\n")
 
     def close(self) -> None:
         with self._lock:

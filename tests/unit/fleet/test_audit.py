@@ -1,5 +1,10 @@
-"""The fencing check over audit records (pure)."""
+"""The fencing check over audit records (pure), and the log shared by the daemon's threads."""
 
+import json as real_json
+import threading
+import types
+
+from computed.fleet import audit as audit_module
 from computed.fleet.audit import AuditEvent, AuditLog, fencing_violations, read
 
 
@@ -81,3 +86,34 @@ def test_an_audit_file_is_created_for_user_and_group_only_whatever_the_umask(tmp
     os.chmod(path, 0o600)  # the operator's choice is kept on reopening
     AuditLog(str(path), "c1").close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_record_racing_the_close_is_dropped_not_an_error(tmp_path, monkeypatch):
+    """A thread still running while the daemon stops (kazoo's, an instance worker's) records
+    just as the main thread closes the log: the record is dropped, not an AttributeError on
+    that thread. The recording thread is held between its check and its write by Events."""
+    log = AuditLog(str(tmp_path / "a.audit"), "c1")
+    formatted, closed = threading.Event(), threading.Event()
+
+    def dumps(*args, **kwargs):
+        formatted.set()
+        assert closed.wait(10)
+        return real_json.dumps(*args, **kwargs)
+
+    monkeypatch.setattr(audit_module, "json", types.SimpleNamespace(dumps=dumps))
+    errors = []
+
+    def record():
+        try:
+            log.record(AuditEvent.LOST, term=1)
+        except Exception as exc:  # what the thread would have died of
+            errors.append(exc)
+
+    thread = threading.Thread(target=record, name="kazoo")
+    thread.start()
+    assert formatted.wait(10)
+    log.close()
+    closed.set()
+    thread.join(10)
+    assert errors == []
+    assert read(tmp_path / "a.audit") == []
