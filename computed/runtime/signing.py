@@ -169,7 +169,10 @@ class Verifier:
         if envelope["mac"] is None:
             raise Refused("unsigned", f"sender {sender!r} did not sign it, and [messaging] "
                                       f"signing_keys is set here")
-        payload = canonical(method, args, envelope)
+        try:
+            payload = canonical(method, args, envelope)
+        except (TypeError, ValueError):  # NaN or Infinity: JSON no computed sender writes
+            raise Refused("malformed", "its arguments are not plain JSON") from None
         # Every key is tried, in full: which one matched (or how far) is not told by timing.
         matches = [hmac.compare_digest(_mac(key, payload), envelope["mac"])
                    for key in self._keys]

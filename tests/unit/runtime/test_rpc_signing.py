@@ -258,3 +258,9 @@ def test_an_envelope_with_a_control_character_in_its_sender_is_malformed():
     context, _, _ = signed()
     context["computed_auth"]["sender"] = "api\nINFO forged line"
     assert reason(signing.Verifier([], max_age=60), context) == "malformed"
+
+
+def test_arguments_that_are_not_plain_json_are_malformed_not_a_traceback():
+    context, _, _ = signed()
+    verifier = signing.Verifier([KEY_A.encode()], max_age=60)
+    assert reason(verifier, context, args={"instance_uuid": float("nan")}) == "malformed"
