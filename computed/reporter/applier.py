@@ -23,8 +23,9 @@ answers with an outcome per report. For each report, in this order:
    ``failed`` when the newest was not applied). The Placement writes happen inside that
    transaction, so two replicas never apply two reports of one provider out of order. A row
    another transaction holds (another replica applying that provider right now) is skipped,
-   not waited for (under eventlet a wait in the database driver would block the whole
-   process): its report answers ``failed`` and is resent. This process also holds its own lock
+   not waited for (a wait would keep this worker, and the batch's other rows locked, for as
+   long as the other replica's Placement writes take): its report answers ``failed`` and is
+   resent. This process also holds its own lock
    of each of the batch's providers (:class:`ProviderLocks`, shared with the resync).
 4. **Apply** it through :class:`computed.placement.client.PlacementClient`. Providers never
    applied before are created first, with their traits (one request each, and one more for a
@@ -187,7 +188,7 @@ class ReportApplier:
         """Outcomes of a batch of reports of distinct providers, applied in one database
         transaction (:func:`computed.db.api.apply_reports_if_newer`). A report whose row another
         transaction holds (another replica applying the same provider) fails: waiting for that
-        row would block this whole process under eventlet; its sender resends it."""
+        row would hold this worker and the batch's other rows; its sender resends it."""
         items = {report.uuid: (report, state) for report, state in batch}
         keys = [db_api.ReportKey(report.uuid, report.claim_epoch, report.seq, report.host)
                 for report, _ in batch]
