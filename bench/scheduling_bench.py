@@ -186,6 +186,7 @@ def summary(values: list[float]) -> dict[str, float]:
 def seed_placement(http: PlacementHTTP, nodes: list[NodeFacts], threads: int = 8) -> float:
     """Create one provider per node (one unit of RC, the node's traits); seconds taken."""
     began = time.monotonic()
+    _ok(http.request("PUT", f"/resource_classes/{RC}"), RC)
     for trait in sorted(set().union(*(n.traits for n in nodes))):
         _ok(http.request("PUT", f"/traits/{trait}"), trait)
 
