@@ -40,7 +40,8 @@ reporter.
 Threads: one resync thread runs the rounds (:meth:`Resync.run_once`); the main thread starts and
 stops it (an Event). A repair shares a provider with the RPC server's workers that apply
 reports: it takes the applier's lock of that provider (:meth:`ReportApplier.provider_lock`) and
-the database row lock, and drops the applier's cached view of it; the resync's own
+the database row lock, and drops the applier's cached view of it before it lets the lock go
+(an RPC worker waiting for that provider then reads Placement afresh); the resync's own
 :class:`~computed.placement.client.PlacementClient` is used by its thread alone (so its request
 count is the round's). :attr:`Resync.counts` is changed under the resync's lock and copied by the
 metrics endpoint's request threads (``dict()``, one C-level copy under the GIL).
@@ -298,8 +299,13 @@ class Resync:
 
         try:
             with self._provider_lock(uuid):
-                done = db_api.record_placement_generation(self._engine, uuid,
-                                                          repair.claim_epoch, repair.seq, fix)
+                try:
+                    done = db_api.record_placement_generation(self._engine, uuid,
+                                                              repair.claim_epoch, repair.seq, fix)
+                finally:
+                    # Before the lock goes: an RPC worker that takes it next must not apply a
+                    # report from the applier's view of the provider from before the repair.
+                    self._forget(uuid)
         except _Fenced:
             LOG.info('resync: provider %s (%s) not repaired: claim epoch %s is no longer the '
                      'live claim\'s', uuid, repair.drift, repair.claim_epoch)
@@ -312,8 +318,6 @@ class Resync:
         except Exception:
             LOG.exception('resync: provider %s (%s) not repaired', uuid, repair.drift)
             return Outcome.FAILED
-        finally:
-            self._forget(uuid)  # the applier's view of it is out of date either way
         if not done:
             return Outcome.MOVED
         if changed and changed[0]:

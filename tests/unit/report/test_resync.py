@@ -386,3 +386,26 @@ def test_a_row_whose_claim_epoch_is_now_held_by_another_host_is_fenced(engine):
     result = runner.run_once()
     assert result.outcomes == {Outcome.FENCED: 1}
     assert U1 not in placement.providers
+
+
+def test_the_applier_s_view_of_a_repaired_provider_is_dropped_before_its_lock_goes(engine):
+    """An RPC worker waiting for the provider's lock while the resync repairs it must find the
+    applier's cached view already dropped when it gets the lock: the order of the events on the
+    lock says so, whatever the threads' timing."""
+    placement = FakePlacement()
+    report(engine, placement, U1)
+    placement.put_by_hand(U1, reserved=1)
+    events = []
+
+    class RecordingLock:
+        def __enter__(self):
+            events.append("locked")
+
+        def __exit__(self, *exc):
+            events.append("unlocked")
+
+    runner = Resync(placement, FakeClaims({U1: 7}), engine,
+                    provider_lock=lambda uuid: RecordingLock(), interval=60, max_repairs=10,
+                    forget=lambda uuid: events.append(f"forget {uuid}"))
+    assert runner.run_once().outcomes == {Outcome.REPAIRED: 1}
+    assert events == ["locked", f"forget {U1}", "unlocked"]
