@@ -90,6 +90,7 @@ from computed.db.models import InstanceState
 from computed.instances import reschedule, retries, scheduler
 from computed.placement import allocations
 from computed.placement.http import PlacementError
+from computed.scheduling.pipeline import Pipeline
 
 LOG = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class Owner:
     the node the operation runs under; the daemon always gives one, None is for tools and tests
     that hold no claim). A failed build is retried on up to ``max_attempts`` nodes
     (``[scheduler] max_attempts``), found through ``owner_of``; without ``owner_of`` it is not
-    retried.
+    retried. ``pipeline`` filters and orders a retry's candidates (``[filter_scheduler]``,
+    :func:`computed.scheduling.loader.pipeline_from_conf`); None: the default configuration's.
     """
 
     engine: Engine
@@ -126,6 +128,7 @@ class Owner:
     guard: WriteGuard | None = None
     max_attempts: int = 1
     owner_of: scheduler.OwnerOf | None = None
+    pipeline: Pipeline | None = None
 
 
 # -- the operations -------------------------------------------------------------------------
@@ -292,7 +295,7 @@ def _next_attempt(owner: Owner, row: InstanceRow, decision: retries.NextAttempt,
     try:
         moved = reschedule.next_node(owner.placement, owner.engine, row, decision,
                                      owner_of=owner.owner_of, project_id=project_id,
-                                     user_id=user_id)
+                                     user_id=user_id, pipeline=owner.pipeline)
     except PlacementError as exc:
         LOG.error('instance %s: no retry, Placement: %s', row.uuid, exc)
         return retries.no_other_node(decision, f'build given up: Placement: {exc}')

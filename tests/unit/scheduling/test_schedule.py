@@ -125,3 +125,24 @@ def test_a_retry_honours_the_flavors_capability_operators(engine):
     assert reschedule.next_node(placement, engine, moved,
                                 NextAttempt(frozenset({B, C}), 'failed twice'),
                                 owner_of=owners, project_id='p', user_id='u') is None
+
+
+def test_a_retry_runs_the_configured_pipeline(engine):
+    from computed.instances import reschedule
+    from computed.instances.retries import NextAttempt
+    placement = fleet()
+    pipeline = Pipeline(loader.filters([f'{FIXTURES}.RaidLevelFilter'], ['RaidLevelFilter']))
+    # The flavor asks for RAID 5, a rule only the operator's filter knows: B and C have it.
+    row = build(placement, engine, {'raid:level': '5'}, pipeline=pipeline)
+    assert row.node_uuid in (B, C)
+    placement.allocations.pop(row.uuid)
+    moved = reschedule.next_node(placement, engine, row,
+                                 NextAttempt(frozenset({row.node_uuid}), 'failed once'),
+                                 owner_of=owners, project_id='p', user_id='u',
+                                 pipeline=pipeline)
+    assert moved.node_uuid == ({B, C} - {row.node_uuid}).pop()
+    placement.allocations.pop(row.uuid)
+    assert reschedule.next_node(placement, engine, moved,
+                                NextAttempt(frozenset({B, C}), 'failed twice'),
+                                owner_of=owners, project_id='p', user_id='u',
+                                pipeline=pipeline) is None
