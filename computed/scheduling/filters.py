@@ -193,8 +193,10 @@ def evaluate_query(query: Any, host_state: Any) -> Any:
     """The value of a parsed JSON query on a host (Nova's JsonFilter evaluation)."""
     if not query:
         return True
-    if not isinstance(query, list) or query[0] not in _COMMANDS:
-        raise JsonQueryError(query, f'not a command: {query[0] if query else query!r}; '
+    if not isinstance(query, list):
+        raise JsonQueryError(query, 'not a list: [command, argument...]')
+    if not isinstance(query[0], str) or query[0] not in _COMMANDS:
+        raise JsonQueryError(query, f'not a command: {query[0]!r}; '
                              f"expected one of {', '.join(_COMMANDS)}")
     args = []
     for arg in query[1:]:

@@ -104,6 +104,10 @@ def test_json_filter_grammar():
 def test_json_filter_bad_query_raises_naming_it():
     with pytest.raises(filters.JsonQueryError, match='nope'):
         json_pass(host(), ['nope', 1, 2])
+    with pytest.raises(filters.JsonQueryError, match='not a list'):
+        json_pass(host(), {'=': 1})
+    with pytest.raises(filters.JsonQueryError, match='not a command'):
+        json_pass(host(), [['='], 1])
     with pytest.raises(filters.JsonQueryError, match='not JSON'):
         filters.JsonFilter().host_passes(host(), spec(hints={'query': '[oops'}))
 
