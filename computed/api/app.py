@@ -38,6 +38,7 @@ from computed.api import (
     auth,
     errors,
     flavors,
+    keypairs,
     microversion,
     policy,
     quotas,
@@ -79,6 +80,10 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('PUT', '/os-quota-sets/{project_id}', quotas.update),
     ('DELETE', '/os-quota-sets/{project_id}', quotas.reset),
     ('GET', '/limits', quotas.limits),
+    ('GET', '/os-keypairs', keypairs.index),
+    ('POST', '/os-keypairs', keypairs.create),
+    ('GET', '/os-keypairs/{name}', keypairs.show),
+    ('DELETE', '/os-keypairs/{name}', keypairs.delete),
     ('GET', '/os-services', services.index),
     ('PUT', '/os-services/{service_id}', services.update),
 ]

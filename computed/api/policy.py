@@ -1,8 +1,9 @@
 """Who may do what: the compute API's oslo.policy rules, defined in code.
 
 Owns the rule names and their defaults: admins for flavor writes, quotas and services;
-project members for their own servers (the target of a server rule is its project); anyone
-authenticated may read flavors and their own limits. A policy file (``[oslo_policy]
+project members for their own servers (the target of a server rule is its project); users
+for their own key pairs (the target is the key pair's user); anyone authenticated may read
+flavors and their own limits. A policy file (``[oslo_policy]
 policy_file``) overrides any rule. :func:`list_rules` is the ``oslo.policy.policies`` entry
 point ``computed``: ``oslopolicy-sample-generator --namespace computed`` lists them.
 
@@ -31,6 +32,8 @@ ADMIN = 'role:admin'
 MEMBER = 'role:member or role:admin'
 OWNER = 'role:admin or (role:member and project_id:%(project_id)s)'
 OWNER_READER = 'role:admin or project_id:%(project_id)s'
+#: Key pairs belong to a user (Nova's os_compute_api:os-keypairs:* default).
+KEY_OWNER = 'role:admin or user_id:%(user_id)s'
 ANYONE = '@'
 
 BASE = [
@@ -73,6 +76,14 @@ RULES = [
           [('POST', '/servers/{server_id}/action (os-stop)')]),
     _rule('compute:servers:start', 'rule:owner', 'Power a server on.',
           [('POST', '/servers/{server_id}/action (os-start)')]),
+    _rule('compute:keypairs:index', KEY_OWNER, 'List a user\'s key pairs.',
+          [('GET', '/os-keypairs')]),
+    _rule('compute:keypairs:show', KEY_OWNER, 'Show a user\'s key pair.',
+          [('GET', '/os-keypairs/{keypair_name}')]),
+    _rule('compute:keypairs:create', KEY_OWNER, 'Create or import a key pair for a user.',
+          [('POST', '/os-keypairs')]),
+    _rule('compute:keypairs:delete', KEY_OWNER, 'Delete a user\'s key pair.',
+          [('DELETE', '/os-keypairs/{keypair_name}')]),
     _rule('compute:flavors:read', ANYONE, 'List and show flavors and their extra specs.',
           [('GET', '/flavors'), ('GET', '/flavors/detail'), ('GET', '/flavors/{flavor_id}'),
            ('GET', '/flavors/{flavor_id}/os-extra_specs')]),

@@ -138,6 +138,33 @@ SERVER_CREATE = {
     'additionalProperties': False,
 }
 
+#: A key pair's name as Nova's schema takes it (before 2.92): letters, digits, ``_``, ``-``
+#: and inner spaces.
+KEYPAIR_NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                'pattern': r'^(?! )[_\- a-zA-Z0-9]+(?<! )$'}
+#: ``POST /os-keypairs`` at 2.1; 2.2 adds ``type``, 2.10 an admin's ``user_id``.
+KEYPAIR_CREATE = {
+    'type': 'object',
+    'properties': {'keypair': {
+        'type': 'object',
+        'properties': {'name': KEYPAIR_NAME,
+                       'public_key': {'type': 'string', 'maxLength': 65535}},
+        'required': ['name'],
+        'additionalProperties': False,
+    }},
+    'required': ['keypair'],
+    'additionalProperties': False,
+}
+KEYPAIR_CREATE_2_2 = {**KEYPAIR_CREATE, 'properties': {'keypair': {
+    **KEYPAIR_CREATE['properties']['keypair'],
+    'properties': {**KEYPAIR_CREATE['properties']['keypair']['properties'],
+                   'type': {'type': 'string', 'enum': ['ssh', 'x509']}}}}}
+KEYPAIR_CREATE_2_10 = {**KEYPAIR_CREATE, 'properties': {'keypair': {
+    **KEYPAIR_CREATE_2_2['properties']['keypair'],
+    'properties': {**KEYPAIR_CREATE_2_2['properties']['keypair']['properties'],
+                   'user_id': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                               'pattern': PRINTABLE}}}}}
+
 REBOOT = {
     'type': 'object',
     'properties': {'reboot': {

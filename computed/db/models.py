@@ -24,6 +24,7 @@ defaults. ``quota_projects``: one row per project that ever built, only to be lo
 the quota decisions of one project's builds are taken one at a time; ``quota_reservations``:
 the builds admitted by quota whose instance row does not exist yet (a build in flight between
 the decision and its row), counted with the live rows (see :func:`computed.db.api.reserve_quota`).
+``key_pairs``: each user's key pairs (``os-keypairs``), one name per user.
 
 Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
 znode (new for every claim; the fencing token of reports); a *member epoch* is
@@ -86,6 +87,8 @@ NAME_LENGTH = 255
 STATE_LENGTH = 16
 #: An IPv4 or IPv6 address in text (45: an IPv4-mapped IPv6 address).
 IP_LENGTH = 45
+#: A key pair's type: ``ssh`` or ``x509``.
+KEY_TYPE_LENGTH = 16
 
 
 class InstanceState(str, enum.Enum):
@@ -210,6 +213,31 @@ class Instance(Base):
     access_ip_v6: Mapped[str | None] = mapped_column(String(IP_LENGTH), nullable=True)
     # The "r-..." id of the request that created the instance with others (min/max_count).
     reservation_id: Mapped[str | None] = mapped_column(String(UUID_LENGTH), nullable=True)
+    # Revision 0007: a copy of the key pair the instance was built with (deleting the key pair
+    # changes no server, as in Nova), its user data (base64, as given) and whether the daemon
+    # deploys it with a config drive; NULL: none (rows before).
+    key_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    key_type: Mapped[str | None] = mapped_column(String(KEY_TYPE_LENGTH), nullable=True)
+    key_data: Mapped[str | None] = mapped_column(Text, nullable=True)
+    user_data: Mapped[str | None] = mapped_column(Text, nullable=True)
+    config_drive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+
+
+class KeyPair(Base):
+    """A user's key pair (``os-keypairs``): the public key, never the private one."""
+
+    __tablename__ = "key_pairs"
+    __table_args__ = (UniqueConstraint("user_id", "name"),)
+
+    # Nova shows an integer id; the key pair is found by (user_id, name).
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    type: Mapped[str] = mapped_column(String(KEY_TYPE_LENGTH), nullable=False)
+    public_key: Mapped[str] = mapped_column(Text, nullable=False)
+    fingerprint: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)
 
 
 class Flavor(Base):
