@@ -1,18 +1,15 @@
-"""The installed console scripts, run as subprocesses.
-
-Needs computed installed in the test virtualenv (``pip install -e .``): the
-scripts are taken from the directory of the running Python.
+"""The console scripts' command lines: --help, and one line (exit 2) for every bad
+configuration, run in-process (tests/cli.py) with HOME and the working directory in the test's
+scratch directory. What only a fresh process shows (the installed scripts as a user runs them,
+what they import) is in tests/process/test_scripts.py.
 """
 
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-BIN = pathlib.Path(sys.executable).parent
+from tests import cli
+
 SCRIPTS = ('computed', 'computed-reporter', 'computed-manage', 'computed-api')
 
 GOOD = """
@@ -30,22 +27,9 @@ endpoint_override = http://127.0.0.1:8778
 """
 
 
-def script(name):
-    path = BIN / name
-    if not path.exists():
-        pytest.fail(f'{path} missing: install computed with pip install -e .')
-    return str(path)
-
-
-def env(tmp_path):
-    # A private HOME keeps ~/.computed/computed.conf out of the tests.
-    return {**os.environ, 'HOME': str(tmp_path)}
-
-
 def run(tmp_path, name, *args):
-    return subprocess.run([script(name), *args], capture_output=True,
-                          text=True, timeout=60, env=env(tmp_path),
-                          cwd=tmp_path)
+    # HOME in the test's directory keeps ~/.computed/computed.conf out of the tests.
+    return cli.run(name, *args, home=tmp_path)
 
 
 def write_conf(tmp_path, text):
@@ -167,21 +151,6 @@ def test_daemon_refuses_a_file_backend(tmp_path):
     assert result.stderr.splitlines() == [
         'computed: error: [coordination] backend_url: file:// keeps group membership only; '
         'the daemon needs zookeeper://HOST:PORT to claim nodes exclusively']
-
-
-def test_no_console_script_imports_eventlet(tmp_path):
-    # A fresh interpreter: pytest's own process may have imported anything. Every script's
-    # module and everything a serving process builds on (the API's server, the daemon's and
-    # the reporter's parts) is imported, and eventlet must not be among what they pulled in.
-    code = textwrap.dedent('''
-        import sys
-        import computed.cmd.api, computed.cmd.daemon, computed.cmd.manage, computed.cmd.reporter
-        import computed.api.httpd, computed.api.app
-        print(sorted(name for name in sys.modules if name.split('.')[0] == 'eventlet'))
-        ''')
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                            text=True, timeout=120, env=env(tmp_path))
-    assert result.stdout.splitlines() == ['[]'], result.stderr
 
 
 def test_a_zookeeper_handler_other_than_threads_is_refused(tmp_path):
