@@ -1,13 +1,12 @@
-"""What an operator meets at the command line (issue 14 item 6, issue 16 item 14), run as
-subprocesses against services that are down on purpose (a port nothing listens on), so no
-service is needed; the console scripts are never imported here (computed.cmd monkey-patches).
+"""What an operator meets at the command line (issue 14 item 6, issue 16 item 14), run in-process
+(tests/cli.py) against services that are down on purpose (a port nothing listens on), so no
+service is needed. The reporter stopped by SIGTERM and the tools' own parsers run as processes,
+in tests/process/test_cli_habits.py.
 """
 
+import pathlib
 import re
-import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 
@@ -16,9 +15,10 @@ import pytest
 from computed import db
 from computed.db import api as db_api
 from computed.db import models
-from tests.unit.cmd.test_scripts import BIN, GOOD, env, run, script, write_conf
+from tests import cli
+from tests.unit.cmd.test_scripts import GOOD, run, write_conf
 
-ROOT = BIN.parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def closed_port():
@@ -30,6 +30,8 @@ def closed_port():
 
 def one_line(result, status, *words):
     assert result.returncode == status, result
+    # A command that gave up on ZooKeeper must have stopped kazoo's threads.
+    assert result.threads_left == (), result
     assert 'Traceback' not in result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -81,15 +83,6 @@ def test_the_daemon_refuses_abbreviated_options_too(tmp_path):
     one_line(result, 2, '--deb', 'not abbreviated')
 
 
-def test_tools_refuse_abbreviated_options(tmp_path):
-    # "status" only reads a state file: harmless should the abbreviation ever be taken again.
-    command = [sys.executable, str(ROOT / 'tools' / 'services'), 'status', '--work', '/tmp']
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60,
-                            env=env(tmp_path), cwd=ROOT)
-    assert result.returncode == 2, result
-    assert 'unrecognized arguments: --work' in result.stderr
-
-
 def test_every_argument_parser_in_tools_and_bench_refuses_abbreviations():
     # Not run: tools/run-local's "--daemon 4" taken as "--daemons 4" would start a whole demo.
     sources = [ROOT / 'tools' / 'services', *(ROOT / 'tools').rglob('*.py'),
@@ -125,36 +118,6 @@ def test_server_create_with_zookeeper_down_names_it(tmp_path):
                  '--config-file', conf)
     one_line(result, 1, 'ZooKeeper at 127.0.0.1:', 'unreachable')
     assert 'TimeoutError' not in result.stderr
-
-
-def test_reporter_waits_for_zookeeper_one_line_per_attempt_and_stays_killable(tmp_path):
-    conf = zookeeper_down_conf(
-        tmp_path, f"[database]\nconnection = sqlite:///{tmp_path / 'c.sqlite'}\n")
-    log = tmp_path / 'reporter.log'
-    with open(log, 'w') as out:
-        proc = subprocess.Popen([script('computed-reporter'), '--config-file', conf],
-                                stdout=out, stderr=subprocess.STDOUT, env=env(tmp_path),
-                                cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 90
-        while log.read_text().count('unreachable') < 2:
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = log.read_text()
-    assert 'Traceback' not in text
-    attempts = [line for line in text.splitlines() if 'unreachable' in line]
-    assert 'ZooKeeper at 127.0.0.1:' in attempts[0] and '(attempt 1)' in attempts[0]
-    assert '(attempt 2)' in attempts[1]
-    # One line per attempt: kazoo's own per-connection lines are held back while waiting.
-    assert 'Connection dropped' not in text
-    assert 'stopped before ZooKeeper answered' in text
 
 
 @pytest.fixture
@@ -196,23 +159,26 @@ def test_an_action_already_done_is_a_no_op_as_in_the_lifecycle(tmp_path, instanc
 def test_actions_wait_until_the_instance_settles(tmp_path, instance_db, action, steps, final,
                                                  status):
     engine, row, conf = instance_db
-    proc = subprocess.Popen([script('computed-manage'), 'server', action, row.uuid, '--wait',
-                             '--timeout', '120', '--config-file', conf],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(tmp_path), cwd=tmp_path)
+    running = cli.start('computed-manage', 'server', action, row.uuid, '--wait',
+                        '--timeout', '120', '--config-file', conf, home=tmp_path)
     try:
-        sent = proc.stdout.readline()
-        assert f'{action} sent to c1' in sent, (sent, proc.stderr.read())
+        deadline = time.monotonic() + 60
+        while '\n' not in running.stdout and not running.done:
+            assert time.monotonic() < deadline, running.stderr
+            time.sleep(0.05)
+        sent = running.stdout.partition('\n')[0]
+        assert f'{action} sent to c1' in sent, (sent, running.stderr)
         for state in steps:  # what the daemon would write
             time.sleep(0.5)
-            assert proc.poll() is None, proc.stderr.read()
+            assert not running.done, running.stderr
             fault = 'power failed' if status and state == steps[-1] else None
             db_api.set_instance_state(engine, row.uuid, state, fault)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == status, err
-    assert out.splitlines()[-1].startswith(f'instance {row.uuid}: {final}')
-    assert err == ''
+        result = running.wait(60)
+    except BaseException:
+        if not running.done:  # a settled state ends the command's wait, and the run's hold on
+            db_api.set_instance_state(engine, row.uuid, models.ERROR, 'test failed')
+        running.wait(60)  # the process's streams
+        raise
+    assert result.returncode == status, result.stderr
+    assert result.stdout.splitlines()[-1].startswith(f'instance {row.uuid}: {final}')
+    assert result.stderr == ''
