@@ -6,9 +6,10 @@ fix):
 * ``configs/*.conf``: a configuration overlay (``# base: good`` adds it to :data:`GOOD_CONF`,
   ``# base: none`` is the whole file) and ``# expect:`` the text of the one line. Loaded the way
   every program loads its configuration (:func:`computed.conf.loader.load`): exit 2, one line
-  on stderr, no file created; a sample also runs through each console script.
-* ``cli.txt``: ``computed-manage`` argument lists, run as subprocesses (never imported here:
-  computed.cmd monkey-patches): the exit status, one line on stderr, the database unchanged.
+  on stderr, no file created; a sample also runs through each console script (in-process,
+  tests/cli.py).
+* ``cli.txt``: ``computed-manage`` argument lists, run in-process (tests/cli.py): the exit
+  status, one line on stderr, the database unchanged.
 * ``reporter_payloads.json``: keyword arguments of the reporter's ``apply_reports``, called on
   :class:`computed.reporter.endpoint.ReporterEndpoint` over a real applier and sqlite database
   (Placement and ZooKeeper faked): the expected refusal (``invalid``, ``fenced``, ``stale``, or
@@ -27,7 +28,6 @@ import pathlib
 import shlex
 import shutil
 import sqlite3
-import subprocess
 import time
 import uuid as uuid_lib
 
@@ -43,7 +43,7 @@ from computed.instances.worker import InstanceWorker
 from computed.providers.report import Limits
 from computed.reporter.applier import ReportApplier
 from computed.reporter.endpoint import ReporterEndpoint
-from tests.unit.cmd.test_scripts import env, script
+from tests import cli
 from tests.unit.instance.fakes import FakeDriver
 from tests.unit.instance.fakes import FakePlacement as FakeInstancePlacement
 from tests.unit.report.test_applier import FakeClaims, FakePlacement
@@ -138,7 +138,7 @@ def test_config(path, tmp_path, capsys):
     assert sorted(tmp_path.iterdir()) == before  # nothing created (a sqlite file, a log)
 
 
-# A few of the configurations through each program's start, as a subprocess.
+# A few of the configurations through each program's start.
 SAMPLE = [p for p in CONFIGS if p.stem.split('-', 1)[1] in (
     'option-unknown-ironic', 'url-backend-timeout-float', 'file-cafile-missing',
     'url-database-driver-missing', 'str-host-slash')]
@@ -150,9 +150,7 @@ def test_every_program_refuses_at_start(name, args, tmp_path):
     assert len(SAMPLE) == 5
     for path in SAMPLE:
         expect, conf = config_case(path, tmp_path)
-        result = subprocess.run([script(name), '--config-file', str(conf), *args],
-                                capture_output=True, text=True, timeout=60,
-                                env=env(tmp_path), cwd=tmp_path)
+        result = cli.run(name, '--config-file', conf, *args, home=tmp_path)
         assert result.returncode == 2, (path.stem, result)
         line = one_line(result.stderr)
         assert line.startswith(f'{name}: error: ') and expect in line, path.stem
@@ -186,8 +184,7 @@ def test_cli(case, cli_world):
     if not any(arg.startswith('--config-fil') for arg in args):
         args += ['--config-file', names['conf']]
     before = dump(tmp / 'computed.sqlite')
-    result = subprocess.run([script('computed-manage'), *args], capture_output=True, text=True,
-                            timeout=60, env=env(tmp), cwd=tmp)
+    result = cli.run('computed-manage', *args, home=tmp)
     assert result.returncode == int(status), result
     line = one_line(result.stderr)
     assert line.startswith('computed-manage')

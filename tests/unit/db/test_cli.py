@@ -1,27 +1,22 @@
-"""``computed-manage db sync|version`` as a subprocess, on sqlite: output, exit status, and one
-line (no traceback) for every failure."""
-
-import pathlib
-import subprocess
-import sys
+"""``computed-manage db sync|version`` in-process (tests/cli.py), on sqlite: output, exit status,
+and one line (no traceback) for every failure."""
 
 import pytest
 
-MANAGE = pathlib.Path(sys.executable).parent / "computed-manage"
+from tests import cli
+
 BASE = "[coordination]\nbackend_url = file://{tmp}/coordination\n"
 
 
 def manage(tmp_path, connection, *args):
-    if not MANAGE.exists():
-        pytest.fail(f"{MANAGE} missing: install computed with pip install -e .")
     text = BASE.format(tmp=tmp_path)
     if connection is not None:
         text += f"[database]\nconnection = {connection}\n"
     conf = tmp_path / "computed.conf"
     conf.write_text(text)
-    return subprocess.run([str(MANAGE), "--config-file", str(conf), "db", *args],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    # Nothing from the test's environment (e.g. libpq's PG* variables) reaches the command.
+    return cli.run("computed-manage", "--config-file", conf, "db", *args, home=tmp_path,
+                   env={"PATH": "/usr/bin:/bin"})
 
 
 def one_line(result, status):
