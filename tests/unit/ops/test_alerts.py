@@ -1,17 +1,11 @@
-"""etc/prometheus/computed-alerts.yml: valid for Prometheus (``promtool check rules``), each alert
-fires on its fault and not on a look-alike (``promtool test rules`` with
-computed-alerts.test.yml), and each is documented for the operator.
-
-promtool comes from Debian's prometheus package, which tools/bootstrap installs: a missing
-promtool is a failure, not a skip.
+"""etc/prometheus/computed-alerts.yml: every alert tested firing and quiet in
+computed-alerts.test.yml, labelled, and documented for the operator. promtool's own checks
+(the rules valid, each alert firing on its fault and not on a look-alike) run it as a process, in
+tests/process/test_promtool.py.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
-import pytest
 import yaml
 
 from tests.unit.ops import queries
@@ -20,46 +14,8 @@ HERE = queries.Path(__file__).parent
 RULE_TESTS = HERE / "computed-alerts.test.yml"
 
 
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    path = shutil.which("promtool")
-    assert path, "promtool is missing: run tools/bootstrap (it installs Debian's prometheus)"
-    return path
-
-
 def alerts() -> list[dict]:
     return [rule for group in queries.load_rules()["groups"] for rule in group["rules"]]
-
-
-def test_promtool_check_rules_accepts_the_rules(promtool):
-    result = subprocess.run([promtool, "check", "rules", str(queries.RULES)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(alerts())} rules found" in result.stdout, result.stdout
-
-
-def test_promtool_check_rules_refuses_a_broken_rule(promtool, tmp_path):
-    # The check above means something: promtool does read the expressions.
-    broken = tmp_path / "broken.yml"
-    broken.write_text(yaml.safe_dump({"groups": [{"name": "x", "rules": [
-        {"alert": "Broken", "expr": "sum by (job (computed_up)"}]}]}))
-    result = subprocess.run([promtool, "check", "rules", str(broken)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0, result.stdout
-
-
-def test_alerts_fire_on_their_fault_and_not_on_look_alikes(promtool, tmp_path):
-    # The unit tests check labels and summaries; descriptions are prose for the operator,
-    # left out of the copy the tests run on so that editing them needs no test change.
-    rules = queries.load_rules()
-    for rule in (rule for group in rules["groups"] for rule in group["rules"]):
-        rule.get("annotations", {}).pop("description", None)
-    (tmp_path / "computed-alerts.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
-    shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
-    result = subprocess.run([promtool, "test", "rules", RULE_TESTS.name], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout, result.stdout
 
 
 def test_every_alert_is_tested_firing_and_quiet():

@@ -1,20 +1,17 @@
 """etc/grafana/computed-fleet.json: a Grafana dashboard that imports as is (no data source of
 ours hard-coded: a ``datasource`` variable), whose panels all query, whose queries are PromQL
-(promtool parses them), and which, like the alerting rules, reads only metrics, labels and label
-values that computed exposes. What computed exposes is read from its own collectors
-(computed.daemon.metrics, computed.reporter.metrics) over test doubles of a daemon and a
-reporter, so a renamed or removed metric turns this red; tests/functional/test_dashboards.py
-checks the same against live processes.
+(promtool parses them: tests/process/test_promtool.py), and which, like the alerting rules,
+reads only metrics, labels and label values that computed exposes. What computed exposes is read
+from its own collectors (computed.daemon.metrics, computed.reporter.metrics) over test doubles of
+a daemon and a reporter, so a renamed or removed metric turns this red;
+tests/functional/test_dashboards.py checks the same against live processes.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import types
 
 import pytest
-import yaml
 from prometheus_client import generate_latest
 
 from computed.daemon.metrics import DaemonCollector
@@ -95,22 +92,6 @@ def test_every_panel_has_a_query(dashboard):
             assert target["refId"]
         refs = [target["refId"] for target in panel["targets"]]
         assert len(refs) == len(set(refs)), panel["title"]
-
-
-def test_dashboard_queries_are_promql(dashboard, tmp_path):
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is missing: run tools/bootstrap (it installs Debian's prometheus)"
-    found = queries.dashboard_queries(dashboard)
-    # promtool parses the expression of every rule it checks: one recording rule per query.
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query_{n}", "expr": expr} for n, (_, expr) in enumerate(found)]}]}
-    path = tmp_path / "dashboard-queries.yml"
-    path.write_text(yaml.safe_dump(rules))
-    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, (result.stdout + result.stderr + "\n" +
-                                    "\n".join(f"query_{n}: {where}" for n, (where, _) in
-                                              enumerate(found)))
 
 
 # --- only metrics that exist --------------------------------------------------------------------

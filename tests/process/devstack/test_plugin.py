@@ -1,5 +1,5 @@
 """The devstack plugin: shellcheck-clean, and its phases run in bash against stubbed devstack
-functions (tests/unit/devstack/stubs.sh), checking the configuration and processes they set up.
+functions (tests/process/devstack/stubs.sh), checking the configuration and processes they set up.
 
 shellcheck comes from Debian; when it is missing and this runs as root (tools/run-tests, CI), the
 test installs it the way tools/bootstrap installs ZooKeeper. It is a single static binary with no
