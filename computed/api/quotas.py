@@ -13,7 +13,8 @@ its limit (a limit lowered below the usage refuses new builds only).
 The quota set shows Nova's keys of the microversion (``instances``; ``cores``, ``ram`` and the
 rest: their defaults, or what the project set) plus one key per resource class the project has
 a limit of its own for (``CUSTOM_GOLD``). Every key the quota set shows can be set, so that a
-client's read-modify-write works; only ``instances`` and ``CUSTOM_*`` are enforced.
+client's read-modify-write works; ``instances`` and ``CUSTOM_*`` are enforced here, and
+``metadata_items`` on each server's metadata (:func:`check_metadata_items`).
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ LIMITS = 'compute:limits'
 RESERVATION_TTL = 600
 
 #: Nova's other quota keys and their defaults. A project may set each (so that a client's
-#: read-modify-write of its quota set works) and reads back what it set; computed enforces none
-#: of them (docs/api.md says why for each): only ``instances`` and ``CUSTOM_*`` are.
+#: read-modify-write of its quota set works) and reads back what it set. Enforced:
+#: ``metadata_items`` (:func:`check_metadata_items`); the others are not (docs/api.md says why
+#: for each), besides ``instances`` and ``CUSTOM_*``.
 FIXED = {'cores': -1, 'ram': -1, 'metadata_items': 128, 'key_pairs': 100,
          'server_groups': 10, 'server_group_members': 10}
 FIXED_BEFORE_2_57 = {'injected_files': 5, 'injected_file_content_bytes': 10240,
@@ -109,6 +111,30 @@ def reserve(backends: Backends, project_id: str, resource_class: str,
     db_api.reserve_quota(backends.engine, project_id, instance_uuid, resource_class, decide,
                          ttl=RESERVATION_TTL)
     return True
+
+
+METADATA_ITEMS = 'metadata_items'
+
+
+def metadata_items_limit(backends: Backends, project_id: str) -> int:
+    """The project's ``metadata_items`` limit: its own, else Nova's default (-1: none)."""
+    own = db_api.quota_limits(backends.engine, project_id)
+    return own.get(METADATA_ITEMS, FIXED[METADATA_ITEMS])
+
+
+def metadata_items_over(count: int, limit: int) -> str | None:
+    """Why a server's ``count`` metadata items exceed ``limit`` (Nova's words), or None."""
+    if limit != quota_rules.UNLIMITED and count > limit:
+        return f'Maximum number of metadata items exceeds {limit}'
+    return None
+
+
+def check_metadata_items(backends: Backends, project_id: str, count: int) -> None:
+    """403 (as Nova's) when ``count`` metadata items on a server of the project are more than
+    its ``metadata_items`` quota."""
+    reason = metadata_items_over(count, metadata_items_limit(backends, project_id))
+    if reason:
+        raise errors.Forbidden(reason)
 
 
 def release(backends: Backends, instance_uuid: str) -> None:

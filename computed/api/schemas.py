@@ -18,7 +18,9 @@ NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
 #: Sizes: an integer or a string of one, within the database's INTEGER (limits.MAX_INT).
 NON_NEGATIVE = {'type': ['integer', 'string'], 'pattern': '^[0-9]{1,10}$', 'minimum': 0,
                 'maximum': limits.MAX_INT}
-METADATA = {'type': 'object', 'maxProperties': 128,
+#: A server's metadata. How many items: the project's ``metadata_items`` quota, a 403 as Nova's
+#: (computed.api.server_edits), not a bound of the schema's.
+METADATA = {'type': 'object',
             'patternProperties': {'^[a-zA-Z0-9-_:. /]{1,255}$': {
                 'type': 'string', 'maxLength': 255}},
             'additionalProperties': False}
@@ -183,6 +185,45 @@ OS_STOP = {'type': 'object', 'properties': {'os-stop': NOTHING},
            'required': ['os-stop'], 'additionalProperties': False}
 OS_START = {'type': 'object', 'properties': {'os-start': NOTHING},
             'required': ['os-start'], 'additionalProperties': False}
+
+#: PUT /servers/{id}, as Nova's (description from 2.19: computed.api.server_edits).
+SERVER_UPDATE = {
+    'type': 'object',
+    'properties': {'server': {
+        'type': 'object',
+        'properties': {
+            'name': NAME,
+            'description': {'type': ['string', 'null'], 'maxLength': 255,
+                            'pattern': PRINTABLE},
+            'accessIPv4': {'type': 'string', 'maxLength': 15},
+            'accessIPv6': {'type': 'string', 'maxLength': 45},
+            'OS-DCF:diskConfig': {'type': 'string', 'enum': ['AUTO', 'MANUAL']},
+        },
+        'additionalProperties': False,
+    }},
+    'required': ['server'],
+    'additionalProperties': False,
+}
+#: POST and PUT /servers/{id}/metadata.
+SERVER_METADATA = {'type': 'object', 'properties': {'metadata': METADATA},
+                   'required': ['metadata'], 'additionalProperties': False}
+#: PUT /servers/{id}/metadata/{key}: exactly one item.
+SERVER_METADATA_ITEM = {'type': 'object',
+                        'properties': {'meta': dict(METADATA, minProperties=1,
+                                                    maxProperties=1)},
+                        'required': ['meta'], 'additionalProperties': False}
+#: The os-resetState action (admins): the two states Nova takes.
+RESET_STATE = {
+    'type': 'object',
+    'properties': {'os-resetState': {
+        'type': 'object',
+        'properties': {'state': {'type': 'string', 'enum': ['active', 'error']}},
+        'required': ['state'],
+        'additionalProperties': False,
+    }},
+    'required': ['os-resetState'],
+    'additionalProperties': False,
+}
 
 QUOTA_LIMIT = {'type': ['integer', 'string'], 'pattern': '^-?[0-9]{1,10}$', 'minimum': -1,
                'maximum': limits.MAX_INT}

@@ -73,6 +73,9 @@ FORCED_HOST = 'compute:servers:create:forced_host'
 #: The one availability zone (everything is in it, as in docs/api.md).
 ZONE = 'nova'
 DELETE = 'compute:servers:delete'
+RESET_STATE = 'compute:servers:reset_state'
+#: os-resetState's states (Nova's names) -> computed's.
+RESET_STATES = {'active': models.ACTIVE, 'error': models.ERROR}
 FAULT_MESSAGE_LENGTH = 255
 
 #: action body key -> (ServerAPI action, policy rule, states it may start from)
@@ -477,6 +480,8 @@ def create(call: Call) -> webob.Response:
     if 'description' in spec and not call.at_least(2, 19):
         raise errors.BadRequest('description needs microversion 2.19 or later')
     _availability_zone(call, spec.get('availability_zone') or '')
+    quotas.check_metadata_items(call.backends, context.project_id,
+                                len(spec.get('metadata') or {}))
     for field, version in (('accessIPv4', 4), ('accessIPv6', 6)):
         if field in spec:
             _access_ip(field, spec[field], version)
@@ -686,6 +691,8 @@ def delete(call: Call) -> webob.Response:
 def action(call: Call) -> webob.Response:
     body = call.body({'type': 'object', 'minProperties': 1, 'maxProperties': 1})
     (name,) = body
+    if name == 'os-resetState':
+        return _reset_state(call)
     if name not in ACTIONS:
         raise errors.BadRequest(f'There is no such action: {name}')
     call.body(ACTION_SCHEMAS[name])
@@ -700,4 +707,25 @@ def action(call: Call) -> webob.Response:
                                                      if shown.task_state else ''))
     with backend_errors(), _raced(name, row):
         call.backends.servers.action(operation, row.uuid)
+    return empty(202)
+
+
+def _reset_state(call: Call) -> webob.Response:
+    """``os-resetState`` (admins, as Nova's): the server's state set to ACTIVE or ERROR
+    whatever it was, its task cleared; nothing is done to the node. A compare-and-set on the
+    state read (an action meanwhile: a 409). ACTIVE needs a node: a server that has none (a
+    build that found no host) has nothing to be active on (409)."""
+    state = call.body(schemas.RESET_STATE)['os-resetState']['state']
+    row = get(call, call.params['server_id'])
+    policy.authorize(call.backends.enforcer, RESET_STATE, call.context,
+                     {'project_id': row.project_id})
+    target = RESET_STATES[state]
+    if target == models.ACTIVE and row.node_uuid is None:
+        raise errors.Conflict(f"Cannot 'os-resetState' instance {row.uuid} to active: it has "
+                              'no node')
+    with _raced('os-resetState', row):
+        # ERROR keeps the fault there is (the reason it failed, if it did).
+        db_api.set_instance_state(call.backends.engine, row.uuid, target,
+                                  row.fault if target == models.ERROR else None,
+                                  expect_state=row.state)
     return empty(202)

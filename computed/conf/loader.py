@@ -12,7 +12,6 @@ stderr, ``<prog>: error: [group] option: reason``, and exit status 2.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 import math
 import os
@@ -29,6 +28,7 @@ from computed import conf as computed_conf
 from computed.conf import checks, unknown
 from computed.conf.errors import ConfigError
 from computed.runtime import keystone
+from computed.version import VERSION
 
 PROJECT = 'computed'
 EXIT_CONFIG = 2
@@ -53,13 +53,6 @@ def _group_name(group: cfg.OptGroup | str | None) -> str:
     return getattr(group, 'name', group)
 
 
-def _version() -> str | None:
-    try:
-        return importlib.metadata.version(PROJECT)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 # What oslo.config writes before exiting 1 when a config file gives a
 # command-line option (e.g. debug) a value of the wrong type.
 _CLI_VALUE_ERROR = re.compile(
@@ -75,7 +68,7 @@ def _call(conf: cfg.ConfigOpts, argv: Sequence[str], prog: str,
     try:
         with contextlib.redirect_stderr(captured):
             conf(args=list(argv), project=PROJECT, prog=prog,
-                 version=_version(), usage=usage)
+                 version=VERSION, usage=usage)
     except SystemExit as exc:
         written = captured.getvalue().strip()
         match = _CLI_VALUE_ERROR.match(written)

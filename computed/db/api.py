@@ -486,6 +486,16 @@ def provider_uuids(engine: Engine) -> set[str]:
         return {row.uuid for row in rows}
 
 
+def live_providers(engine: Engine) -> list[ProviderRow]:
+    """The providers applied and not deleted, with their last applied state, in uuid order:
+    the nodes as the compute API shows them (``os-hypervisors``)."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_providers).where(
+            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED)
+            .order_by(_providers.c.uuid))
+        return [_provider_row(row) for row in rows]
+
+
 def mark_deleted(engine: Engine, uuid: str) -> bool:
     """Record that the provider is gone (state cleared), keeping its (claim_epoch, seq) so that
     an older report is still refused. True if it was not already deleted."""
@@ -799,6 +809,52 @@ def count_live_instances(engine: Engine, project_id: str) -> int:
         return conn.execute(sa.select(sa.func.count()).select_from(_instances).where(
             _instances.c.project_id == project_id,
             _instances.c.state != models.DELETED)).scalar_one()
+
+
+#: What :func:`edit_instance` may change: the compute API's fields a server's owner edits.
+EDITABLE = frozenset({"name", "description", "access_ip_v4", "access_ip_v6", "metadata"})
+
+
+def edit_instance(engine: Engine, uuid: str,
+                  change: Callable[[InstanceRow], dict[str, Any]]) -> InstanceRow:
+    """Change a live instance's :data:`EDITABLE` fields under its row lock: ``change`` gets the
+    row as it is and returns the values to write (``metadata`` a whole dict); it may raise to
+    write nothing. So two edits of one instance (two metadata merges) never lose one another's
+    change, and a check ``change`` makes (a count against a quota) holds for what is written.
+    :class:`InstanceNotFound` if there is no live instance ``uuid``."""
+    with _transaction(engine, write=True) as conn:
+        row = conn.execute(sa.select(_instances).where(
+            _instances.c.uuid == uuid, _instances.c.state != models.DELETED)
+            .with_for_update()).first()
+        if row is None:
+            raise InstanceNotFound(uuid)
+        values = dict(change(_instance_row(row)))
+        unknown = set(values) - EDITABLE
+        if unknown:
+            raise ValueError(f"not editable: {sorted(unknown)}")
+        if "metadata" in values:
+            metadata = values.pop("metadata")
+            values["user_metadata"] = json.dumps(metadata, sort_keys=True) if metadata \
+                else None
+        if values:
+            conn.execute(sa.update(_instances).where(_instances.c.uuid == uuid).values(
+                **values, updated_at=models.utcnow()))
+        return _instance_row(_select_instance(conn, uuid))
+
+
+def instances_in_period(engine: Engine, start: datetime.datetime, end: datetime.datetime,
+                        project_id: str | None = None) -> list[InstanceRow]:
+    """The instances that existed at some time in [``start``, ``end``): created before
+    ``end`` and not deleted before ``start`` (of ``project_id``, or of every project), oldest
+    first: what a usage report over the period counts."""
+    conditions = [_instances.c.created_at < end,
+                  sa.or_(_instances.c.deleted_at.is_(None), _instances.c.deleted_at > start)]
+    if project_id is not None:
+        conditions.append(_instances.c.project_id == project_id)
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_instances).where(*conditions).order_by(
+            _instances.c.created_at, _instances.c.uuid))
+        return [_instance_row(row) for row in rows]
 
 
 # -- flavors ---------------------------------------------------------------------------------

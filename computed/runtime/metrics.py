@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
 from computed.conf.errors import ConfigError
+from computed.version import VERSION
 
 LOG = logging.getLogger(__name__)
 
@@ -162,10 +163,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _BuildInfoCollector:
+    # Every process says its release, so a dashboard shows a fleet mid-upgrade (Prometheus'
+    # <name>_build_info convention: value 1, the facts in labels).
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        yield gauge("build_info", "The release of computed this process runs (value 1).", 1.0,
+                    version=VERSION)
+
+
 def registry(collector: Any) -> CollectorRegistry:
     """A registry of ``collector`` and this process's CPU, memory and open files."""
     result = CollectorRegistry(auto_describe=False)  # no collect() at registration
     result.register(collector)
+    result.register(_BuildInfoCollector())
     ProcessCollector(registry=result)
     return result
 

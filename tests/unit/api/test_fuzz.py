@@ -38,8 +38,12 @@ BODIES = {
     ('PUT', '/flavors/{flavor_id}/os-extra_specs/{key}'): schemas.EXTRA_SPEC_UPDATE,
     ('POST', '/servers'): schemas.SERVER_CREATE,
     ('PUT', '/os-quota-sets/{project_id}'): schemas.QUOTA_UPDATE,
+    ('PUT', '/servers/{server_id}'): schemas.SERVER_UPDATE,
+    ('POST', '/servers/{server_id}/metadata'): schemas.SERVER_METADATA,
+    ('PUT', '/servers/{server_id}/metadata'): schemas.SERVER_METADATA,
+    ('PUT', '/servers/{server_id}/metadata/{key}'): schemas.SERVER_METADATA_ITEM,
 }
-ACTIONS = [schemas.REBOOT, schemas.OS_STOP, schemas.OS_START]
+ACTIONS = [schemas.REBOOT, schemas.OS_STOP, schemas.OS_START, schemas.RESET_STATE]
 #: A valid body of each, bent like the generated ones, so that requests reach past validation.
 VALID = {
     ('POST', '/flavors'): {'flavor': {'name': 'f', 'ram': 1, 'vcpus': 1, 'disk': 1}},
@@ -50,6 +54,10 @@ VALID = {
                                       'imageRef': 'http://images.example/a.qcow2'}},
     ('POST', '/servers/{server_id}/action'): {'reboot': {'type': 'HARD'}},
     ('PUT', '/os-quota-sets/{project_id}'): {'quota_set': {'instances': 4, 'cores': 2}},
+    ('PUT', '/servers/{server_id}'): {'server': {'name': 'renamed'}},
+    ('POST', '/servers/{server_id}/metadata'): {'metadata': {'a': '1'}},
+    ('PUT', '/servers/{server_id}/metadata'): {'metadata': {'b': '2'}},
+    ('PUT', '/servers/{server_id}/metadata/{key}'): {'meta': {'hw:x': '2'}},
 }
 LEFT_OUT = ('/os-services',)
 ROUTES = [(method, path) for method, path, _controller in app.ROUTES
