@@ -19,13 +19,22 @@ It also owns what computed asks the ZooKeeper *server*:
   timeout a client asks for (``?timeout=`` in the backend URL) to its own
   ``[minSessionTimeout, maxSessionTimeout]`` (by default 2 and 20 tickTimes): ``?timeout=90``
   got 40 s from a default server while the lease stayed at 60 s, longer than the session. kazoo
-  2.11 reads the negotiated value in its connection thread and keeps it nowhere (not even a
-  private attribute), so the value is computed the way the server computes it, from the bounds
-  the server reports to the ``conf`` four-letter command (:func:`ask_server`, over TLS when
-  the session uses TLS, to the ensemble's servers in turn, passing over one that cannot be
-  reached or is out of the quorum: it answers "not currently serving requests"). A server that
-  refuses ``conf`` (not in ``4lw.commands.whitelist``) leaves the lease unknowable: that is an
-  error naming the fix, never a guess.
+  (2.11, and no release since) reads the negotiated value in its connection thread and keeps it
+  nowhere (not even a private attribute), so it is learnt from the server, in this order:
+
+  1. the bounds the server reports to the ``conf`` four-letter command (:func:`ask_server`,
+     over TLS when the session uses TLS, to the ensemble's servers in turn, passing over one
+     that cannot be reached or is out of the quorum: it answers "not currently serving
+     requests"), clamped as the server clamps;
+  2. when ``conf`` is not in the server's ``4lw.commands.whitelist`` (a stock ensemble allows
+     ``srvr`` only, which does not tell): the value itself, as ZooKeeper's client protocol
+     reports it to every new session (:func:`negotiated_session_timeout`): a short-lived probe
+     session asking for the same timeout, on every server of the ensemble that answers (the
+     smallest wins), closed at once. This is what the server grants the daemon's own session,
+     as long as the ensemble's servers share their bounds (which ZooKeeper's docs require).
+
+  Only when neither answers is the lease unknowable: that is an error naming the fix, never a
+  guess.
 
 * :func:`protect`: the ACL of the znodes computed keeps its fleet under. With credentials in the
   backend URL (``zookeeper://user:password@host:2181``) tooz's driver authenticates the session
@@ -47,9 +56,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from kazoo import exceptions as zk_exc
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Connect, int_int_struct, int_struct
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
 
@@ -90,16 +101,96 @@ class SessionTimeoutUnknown(coordination.ToozError):
 def granted_session_timeout(client: KazooClient, requested: float,
                             timeout: float = 5.0) -> float:
     """Seconds of session timeout a server of ``client``'s ensemble grants a session that asked
-    for ``requested`` seconds. Raises :class:`SessionTimeoutUnknown` when no server answers
-    ``conf`` with its bounds."""
-    answer = ask_server(client, b"conf", timeout)
+    for ``requested`` seconds: from the server's ``conf`` bounds, else from a probe session
+    (see the module docstring). Raises :class:`SessionTimeoutUnknown` when neither says."""
+    try:
+        answer = ask_server(client, b"conf", timeout)
+    except SessionTimeoutUnknown as exc:
+        answer, unreachable = "", str(exc)
+    else:
+        unreachable = ""
     bounds = session_timeout_bounds(answer)
-    if bounds is None:
+    if bounds is not None:
+        return clamp_session_timeout(requested, *bounds)
+    try:
+        granted = negotiated_session_timeout(client, requested, timeout)
+    except SessionTimeoutUnknown as exc:
+        conf_said = unreachable or f"its answer to 'conf' has no bounds: {answer.strip()[:120]!r}"
         raise SessionTimeoutUnknown(
-            f"ZooKeeper did not report its session timeout bounds to the 'conf' command "
-            f"(answer: {answer.strip()[:120]!r}); add conf to 4lw.commands.whitelist in "
-            f"zoo.cfg: the fence cannot bound its lease without the granted session timeout")
-    return clamp_session_timeout(requested, *bounds)
+            f"ZooKeeper did not say which session timeout it grants ({conf_said}; {exc}): the "
+            f"fence cannot bound its lease without it; let the daemon reach a serving server, "
+            f"or add conf to 4lw.commands.whitelist in zoo.cfg") from None
+    LOG.info("ZooKeeper grants a %g s session timeout for the %g s asked (read from a probe "
+             "session: 'conf' is not in its 4lw.commands.whitelist)", granted, requested)
+    return granted
+
+
+def negotiated_session_timeout(client: KazooClient, requested: float,
+                               timeout: float = 5.0) -> float:
+    """The session timeout, in seconds, the servers of ``client``'s ensemble grant a new session
+    asking for ``requested`` seconds, read from the answer to a probe session's connect request
+    (ZooKeeper's ConnectResponse carries the negotiated timeout), with the client's TLS
+    settings; the smallest of the servers that answer. Each probe session is closed at once.
+    Raises :class:`SessionTimeoutUnknown` when no server answers."""
+    granted, failures = [], []
+    for host, port in client.hosts:
+        try:
+            sock = _connect(client, host, port, timeout)
+            try:
+                granted.append(_probe(sock, int(requested * 1000)) / 1000)
+            finally:
+                sock.close()
+        except Exception as exc:  # socket, TLS and protocol errors: try the next server
+            failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
+    if not granted:
+        raise SessionTimeoutUnknown(f"no server answered a probe session: {'; '.join(failures)}")
+    return min(granted)
+
+
+def _connect(client: KazooClient, host: str, port: int, timeout: float) -> Any:
+    """A socket to one server with the client's TLS settings, through its handler."""
+    return client.handler.create_connection(
+        (host, port), hostname=host, timeout=timeout, use_ssl=client.use_ssl,
+        ca=client.ca, certfile=client.certfile, keyfile=client.keyfile,
+        keyfile_password=client.keyfile_password, verify_certs=client.verify_certs,
+        check_hostname=client.check_hostname)
+
+
+#: The xid of the probe session's close request (any positive number: nothing else is pending).
+_PROBE_CLOSE_XID = 1
+#: ZooKeeper's opcode of closeSession.
+_CLOSE_SESSION = -11
+
+
+def _probe(sock: Any, requested_ms: int) -> int:
+    """Open a session on ``sock`` asking for ``requested_ms``, close it, and return the timeout
+    in ms the server granted (kazoo's own serialisation of the connect request)."""
+    request = Connect(0, 0, requested_ms, 0, b"\x00" * 16, False).serialize()
+    sock.sendall(int_struct.pack(len(request)) + request)
+    (length,) = int_struct.unpack(_receive(sock, int_struct.size))
+    if not 0 < length <= 4096:
+        raise ValueError(f"not a ZooKeeper connect response ({length} bytes)")
+    response, _ = Connect.deserialize(_receive(sock, length), 0)
+    if response.time_out <= 0:
+        raise ValueError("the server refused the probe session")
+    try:  # end the probe session now rather than after its timeout
+        close = int_int_struct.pack(_PROBE_CLOSE_XID, _CLOSE_SESSION)
+        sock.sendall(int_struct.pack(len(close)) + close)
+        _receive(sock, int_struct.size)
+    except Exception:  # noqa: BLE001 - it expires by itself; the answer is already read
+        pass
+    return response.time_out
+
+
+def _receive(sock: Any, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError(f"the server closed the connection after {len(data)} of "
+                                  f"{size} bytes")
+        data += chunk
+    return data
 
 
 #: What a server out of its ensemble's quorum (cut from its peers, or with too few of them up)
@@ -120,11 +211,7 @@ def ask_server(client: KazooClient, command: bytes, timeout: float = 5.0) -> str
     failures = []
     for host, port in client.hosts:
         try:
-            sock = client.handler.create_connection(
-                (host, port), hostname=host, timeout=timeout, use_ssl=client.use_ssl,
-                ca=client.ca, certfile=client.certfile, keyfile=client.keyfile,
-                keyfile_password=client.keyfile_password, verify_certs=client.verify_certs,
-                check_hostname=client.check_hostname)
+            sock = _connect(client, host, port, timeout)
             try:
                 sock.sendall(command)
                 chunks = []

@@ -4,8 +4,10 @@ tickTime is 500 ms so that sessions can be as short as 1 s (ZooKeeper clamps a s
 2..20 tickTimes): the fleet's failover tests depend on short sessions.
 ``info["max_session_timeout"]`` (ms, 60000 unless given) sets the largest timeout granted, for
 tests of what a daemon does when it gets less than it asked for. ``conf`` is among the
-four-letter commands served: the daemon reads its session timeout bounds with it (see
-:mod:`computed.fleet.zookeeper`). Ready when ``ruok`` answers ``imok``.
+four-letter commands served (the daemon reads its session timeout bounds with it, see
+:mod:`computed.fleet.zookeeper`) unless ``info["four_letter_words"]`` says otherwise: a list of
+commands, or None for ZooKeeper's own default (``srvr`` only, as a stock Debian server and many
+shared ensembles). Ready when ``srvr`` says the server serves.
 
 With ``info["tls"]`` true the server also listens for TLS on ``info["secure_port"]`` (Netty, from
 Debian's ``libnetty-java``, with a certificate for 127.0.0.1 signed by a CA made for the occasion,
@@ -53,7 +55,7 @@ class ZooKeeper(Service):
             f"clientPort={port}",
             "clientPortAddress=127.0.0.1",
             "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,stat,srvr,mntr,cons,conf",
+            *self._four_letter_words(),
             *self._tls(conf),
             "",
         ]))
@@ -64,6 +66,12 @@ class ZooKeeper(Service):
         self.info.update(port=port, url=f"zookeeper://127.0.0.1:{port}")
         self.info["pid"] = process.spawn(argv, self.log, cwd=conf)
         process.wait_until(self.ready, 60, "zookeeper", pid=self.pid, log=self.log)
+
+    def _four_letter_words(self) -> list[str]:
+        """The whitelist line of zoo.cfg; none (ZooKeeper's default: srvr) when asked for."""
+        words = self.info.get("four_letter_words", ["ruok", "stat", "srvr", "mntr", "cons",
+                                                    "conf"])
+        return [] if words is None else [f"4lw.commands.whitelist={','.join(words)}"]
 
     def _tls(self, conf: Path) -> list[str]:
         """zoo.cfg lines for a TLS port, with a CA and a server certificate made for it."""

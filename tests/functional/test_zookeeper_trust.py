@@ -24,6 +24,7 @@ from tooz import coordination
 
 from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import drain_markers_path, fleet_root
+from computed.fleet.zookeeper import ask_server, negotiated_session_timeout
 from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids
 from computed.testing.zookeeper import ZooKeeper
 from hashring.ownership import Member, compute_ownership
@@ -198,6 +199,46 @@ def test_the_lease_follows_the_session_timeout_zookeeper_granted(stingy_zookeepe
         assert granted_session_timeout(kazoo_client(coordinator), 30) == 4.0
     finally:
         coordinator.stop()
+
+
+@pytest.fixture
+def stock_zookeeper(tmp_path):
+    """A ZooKeeper with its default four-letter-word whitelist (srvr only: no conf), granting
+    at most 4 s."""
+    server = ZooKeeper(tmp_path / "stock", {"max_session_timeout": 4000,
+                                            "four_letter_words": None})
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_stock_zookeeper_without_conf_still_bounds_the_lease(stock_zookeeper, daemons):
+    """Issue 23 item 9: a ZooKeeper that refuses 'conf' (Debian's default whitelist) was
+    refused; the daemon now reads the granted timeout from a probe session's connect answer."""
+    assert "not in the whitelist" in ask_server(_probe_client(stock_zookeeper), b"conf")
+    port = free_port()
+    daemon, = daemons("c1", session_timeout=30, zookeeper_url=stock_zookeeper.url,
+                      extra=f"[metrics]\nport = {port}\n")
+    deadline = time.monotonic() + 60
+    values: dict[str, float] = {}
+    while not values.get("computed_lease_remaining_seconds"):
+        assert daemon.alive and time.monotonic() < deadline, dump_logs([daemon])
+        try:
+            values = samples(port)
+        except OSError:
+            pass
+        time.sleep(0.2)
+    assert 0 < values["computed_lease_remaining_seconds"] <= 4.0 * 2 / 3
+    assert values.get("computed_zookeeper_session_timeout_seconds") == 4.0
+    assert "read from a probe session" in daemon.log.read_text()
+    # Every probe session was closed at once: only the daemon's own session is left.
+    client = _probe_client(stock_zookeeper)
+    assert negotiated_session_timeout(client, 30) == 4.0
+    assert negotiated_session_timeout(client, 2) == 2.0  # within [1 s, 4 s]: as asked
+
+
+def _probe_client(server):
+    return KazooClient(hosts=server.hosts)  # never started: only its hosts and TLS settings
 
 
 def test_the_backend_url_password_stays_out_of_logs_and_output(stack, tmp_path):

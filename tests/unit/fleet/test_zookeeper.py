@@ -5,8 +5,15 @@ The alarm for a tooz upgrade: the module reads two private names of tooz's ZooKe
 and say which, before any daemon starts with the wrong session or reads the wrong group.
 """
 
+import struct
+
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import (
+    int_int_long_struct,
+    int_int_struct,
+    int_struct,
+)
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
 
@@ -17,6 +24,7 @@ from computed.fleet.zookeeper import (
     granted_session_timeout,
     group_path,
     kazoo_client,
+    negotiated_session_timeout,
     protect,
     session_timeout_bounds,
 )
@@ -142,13 +150,78 @@ def test_a_server_without_quorum_is_skipped_for_the_next_one():
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
 
 
+REFUSED = "conf is not executed because it is not in the whitelist.\n"
+
+
 @pytest.mark.parametrize("answers, message", [
-    (["conf is not executed because it is not in the whitelist.\n"], "4lw.commands.whitelist"),
+    ([REFUSED], "4lw.commands.whitelist"),  # and the probe session is refused too (below)
     ([ConnectionResetError("reset by peer"), OSError("no route")], "reset by peer.*no route"),
 ])
 def test_a_server_that_does_not_say_is_an_error_never_a_guess(answers, message):
     with pytest.raises(SessionTimeoutUnknown, match=message):
         granted_session_timeout(Ensemble(*answers), 90)
+
+
+class ProbedServer:
+    """A server socket that answers a probe session's connect request with ``granted`` ms,
+    then its close request; records what it was sent."""
+
+    def __init__(self, granted):
+        self.granted, self.sent, self.closed, self.pending = granted, b"", False, b""
+
+    def sendall(self, data):
+        self.sent += data
+        if len(self.sent) == len(data):  # the connect request: answer it
+            # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, ro
+            self.requested = struct.unpack_from("!iqiq", data, 4)[2]
+            body = int_int_long_struct.pack(0, self.granted, 0x1234) + \
+                int_struct.pack(16) + b"p" * 16 + b"\x00"
+            self.pending += int_struct.pack(len(body)) + body
+        else:  # the close request: a reply header
+            self.pending += int_struct.pack(16) + b"\x00" * 16
+
+    def recv(self, size):
+        chunk, self.pending = self.pending[:min(size, 5)], self.pending[min(size, 5):]
+        return chunk
+
+    def close(self):
+        self.closed = True
+
+
+class StockEnsemble(Ensemble):
+    """Servers that refuse 'conf' (a stock whitelist) but open sessions: ``granted`` ms each
+    (an exception: that server cannot be reached)."""
+
+    def __init__(self, *granted, conf_first=True):
+        super().__init__(*[REFUSED] * len(granted))
+        self.granted, self.probes, self.conf_first = dict(zip(self.hosts, granted)), [], conf_first
+
+    def create_connection(self, address, **options):
+        if self.conf_first and not self.connections:  # the first server answers 'conf': no
+            return super().create_connection(address, **options)
+        self.connections.append((address, options))
+        granted = self.granted[address]
+        if isinstance(granted, Exception):
+            raise granted
+        self.probes.append(ProbedServer(granted))
+        return self.probes[-1]
+
+
+def test_a_stock_server_without_conf_is_asked_through_a_probe_session():
+    # Issue 23 item 9: Debian's default whitelist (srvr only) refused every daemon.
+    ensemble = StockEnsemble(40000)
+    assert granted_session_timeout(ensemble, 90) == 40
+    probe, = ensemble.probes
+    assert probe.requested == 90000 and probe.closed
+    assert int_int_struct.unpack(probe.sent[-8:]) == (1, -11)  # closeSession sent at once
+    assert ensemble.connections[-1][1]["use_ssl"] is True  # with the client's TLS settings
+
+
+def test_the_probe_takes_the_smallest_timeout_of_the_servers_that_answer():
+    ensemble = StockEnsemble(40000, OSError("no route"), 30000, conf_first=False)
+    assert negotiated_session_timeout(ensemble, 90) == 30
+    with pytest.raises(SessionTimeoutUnknown, match="no route"):
+        negotiated_session_timeout(StockEnsemble(OSError("no route"), conf_first=False), 90)
 
 
 class Acls:
