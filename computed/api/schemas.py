@@ -82,6 +82,9 @@ IMAGE_URL_LENGTH = 2048
 #: No control character (NUL cannot even be stored in PostgreSQL).
 PRINTABLE = r'^[^\x00-\x1f\x7f]*$'
 
+#: No control character but line breaks (base64 wrapped in lines).
+PRINTABLE_LINES = r'^[^\x00-\x09\x0b\x0c\x0e-\x1f\x7f]*$'
+
 #: A boolean as Nova's parameter_types.boolean takes one.
 BOOLEAN = {'type': ['boolean', 'string'],
            'enum': [True, 'True', 'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', 'Yes', 'yes',
@@ -125,8 +128,12 @@ SERVER_CREATE = {
             'max_count': {'type': ['integer', 'string'], 'pattern': '^[0-9]{1,10}$'},
             'return_reservation_id': BOOLEAN,
             'availability_zone': NAME,
-            'key_name': {'type': 'null'},
-            'config_drive': {'type': ['boolean', 'string']},
+            # A key pair of the caller's (checked by the controller, 400 otherwise); null
+            # too, as computed took it before key pairs.
+            'key_name': {'anyOf': [NAME, {'type': 'null'}]},
+            # Nova's bound: 65,535 characters of base64 (decoded by the controller).
+            'user_data': {'type': 'string', 'maxLength': 65535, 'pattern': PRINTABLE_LINES},
+            'config_drive': BOOLEAN,
             # Accepted as Nova accepts them; what bare metal makes of each: docs/api.md.
             'adminPass': {'type': 'string', 'maxLength': 255, 'pattern': r'^[^\x00]*$'},
             'accessIPv4': {'type': 'string', 'maxLength': 15},

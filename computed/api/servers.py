@@ -60,7 +60,7 @@ from computed.api import (
 from computed.api.request import Call, empty, json_response
 from computed.db import api as db_api
 from computed.db import models
-from computed.instances import flavor_specs, scheduler
+from computed.instances import configdrive, flavor_specs, scheduler
 from computed.instances.rpcapi import NO_VALID_HOST, NoHost
 from computed.placement import allocations
 
@@ -140,8 +140,9 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         'flavor': _flavor(call, row),
         'created': _time(row.created_at), 'updated': _time(row.updated_at),
         'addresses': {}, 'accessIPv4': row.access_ip_v4 or '',
-        'accessIPv6': row.access_ip_v6 or '', 'key_name': None,
-        'config_drive': '', 'links': links(call, row.uuid),
+        'accessIPv6': row.access_ip_v6 or '', 'key_name': row.key_name,
+        # Nova's string: 'True' when built with a config drive.
+        'config_drive': 'True' if row.config_drive else '', 'links': links(call, row.uuid),
         'progress': 0 if shown.status == 'BUILD' else 100 if shown.status == 'ACTIVE' else 0,
         'OS-DCF:diskConfig': 'MANUAL', 'OS-EXT-AZ:availability_zone': 'nova',
         'OS-EXT-STS:vm_state': shown.vm_state, 'OS-EXT-STS:task_state': shown.task_state,
@@ -162,6 +163,7 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
                     'OS-EXT-SRV-ATTR:instance_name': f'instance-{row.uuid}'})
         if call.at_least(2, 3):
             doc['OS-EXT-SRV-ATTR:reservation_id'] = row.reservation_id
+            doc['OS-EXT-SRV-ATTR:user_data'] = row.user_data
     if row.state == models.ERROR and row.fault:
         doc['fault'] = {'code': 500, 'created': _time(row.updated_at),
                         'message': row.fault[:FAULT_MESSAGE_LENGTH]}
@@ -461,6 +463,32 @@ def _access_ip(field: str, value: str, version: int) -> None:
                                 f'an IPv{version} address')
 
 
+def _login(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a server is deployed with for its user to log in (docs/api.md, "Servers"): a copy
+    of the caller's key pair ``key_name`` (400 naming it if the caller has none of that
+    name), the ``user_data`` (400 unless base64 of UTF-8 text), and the config drive that
+    carries them, which every server gets: there is no metadata service here, so
+    ``config_drive: false`` is taken and has no effect (as Nova's ``force_config_drive``)."""
+    login: dict[str, Any] = {'config_drive': True}
+    if 'user_data' in spec:
+        try:
+            configdrive.decode_user_data(spec['user_data'])
+        except configdrive.InvalidUserData as exc:
+            raise errors.BadRequest(f'Invalid input for field/attribute user_data: {exc}'
+                                    ) from None
+        login['user_data'] = spec['user_data']
+    name = spec.get('key_name')
+    if name is not None:
+        try:
+            key = db_api.get_key_pair(call.backends.engine, call.context.user_id, name)
+        except db_api.KeyPairNotFound:
+            raise errors.BadRequest(f'Invalid key_name provided: user '
+                                    f'{call.context.user_id} has no key pair {name!r}'
+                                    ) from None
+        login.update(key_name=key.name, key_type=key.type, key_data=key.public_key)
+    return login
+
+
 def _flavor_ref(call: Call, ref: Any) -> db_api.FlavorRow:
     flavor_id = str(ref).rstrip('/').rsplit('/', 1)[-1]
     try:
@@ -487,6 +515,7 @@ def create(call: Call) -> webob.Response:
             _access_ip(field, spec[field], version)
     flavor = _flavor_ref(call, spec['flavorRef'])
     image = _image(call, spec['imageRef'])
+    login = _login(call, spec)
     try:
         request = flavor_specs.placement_request(flavor.extra_specs)
     except flavor_specs.InvalidExtraSpec as exc:
@@ -494,7 +523,7 @@ def create(call: Call) -> webob.Response:
     low, high = _counts(spec)
     # Nova's two names for the hints; they reach the scheduler's filters (docs/api.md).
     hints = body.get('os:scheduler_hints') or body.get('OS-SCH-HNT:scheduler_hints')
-    build = _Build(call, request, image, flavor, spec, hints)
+    build = _Build(call, request, image, flavor, spec, hints, login)
     with backend_errors():
         rows = build.admit_and_place(low, high)
         if all(row.state == models.BUILDING for row in rows):
@@ -551,9 +580,11 @@ class _Build:
     """The servers of one ``POST /servers``: admitted by quota, then placed, all or none."""
 
     def __init__(self, call: Call, request: Any, image: str, flavor: db_api.FlavorRow,
-                 spec: dict[str, Any], hints: dict[str, Any] | None = None):
+                 spec: dict[str, Any], hints: dict[str, Any] | None = None,
+                 login: dict[str, Any] | None = None):
         self.call = call
         self.hints = hints
+        self.login = login or {}
         self.request = request
         self.image = image
         self.flavor = _flavor_copy(flavor)
@@ -589,12 +620,12 @@ class _Build:
             for instance_uuid in held:
                 quotas.release(backends, instance_uuid)
 
-    def _details(self) -> dict[str, str | None]:
+    def _details(self) -> dict[str, str | bool | None]:
         """What the servers keep of the request besides what scheduling needs."""
         return {'description': self.spec.get('description'),
                 'access_ip_v4': self.spec.get('accessIPv4') or None,
                 'access_ip_v6': self.spec.get('accessIPv6') or None,
-                'reservation_id': self.reservation_id}
+                'reservation_id': self.reservation_id, **self.login}
 
     def _place(self, uuids: list[str]) -> list[db_api.InstanceRow]:
         """Place every server; if one finds no host none is built (Nova's all-or-nothing):

@@ -191,6 +191,12 @@ class InstanceRow:
     access_ip_v4: str | None = None
     access_ip_v6: str | None = None
     reservation_id: str | None = None
+    # The key pair it was built with, its user data and config drive (revision 0007).
+    key_name: str | None = None
+    key_type: str | None = None
+    key_data: str | None = None
+    user_data: str | None = None
+    config_drive: bool | None = None
 
     @property
     def live(self) -> bool:
@@ -229,7 +235,9 @@ def _instance_row(row: Any) -> InstanceRow:
                        metadata=json.loads(row.user_metadata) if row.user_metadata else {},
                        flavor=json.loads(row.flavor) if row.flavor else None,
                        description=row.description, access_ip_v4=row.access_ip_v4,
-                       access_ip_v6=row.access_ip_v6, reservation_id=row.reservation_id)
+                       access_ip_v6=row.access_ip_v6, reservation_id=row.reservation_id,
+                       key_name=row.key_name, key_type=row.key_type, key_data=row.key_data,
+                       user_data=row.user_data, config_drive=row.config_drive)
 
 
 # -- engine and transactions -----------------------------------------------------------------
@@ -725,10 +733,12 @@ def _sort_column(name: str) -> Any:
 
 
 #: The compute API's fields of an instance that :func:`set_instance_details` writes.
-INSTANCE_DETAILS = frozenset({"description", "access_ip_v4", "access_ip_v6", "reservation_id"})
+INSTANCE_DETAILS = frozenset({"description", "access_ip_v4", "access_ip_v6", "reservation_id",
+                              "key_name", "key_type", "key_data", "user_data", "config_drive"})
 
 
-def set_instance_details(engine: Engine, uuid: str, **details: str | None) -> InstanceRow:
+def set_instance_details(engine: Engine, uuid: str, **details: str | bool | None
+                         ) -> InstanceRow:
     """Record the compute API's fields of a new instance (:data:`INSTANCE_DETAILS`: what
     Nova's create takes besides what scheduling needs); :class:`InstanceNotFound` if there is
     no such instance."""
