@@ -1,0 +1,50 @@
+"""Read a subunit v2 stream into per-test results, as JSON (run with Tempest's virtualenv).
+
+``python subunit_results.py RESULTS.subunit OUT.json``: one object per test, ``{"id", "status",
+"reason", "seconds"}``, status being subunit's (``success``, ``fail``, ``skip``, ...); reason is
+the skip reason, or the last lines of a failure's traceback. ``tempest run --subunit`` first
+lists every test it will run (status ``exists``); a test's later result replaces that, so a stream
+cut short (a run ended by its timeout) leaves the tests it never reached as ``exists``: not run.
+"""
+
+import json
+import sys
+
+import subunit
+import testtools
+
+
+def main() -> None:
+    source, target = sys.argv[1], sys.argv[2]
+    tests: dict[str, dict] = {}
+
+    def on_test(test: dict) -> None:
+        details = test["details"]
+        reason = ""
+        for key in ("reason", "traceback"):
+            if key in details:
+                reason = details[key].as_text()
+                break
+        if test["status"] == "fail" and reason:
+            reason = "\n".join(reason.strip().splitlines()[-12:])
+        start, stop = test["timestamps"]
+        seconds = (stop - start).total_seconds() if start and stop else None
+        if test["status"] == "exists" and test["id"] in tests:
+            return
+        tests[test["id"]] = {"id": test["id"], "status": test["status"],
+                             "reason": reason.strip(), "seconds": seconds}
+
+    with open(source, "rb") as stream:
+        case = subunit.ByteStreamToStreamResult(stream, non_subunit_name="stdout")
+        result = testtools.StreamToDict(on_test)
+        result.startTestRun()
+        try:
+            case.run(result)
+        finally:
+            result.stopTestRun()
+    with open(target, "w") as out:
+        json.dump(list(tests.values()), out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
