@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
 from computed.conf.errors import ConfigError
+from computed.runtime import rpc, signing
 from computed.version import VERSION
 
 LOG = logging.getLogger(__name__)
@@ -163,6 +164,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _rpc_refused() -> CounterMetricFamily:
+    """The messages this process's RPC servers refused before any endpoint saw them
+    (:func:`computed.runtime.rpc.refused_counts`)."""
+    counts = rpc.refused_counts()
+    family = CounterMetricFamily(
+        f"{PREFIX}_rpc_messages_refused", "RPC messages refused before dispatch, by reason: "
+        "unsigned, forged (no [messaging] signing_keys gives that signature), expired, "
+        "replayed, misdirected (signed for another receiver), malformed (a context no "
+        "computed sender writes), unknown_method (or version). See docs/security.md.",
+        labels=["reason"])
+    for reason in signing.REASONS:
+        family.add_metric([reason], float(counts.get(reason, 0)))
+    return family
+
+
+class _RpcRefusedCollector:
+    # Process-wide, as the counts are: the daemon's instance casts, the reporter's report calls.
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        yield _rpc_refused()
+
+
 class _BuildInfoCollector:
     # Every process says its release, so a dashboard shows a fleet mid-upgrade (Prometheus'
     # <name>_build_info convention: value 1, the facts in labels).
@@ -172,10 +194,12 @@ class _BuildInfoCollector:
 
 
 def registry(collector: Any) -> CollectorRegistry:
-    """A registry of ``collector`` and this process's CPU, memory and open files."""
+    """A registry of ``collector``, the RPC refusals and this process's CPU, memory and open
+    files."""
     result = CollectorRegistry(auto_describe=False)  # no collect() at registration
     result.register(collector)
     result.register(_BuildInfoCollector())
+    result.register(_RpcRefusedCollector())
     ProcessCollector(registry=result)
     return result
 

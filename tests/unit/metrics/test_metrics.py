@@ -134,6 +134,7 @@ def test_daemon_metrics_read_the_service_at_scrape_time():
     assert values["computed_instances_readopt_pending"] == 1
     assert values["computed_instances_readopt_failures_total"] == 2
     assert "computed_ironic_last_event_age_seconds" not in values  # no event yet
+    assert "computed_rpc_messages_refused_total{reason=forged}" in values
     assert "process_resident_memory_bytes" in values
     # A later scrape sees later values: nothing is copied at registration.
     service.fleet.claims.nodes["c"] = object()
@@ -211,6 +212,8 @@ def test_reporter_counts_every_outcome_and_health():
     assert values["computed_reporter_reports_total{outcome=fenced}"] == 1
     assert values["computed_reporter_reports_total{outcome=invalid}"] == 0
     assert values["computed_reporter_up"] == 1
+    for reason in ("unsigned", "forged", "expired", "replayed", "malformed", "unknown_method"):
+        assert f"computed_rpc_messages_refused_total{{reason={reason}}}" in values
     zookeeper.connected = False
     assert not reporter_metrics.reporter_health(zookeeper).ok
     assert scrape(reporter_metrics.ReporterCollector(applier, zookeeper))[
