@@ -6,9 +6,9 @@ Owns how an operator or a load balancer reads a running process, whatever the pr
   (:class:`computed.daemon.metrics.DaemonCollector`,
   :class:`computed.reporter.metrics.ReporterCollector`), plus this process's CPU, memory and
   open files, its release, and the RPC messages its servers refused
-  (:func:`computed.runtime.rpc.refused_counts`, by reason). Collectors read the running objects at scrape time, so the product modules keep no
-  metrics state of their own and a scrape always sees the current value, never a copy that
-  could drift.
+  (:func:`computed.runtime.rpc.refused_counts`, by reason). Collectors read the running objects
+  at scrape time, so the product modules keep no metrics state of their own and a scrape always
+  sees the current value, never a copy that could drift.
 * ``GET /healthz``: ``200 ok: ...`` when the process does its job, ``503 <reason>`` otherwise,
   as one line of text; what "its job" is comes with the collector (a :class:`Health` function).
 
