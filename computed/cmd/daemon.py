@@ -60,6 +60,7 @@ from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox, RpcSender
 from computed.runtime import keystone, rpc, systemd
 from computed.runtime.stopping import StopRequest
+from computed.scheduling.loader import pipeline_from_conf
 
 PROG = 'computed'
 EXIT_BACKEND = 1
@@ -101,6 +102,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
         raise ConfigError('database', 'connection',
                           'required by the daemon (it records what it reported)')
     host = normalise_host(conf.host)
+    # Before anything connects: a filter or weigher that cannot be loaded is a ConfigError.
+    pipeline = pipeline_from_conf(conf)
     group = conf.coordination.group
     driver = common.baremetal_driver(conf)
     engine = db_engine.engine_from_conf(conf)
@@ -150,7 +153,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     placement = keystone.load_adapter(conf, 'placement')
     daemon = Owner(engine, driver, placement, host, membership.member_epoch,
                    max_attempts=conf.scheduler.max_attempts,
-                   owner_of=scheduler.zookeeper_owner(zookeeper, fleet_root(group)))
+                   owner_of=scheduler.zookeeper_owner(zookeeper, fleet_root(group)),
+                   pipeline=pipeline)
     worker = InstanceWorker(fleet, daemon, compute=rpcapi.ComputeAPI(transport),
                             notifier=InstanceNotifier(notification_transport, host),
                             membership=membership)
