@@ -38,6 +38,7 @@ from computed.api import (
     auth,
     errors,
     flavors,
+    hypervisors,
     keypairs,
     microversion,
     policy,
@@ -45,7 +46,9 @@ from computed.api import (
     server_edits,
     servers,
     services,
+    usage,
     versions,
+    zones,
 )
 from computed.api.backends import Backends
 from computed.api.request import PREFIX, Call
@@ -94,6 +97,18 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('DELETE', '/os-keypairs/{name}', keypairs.delete),
     ('GET', '/os-services', services.index),
     ('PUT', '/os-services/{service_id}', services.update),
+    ('GET', '/os-hypervisors', hypervisors.index),
+    ('GET', '/os-hypervisors/detail', hypervisors.detail),
+    ('GET', '/os-hypervisors/statistics', hypervisors.statistics_view),
+    ('GET', '/os-hypervisors/{hypervisor_id}', hypervisors.show),
+    ('GET', '/os-hypervisors/{hypervisor_id}/uptime', hypervisors.uptime),
+    ('GET', '/os-hypervisors/{pattern}/search', hypervisors.search),
+    ('GET', '/os-hypervisors/{pattern}/servers', hypervisors.servers),
+    ('GET', '/os-availability-zone', zones.index),
+    ('GET', '/os-availability-zone/detail', zones.detail),
+    ('GET', '/os-aggregates', zones.aggregates),
+    ('GET', '/os-simple-tenant-usage', usage.index),
+    ('GET', '/os-simple-tenant-usage/{tenant_id}', usage.show),
 ]
 
 HEALTHCHECK = '/healthcheck'

@@ -75,6 +75,12 @@ class RequestTooLarge(APIError):
     status = 413
 
 
+class NotImplementedHere(APIError):
+    """What Nova's Ironic driver does not implement either (Nova answers 501 too)."""
+
+    status = 501
+
+
 class ServiceUnavailable(APIError):
     """A service the API needs (Placement, ZooKeeper, RabbitMQ, the database) failed."""
 

@@ -115,6 +115,21 @@ RULES = [
           [('GET', '/limits')]),
     _rule('compute:services', 'rule:admin_api', 'List, disable and enable the daemons.',
           [('GET', '/os-services'), ('PUT', '/os-services/{service_id}')]),
+    _rule('compute:hypervisors', 'rule:admin_api',
+          'List and show the nodes as hypervisors, and their statistics.',
+          [('GET', '/os-hypervisors'), ('GET', '/os-hypervisors/detail'),
+           ('GET', '/os-hypervisors/statistics'), ('GET', '/os-hypervisors/{hypervisor_id}')]),
+    _rule('compute:availability_zones:list', ANYONE, 'List the availability zones.',
+          [('GET', '/os-availability-zone')]),
+    _rule('compute:availability_zones:detail', 'rule:admin_api',
+          'List the availability zones with their hosts.',
+          [('GET', '/os-availability-zone/detail')]),
+    _rule('compute:aggregates:index', 'rule:admin_api', 'List the host aggregates (none).',
+          [('GET', '/os-aggregates')]),
+    _rule('compute:usage:list', 'rule:admin_api', 'Show the usage of every project.',
+          [('GET', '/os-simple-tenant-usage')]),
+    _rule('compute:usage:show', OWNER_READER, 'Show a project\'s usage.',
+          [('GET', '/os-simple-tenant-usage/{tenant_id}')]),
 ]
 
 

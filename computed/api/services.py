@@ -93,6 +93,12 @@ def _services(backends: Backends) -> list[dict[str, Any]]:
              'reason': disabled.get(host)} for host in sorted(hosts)]
 
 
+def daemons(backends: Backends) -> list[dict[str, Any]]:
+    """The daemons as services, in host order (``host``, ``up``, ``disabled``, ``reason``):
+    what ``/os-services`` lists and ``/os-hypervisors`` and ``/os-availability-zone`` read."""
+    return _services(backends)
+
+
 class _zookeeper:
     """ZooKeeper failures as a 503."""
 

@@ -8,7 +8,8 @@ code the status, a one-line message, no traceback); and a refused request (4xx) 
 nothing: the database's rows, Placement's allocations and the casts to daemons are as before.
 
 ``/os-services`` is left out: it reads ZooKeeper, which the in-process application does not
-have (tests/functional/test_api.py covers it against a real one).
+have (tests/functional/test_api.py covers it against a real one); the routes that only read the
+daemons' list (``/os-hypervisors``, ``/os-availability-zone``) get a fixed one.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computed.api import app, errors, schemas
+from computed.api import app, errors, hypervisors, schemas, services
 from computed.db import models
+from tests.unit.api.conftest import NODES
 from tests.unit.api.test_app import ADMIN, GOLD, create, flavor
+from tests.unit.api.test_hypervisors import report
 from tests.unit.api.test_quota_race import postgres_engine  # noqa: F401 (a fixture)
 
 #: The body schema of each route that takes one (a route missing here gets arbitrary JSON).
@@ -66,7 +69,8 @@ ROUTES = [(method, path) for method, path, _controller in app.ROUTES
 #: Query parameters the controllers read, and others.
 PARAMETERS = ['limit', 'marker', 'sort_dir', 'sort_key', 'minRam', 'minDisk', 'name', 'status',
               'all_tenants', 'project_id', 'tenant_id', 'host', 'flavor', 'image',
-              'changes-since', 'deleted', 'is_public', 'bogus']
+              'changes-since', 'deleted', 'is_public', 'with_servers',
+              'hypervisor_hostname_pattern', 'start', 'end', 'detailed', 'bogus']
 TOKENS = [ADMIN, 'alice:p1', 'bob:p2', 'admin:p1', 'x' * 300, 'alice:' + 'p' * 600, '']
 VERSIONS = [None, '2.1', '2.36', '2.37', '2.47', '2.55', '2.57', '2.61', 'latest', '2.99',
             '3.0', 'x.y', '2.61, compute 2.1']
@@ -233,7 +237,10 @@ def check(api, request: dict[str, Any], counts: dict[int, int]) -> None:
     response = client(request['method'], request['url'], raw=request['body'],
                       headers=dict(headers, **{'Content-Type': 'application/json'}))
     counts[response.status_int] = counts.get(response.status_int, 0) + 1
-    assert response.status_int < 500, (request, response.text)
+    # Nova's Ironic driver has no host uptime: 501 is the answer there (as Nova's), no fault.
+    uptime = urllib.parse.urlsplit(request['url']).path.endswith('/uptime')
+    assert response.status_int < 500 or (uptime and response.status_int == 501), \
+        (request, response.text)
     if response.status_int >= 400:
         document = json.loads(response.body)
         (kind, fault), = document.items()
@@ -254,14 +261,20 @@ def engine(request, tmp_path):
         yield request.getfixturevalue('postgres_engine')
 
 
-def test_thousands_of_requests_no_5xx_compute_errors_nothing_changed_by_refusals(api):
+def test_thousands_of_requests_no_5xx_compute_errors_nothing_changed_by_refusals(
+        api, monkeypatch):
     admin = api.as_(ADMIN)
+    monkeypatch.setattr(services, '_services', lambda backends: [
+        {'host': 'c1', 'up': True, 'disabled': False, 'reason': None}])
     flavor(api, flavor_id='gold')
     flavor(api, name='other', flavor_id='other', specs=dict(GOLD, **{'hw:x': '1'}))
     server = create(api, 'gold').document['server']['id']
+    report(api.engine, NODES[0], 'c1', reserved=1)
     known = {'flavor_id': ['gold', 'other', 'nope'], 'key': list(GOLD) + ['hw:x', 'nope'],
              'server_id': [server, '00000000-0000-0000-0000-000000000000', 'x'],
-             'project_id': ['p1', 'p2', 'admin'], 'network': ['public', 'x']}
+             'project_id': ['p1', 'p2', 'admin'], 'network': ['public', 'x'],
+             'hypervisor_id': [NODES[0], str(hypervisors.legacy_id(NODES[0])), 'x'],
+             'pattern': ['1111', 'x'], 'tenant_id': ['p1', 'p2']}
     admin('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {'instances': 5}})
     counts: dict[int, int] = {}
     started = time.monotonic()
