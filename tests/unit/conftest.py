@@ -1,9 +1,54 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures shared by the unit tests, and the rule of the tier: a unit test starts no process.
+
+The unit tier imports and calls (computed's console scripts run in-process: tests/cli.py);
+tests that need a fresh interpreter, a signal sent to a process or another program are in
+tests/process. While a test of this tier runs, starting a process (subprocess, os.fork,
+os.posix_spawn, os.system, os.exec*) raises :class:`ProcessStarted` at the call, naming the
+tier to move the test to.
+"""
+
+import sys
 
 import pytest
 
 from computed import db
 from computed.db import api
+
+#: The audit events of starting a process (multiprocessing's spawn, which starts its child with
+#: _posixsubprocess directly, raises none).
+PROCESS_EVENTS = frozenset({'subprocess.Popen', 'os.fork', 'os.forkpty', 'os.posix_spawn',
+                            'os.system', 'os.exec', 'os.spawn'})
+_running = []  # the unit test running now (empty between tests)
+
+
+class ProcessStarted(RuntimeError):
+    """A unit test started a process."""
+
+
+def _refuse_processes(event, args):
+    if _running and event in PROCESS_EVENTS:
+        raise ProcessStarted(f'{_running[0]}: {event} {args[:2]!r}: the unit tier starts no '
+                             'process; move the test to tests/process')
+
+
+# An audit hook cannot be removed: it is added once per process and acts only while a test of
+# this directory runs (tests/process may share the process under pytest-xdist).
+sys.addaudithook(_refuse_processes)
+
+
+def _unit_test_running(item):
+    _running.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        _running.clear()
+
+
+# Set-up, call and tear-down (a fixture may start a process too); called for this directory's
+# tests only (pytest calls a conftest's run-test hooks for the tests under it).
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_unit_test_running)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_unit_test_running)
+pytest_runtest_teardown = pytest.hookimpl(wrapper=True)(_unit_test_running)
 
 
 @pytest.fixture
