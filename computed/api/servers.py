@@ -202,7 +202,8 @@ SORT_KEYS = {'created_at': 'created_at', 'updated_at': 'updated_at', 'uuid': 'uu
              'display_name': 'name', 'hostname': 'name', 'project_id': 'project_id',
              'user_id': 'user_id', 'host': 'host', 'node': 'node_uuid', 'image_ref': 'image',
              'launched_at': 'created_at', 'display_description': 'description',
-             'access_ip_v4': 'access_ip_v4', 'access_ip_v6': 'access_ip_v6'}
+             'access_ip_v4': 'access_ip_v4', 'access_ip_v6': 'access_ip_v6',
+             'key_name': 'key_name'}
 #: Nova's other sort keys: the ones Nova itself ignores (SERVER_LIST_IGNORE_SORT_KEY), the
 #: ones every server here has the same value of, and the states (computed's states do not
 #: order as Nova's vm_state/task_state/power_state strings do): accepted, without effect.
@@ -211,7 +212,7 @@ SORT_KEYS_IGNORED = frozenset({
     'default_swap_device', 'deleted', 'deleted_at', 'disable_terminate', 'ephemeral_gb',
     'ephemeral_key_uuid', 'id', 'key_data', 'launched_on', 'locked', 'memory_mb', 'os_type',
     'reservation_id', 'root_gb', 'shutdown_terminate', 'user_data', 'vcpus', 'vm_mode',
-    'auto_disk_config', 'availability_zone', 'config_drive', 'kernel_id', 'key_name',
+    'auto_disk_config', 'availability_zone', 'config_drive', 'kernel_id',
     'locked_by', 'ramdisk_id', 'root_device_name', 'launch_index', 'progress',
     'terminated_at', 'instance_type_id', 'vm_state', 'task_state', 'power_state'})
 SORT_DIRS = ('asc', 'desc')

@@ -722,7 +722,7 @@ def instance_hosts(engine: Engine) -> dict[str, str]:
 #: Columns instances can be listed in the order of (:func:`list_instances`' ``sort``).
 INSTANCE_SORT_COLUMNS = frozenset({"created_at", "updated_at", "uuid", "name", "project_id",
                                    "user_id", "host", "node_uuid", "image", "description",
-                                   "access_ip_v4", "access_ip_v6"})
+                                   "access_ip_v4", "access_ip_v6", "key_name"})
 
 
 def _sort_column(name: str) -> Any:

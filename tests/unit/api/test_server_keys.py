@@ -91,3 +91,13 @@ def test_config_drive_is_a_boolean(api, gold, value):
     kind, message = error_of(create(api, gold, config_drive=value), 400)
     assert 'config_drive' in message
     nothing_created(api)
+
+
+def test_servers_sort_by_key_name(api, gold):
+    for name in ('b', 'a'):
+        key_pair(api, name)
+    made = {name: create(api, gold, name=f'web-{name}', key_name=name).document['server']['id']
+            for name in ('b', 'a')}
+    for direction, order in (('asc', ['a', 'b']), ('desc', ['b', 'a'])):
+        listed = api('GET', f'/v2.1/servers?sort_key=key_name&sort_dir={direction}')
+        assert [s['id'] for s in listed.document['servers']] == [made[k] for k in order]
