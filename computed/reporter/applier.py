@@ -14,7 +14,8 @@ answers with an outcome per report. For each report, in this order:
    ZooKeeper by :class:`ClaimReader` in one pipelined round per batch. A report from a daemon
    that lost its claim (a partition, a long pause, a handover), one naming another host, and any
    report for a claim whose data cannot be parsed are answered ``fenced`` and not applied. This
-   does not authenticate the sender: see docs/security.md.
+   does not authenticate the sender; ``[messaging] signing_keys`` does, before a call reaches
+   this code (:mod:`computed.runtime.rpc`): see docs/security.md.
 3. **Order** it: the batch's reports are applied in ONE database transaction
    (:func:`computed.db.api.apply_reports_if_newer`) that locks their providers' rows in uuid
    order; a report is applied only if its ``(claim_epoch, seq)`` is newer than the last one

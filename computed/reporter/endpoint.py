@@ -1,5 +1,9 @@
 """The reporter's RPC endpoint: ``apply_reports(reports=[...])`` on the topic ``[reporter] topic``.
 
+A call reaches it only once :mod:`computed.runtime.rpc` accepted its envelope (signed, recent and
+new when ``[messaging] signing_keys`` is set), and only ``apply_reports`` is on the bus
+(``rpc_methods``).
+
 Owns the oslo.messaging side of the reporter: the target's version (the report format's
 :data:`computed.providers.report.API_VERSION`), the limits on what one call may make the reporter
 do (:func:`computed.providers.report.admit`: reports past ``[reporter] max_reports_per_call`` are
