@@ -228,12 +228,16 @@ class BaremetalDriver(abc.ABC):
 
     def deploy(self, node_uuid: str, instance_uuid: str,
                image_source: str | None, *, timeout: float,
-               guard: WriteGuard | None = None) -> Node:
+               guard: WriteGuard | None = None,
+               configdrive: dict[str, Any] | None = None) -> Node:
         """Deploy ``instance_uuid`` on the node; the node once ``active``.
 
         Associates the instance with the node, sets the image, provisions to
         ``active`` and waits. A node already active with this instance is
         returned as it is; one already deploying it is waited for.
+        ``configdrive`` (``meta_data``, ``user_data``: see
+        :mod:`computed.instances.configdrive`) is what the backend builds the
+        node's config drive from; None: no config drive.
 
         :raises DeployFailed: the backend refused the deploy or it failed
             (the reason is the backend's own), or the node hosts another

@@ -87,7 +87,7 @@ from computed.db import api as db_api
 from computed.db import models
 from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
 from computed.db.models import InstanceState
-from computed.instances import reschedule, retries, scheduler
+from computed.instances import configdrive, reschedule, retries, scheduler
 from computed.placement import allocations
 from computed.placement.http import PlacementError
 from computed.scheduling.pipeline import Pipeline
@@ -144,8 +144,13 @@ def build(owner: Owner, instance_uuid: str) -> InstanceRow:
     if row.node_uuid is None:
         return _fail_build(owner, row, 'instance has no node')
     try:
+        # The key pair and user data reach the node in it (computed.instances.configdrive).
+        drive = configdrive.build(row)
+    except configdrive.InvalidUserData as exc:
+        return _fail_build(owner, row, f'user data: {exc}')
+    try:
         owner.driver.deploy(row.node_uuid, row.uuid, row.image, timeout=owner.deploy_timeout,
-                            guard=owner.guard)
+                            guard=owner.guard, configdrive=drive)
     except DriverError as exc:
         LOG.warning('instance %s: deploy on node %s failed: %s', row.uuid, row.node_uuid, exc)
         return _fail_build(owner, row, exc.reason)

@@ -8,6 +8,10 @@ while the broker is down instead of blocking every write.
 
 Ready when ``GET /v1`` answers: never judge by the PID (a crash-looping worker leaves the master
 alive).
+
+Its policy shows instance secrets (``show_instance_secrets``: Ironic masks them by default), so
+that a test or the local run reads back the config drive the daemon passed, in the node's
+``instance_info.configdrive`` (the fake deploy keeps the JSON object as it was received).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Ironic(Service):
         home.mkdir(parents=True, exist_ok=True)
         conf = home / "ironic.conf"
         port = self.info.get("port") or process.free_port()
+        (home / "policy.yaml").write_text('"show_instance_secrets": "@"\n')
         conf.write_text(self._config(home, port))
         if not (home / "ironic.sqlite").exists():
             process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
@@ -70,6 +75,8 @@ class Ironic(Service):
             f"connection = sqlite:///{home / 'ironic.sqlite'}",
             "[conductor]",
             "automated_clean = false",
+            "[oslo_policy]",
+            f"policy_file = {home / 'policy.yaml'}",
             "[fake]",
             # Ironic int()s it: '0.0' would fail every deploy.
             f"deploy_delay = {int(self.info['deploy_delay'])}",

@@ -243,7 +243,8 @@ class IronicDriver(BaremetalDriver):
 
     def deploy(self, node_uuid: str, instance_uuid: str,
                image_source: str | None, *, timeout: float,
-               guard: WriteGuard | None = None) -> Node:
+               guard: WriteGuard | None = None,
+               configdrive: dict[str, Any] | None = None) -> Node:
         node = self._require(node_uuid)
         if node.instance_uuid not in (None, instance_uuid):
             raise DeployFailed(node_uuid, f'node hosts instance '
@@ -255,7 +256,7 @@ class IronicDriver(BaremetalDriver):
                 return self._wait_deployed(node_uuid, instance_uuid, timeout,
                                            guard)
         self._associate(node, instance_uuid, image_source, guard)
-        self._provision_active(node_uuid, instance_uuid, guard)
+        self._provision_active(node_uuid, instance_uuid, guard, configdrive)
         return self._wait_deployed(node_uuid, instance_uuid, timeout, guard)
 
     def undeploy(self, node_uuid: str, *, timeout: float,
@@ -391,10 +392,15 @@ class IronicDriver(BaremetalDriver):
                            f'{instance_uuid}: {_fault(response)}')
 
     def _provision_active(self, node_uuid: str, instance_uuid: str,
-                          guard: WriteGuard | None) -> None:
+                          guard: WriteGuard | None,
+                          configdrive: dict[str, Any] | None = None) -> None:
+        body: dict[str, Any] = {'target': 'active'}
+        if configdrive is not None:
+            # A JSON object Ironic builds the ISO from (API 1.56+); it keeps
+            # it in the node's instance_info.configdrive.
+            body['configdrive'] = configdrive
         response = self._write('put', f'/nodes/{node_uuid}/states/provision',
-                               f'node {node_uuid}', {'target': 'active'},
-                               guard)
+                               f'node {node_uuid}', body, guard)
         if response.status_code < 400:
             return
         node = self._require(node_uuid)

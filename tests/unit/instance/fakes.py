@@ -50,7 +50,8 @@ class FakeDriver(BaremetalDriver):
         if guard is not None:
             guard.check()
 
-    def deploy(self, node_uuid, instance_uuid, image_source, *, timeout, guard=None):
+    def deploy(self, node_uuid, instance_uuid, image_source, *, timeout, guard=None,
+               configdrive=None):
         self._check(guard)
         self.calls.append(('deploy', node_uuid, instance_uuid))
         n = self.nodes[node_uuid]
@@ -59,6 +60,8 @@ class FakeDriver(BaremetalDriver):
         if n['instance_uuid'] == instance_uuid and n['provision_state'] == 'active':
             return self._node(node_uuid)
         n.update(instance_uuid=instance_uuid, instance_info={'image_source': image_source})
+        if configdrive is not None:  # as Ironic keeps it (instance_info.configdrive)
+            n['instance_info']['configdrive'] = configdrive
         if node_uuid in self.fail_deploy:
             n.update(provision_state='deploy failed', last_error=self.fail_deploy[node_uuid])
             raise DeployFailed(node_uuid, self.fail_deploy[node_uuid])
