@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, default=120.0)
     parser.add_argument("--refresh", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=1, help="[api] workers")
+    parser.add_argument("--threads", type=int, default=16, help="[api] threads")
     args = parser.parse_args(argv)
     work = workdir_or_tmp(args.workdir, "api-create-bench-")
     prefix = f"ab{uuidlib.uuid4().hex[:6]}"
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             port = free_port()
             api = ApiProcess(stack, work, "api", group=world.group, database=world.database,
                              extra=f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\n"
-                                   f"workers = {args.workers}\nauth_strategy = noauth2\n"
+                                   f"workers = {args.workers}\nthreads = {args.threads}\n"
+                                   f"auth_strategy = noauth2\n"
                                    "[quota]\ninstances = -1\n").start()
             base = f"http://127.0.0.1:{port}"
             wait_for_api(base, lambda: api.alive, api.log)
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"create -> ACTIVE: p50 {fmt(pct(latencies, 0.5), 1)} s, "
                 f"p95 {fmt(pct(latencies, 0.95), 1)} s; create call: "
                 f"p50 {fmt(pct(call_times, 0.5))} s, p95 {fmt(pct(call_times, 0.95))} s")
-            say(f"[api] workers {args.workers}; machine: {machine()}; "
+            say(f"[api] workers {args.workers} x threads {args.threads}; machine: {machine()}; "
                 f"load {os.getloadavg()[0]:.1f}")
             member = connection(base, f"u:{PROJECT}")
             for uid in started:
