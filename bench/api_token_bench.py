@@ -17,10 +17,11 @@ with ``--timeout`` seconds per socket operation (an answer later than that count
 unanswered). Before the first run a few requests with other tokens warm the API up (the
 middleware's own service token, version discovery) in each worker. Prints per run: answered (by
 status), unanswered (why), p50/p95/max of the answer time (barrier to the last byte, answered
-requests only), the wall time of the burst, and ``uptime``; then the median of the runs' p95s,
-the machine, and the API log's ERROR and Traceback lines. With ``--direct``, each run also sends
-as many concurrent validations of other fresh tokens straight to Keystone (``GET
-/v3/auth/tokens``), to tell Keystone's share from the API's.
+requests only; with some unanswered, also the p95 of all, an unanswered request counting as
+never answered), the wall time of the burst, and ``uptime``; then the median of the runs' p95s
+(of all requests), the machine, and the API log's ERROR and Traceback lines. With
+``--direct``, each run also sends as many concurrent validations of other fresh tokens straight
+to Keystone (``GET /v3/auth/tokens``), to tell Keystone's share from the API's.
 
     .venv/bin/python -m bench.api_token_bench [--stack-dir .services] [--runs 3] \\
         [--workers 1 --threads 16] [--requests 200 --timeout 60] [--direct]
