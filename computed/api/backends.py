@@ -25,12 +25,13 @@ from tooz import coordination
 from computed.api import policy
 from computed.conf.errors import ConfigError
 from computed.db import engine as db_engine
-from computed.fleet.membership import fleet_root
-from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
+from computed.fleet.membership import drain_markers_path, fleet_root
+from computed.fleet.zookeeper import NotZooKeeper, group_path, kazoo_client
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.runtime import keystone, rpc
 from computed.scheduling import loader as scheduling_loader
+from computed.upgrade import records as upgrade_records
 
 MEMBER = 'computed-api'
 ZOOKEEPER_TIMEOUT = 15
@@ -74,7 +75,12 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
     client.start(timeout=ZOOKEEPER_TIMEOUT)
     transport = rpc.get_transport(conf)
     owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
-    servers = ServerAPI(engine, placement, ComputeAPI(transport), owner_of,
+    group = conf.coordination.group
+    # [upgrade_levels] instances: "auto" follows the daemons' published versions.
+    cast_version = upgrade_records.instance_levels(
+        conf.upgrade_levels.instances, client, group_path(coordinator, group),
+        drain_markers_path(group))
+    servers = ServerAPI(engine, placement, ComputeAPI(transport, version=cast_version), owner_of,
                         pipeline=pipeline)
     return Backends(conf=conf, engine=engine, placement=placement, servers=servers,
                     coordinator=coordinator, zookeeper=client,

@@ -61,6 +61,7 @@ from computed.providers.outbox import Outbox, RpcSender
 from computed.runtime import keystone, rpc, systemd
 from computed.runtime.stopping import StopRequest
 from computed.scheduling.loader import pipeline_from_conf
+from computed.upgrade import records as upgrade_records
 
 PROG = 'computed'
 EXIT_BACKEND = 1
@@ -131,7 +132,10 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
 
     # Provider reports: node sync -> outbox -> RPC -> computed-reporter.
     reporters = rpc.get_client(transport, conf.reporter.topic, timeout=conf.reporter.call_timeout)
-    outbox = Outbox(host, RpcSender(reporters), ReportGate(claims, fence),
+    # [upgrade_levels]: the reports' version from the reporters' records, the casts' from the
+    # members'; both read through this daemon's session, looked at again every 30 s.
+    report_version = upgrade_records.report_levels(conf.upgrade_levels.reports, zookeeper, group)
+    outbox = Outbox(host, RpcSender(reporters, report_version), ReportGate(claims, fence),
                     batch_size=conf.reporter.batch_size)
     sync = NodeSync(catalog, nodes, driver, fleet, outbox)
     listener = heartbeat = watch = rounds = None
@@ -155,7 +159,11 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
                    max_attempts=conf.scheduler.max_attempts,
                    owner_of=scheduler.zookeeper_owner(zookeeper, fleet_root(group)),
                    pipeline=pipeline)
-    worker = InstanceWorker(fleet, daemon, compute=rpcapi.ComputeAPI(transport),
+    cast_version = upgrade_records.instance_levels(
+        conf.upgrade_levels.instances, zookeeper, membership.members_path,
+        membership.draining_path)
+    worker = InstanceWorker(fleet, daemon,
+                            compute=rpcapi.ComputeAPI(transport, version=cast_version),
                             notifier=InstanceNotifier(notification_transport, host),
                             membership=membership)
     rpc_server = rpc.Serving(f'instance operations server ({rpcapi.TOPIC}.{host})',

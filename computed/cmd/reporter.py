@@ -2,7 +2,8 @@
 
 Loads and validates the configuration, connects to Placement (``[placement]``), computed's database
 (``[database] connection``, where the last applied report of every provider is kept) and ZooKeeper
-(``[coordination] backend_url``, read-only: to check that a report's sender still holds its claim),
+(``[coordination] backend_url``: to check that a report's sender still holds its claim, and to
+publish the RPC version it serves, :mod:`computed.upgrade.records`),
 then serves the RPC topic ``[reporter] topic`` until SIGTERM or SIGINT. Run as many replicas as
 needed; they share the topic. See :mod:`computed.reporter.applier` for the rules.
 
@@ -48,6 +49,7 @@ from computed.reporter.endpoint import ReporterEndpoint
 from computed.reporter.resync import Resync
 from computed.runtime import keystone, rpc, systemd
 from computed.runtime.stopping import StopRequest
+from computed.upgrade import records as upgrade_records
 
 PROG = 'computed-reporter'
 EXIT_BACKEND = 1
@@ -128,6 +130,10 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
         metrics_endpoint = metrics.serve_reporter(conf, applier, client, resync, server)
         server.start()
         resync.start()
+        # What this reporter serves, for the daemons' [upgrade_levels] reports = auto.
+        record = upgrade_records.Publisher(
+            client, upgrade_records.reporters_path(conf.coordination.group), host,
+            upgrade_records.reporter_record(host)).start()
         LOG.info('computed-reporter %s waiting for the message bus to serve topic %s', host,
                  conf.reporter.topic)
         status = systemd.StatusLoop(lambda: f'reports: {dict(applier.counts)}').start()
@@ -144,6 +150,7 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
                     next_stats = time.monotonic() + STATS_INTERVAL
         finally:
             systemd.stopping()
+            record.stop()
             resync.stop()
             status.stop()
             metrics_endpoint.stop()

@@ -86,20 +86,29 @@ def _guard(body: Callable[[], T]) -> T:
 @contextlib.contextmanager
 def _server_api(conf: cfg.ConfigOpts, engine: Any, scheduling: bool = True) -> Iterator[Any]:
     """A ServerAPI; without ``scheduling`` (the actions on an existing instance) it reaches
-    neither ZooKeeper nor Placement."""
-    from computed.fleet.membership import fleet_root
+    no Placement, and ZooKeeper only for ``[upgrade_levels] instances = auto`` (the daemons'
+    published versions)."""
+    from computed.fleet.membership import drain_markers_path, fleet_root
+    from computed.fleet.zookeeper import group_path, kazoo_client
     from computed.instances import scheduler
     from computed.instances.rpcapi import ComputeAPI, ServerAPI
     from computed.runtime import keystone, rpc
+    from computed.upgrade import levels, records
+    pin, group = conf.upgrade_levels.instances, conf.coordination.group
     transport = rpc.get_transport(conf)
     try:
-        if not scheduling:
-            yield ServerAPI(engine, None, ComputeAPI(transport), _no_owner)
+        if not scheduling and pin != levels.AUTO:
+            yield ServerAPI(engine, None, ComputeAPI(transport, version=lambda: pin), _no_owner)
             return
-        with common.zookeeper(conf) as client:
-            owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
-            yield ServerAPI(engine, keystone.load_adapter(conf, 'placement'),
-                            ComputeAPI(transport), owner_of)
+        with common.zookeeper_coordinator(conf) as coordinator:
+            client = kazoo_client(coordinator)
+            compute = ComputeAPI(transport, version=records.instance_levels(
+                pin, client, group_path(coordinator, group), drain_markers_path(group)))
+            if not scheduling:
+                yield ServerAPI(engine, None, compute, _no_owner)
+                return
+            owner_of = scheduler.zookeeper_owner(client, fleet_root(group))
+            yield ServerAPI(engine, keystone.load_adapter(conf, 'placement'), compute, owner_of)
     finally:
         transport.cleanup()
 

@@ -23,10 +23,11 @@ from computed.conf import (
     quota,
     reporter,
     scheduler,
+    upgrade_levels,
 )
 
 MODULES = (default, coordination, fleet, ironic, placement, reporter, scheduler, database,
-           metrics, api, quota, messaging)
+           metrics, api, quota, messaging, upgrade_levels)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

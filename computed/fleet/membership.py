@@ -2,7 +2,9 @@
 
 Owns the daemon's membership of the fleet's tooz group and the drain markers. A member is the
 ephemeral znode tooz creates when the daemon joins (``/<namespace>/<group>/<host>``, the
-namespace ``tooz`` unless the backend URL names another; capabilities ``{"host", "weight"}``);
+namespace ``tooz`` unless the backend URL names another; capabilities :func:`capabilities`:
+``{"host", "weight", "version", "rpc"}``, the last two what :mod:`computed.upgrade` reads: the
+release and the instance RPC API the daemon serves; release 0.1.0 wrote host and weight only);
 it disappears when the daemon leaves or its ZooKeeper session expires. Joining and leaving go
 through tooz's API; reads and watches through the kazoo client of the same session
 (:mod:`computed.fleet.zookeeper`).
@@ -54,6 +56,8 @@ from tooz import utils as tooz_utils
 from computed.conf.default import normalise_host
 from computed.fleet import zookeeper
 from computed.fleet.claims import claims_path
+from computed.upgrade import levels
+from computed.version import VERSION
 from hashring.ownership import Member
 
 LOG = logging.getLogger(__name__)
@@ -71,6 +75,12 @@ class MemberInfo:
     weight: int
     draining: bool
     member_epoch: int
+    version: str | None = None  # its release; None: unpublished (0.1.0) or unreadable
+    rpc: tuple[tuple[str, str], ...] = ()  # (interface, version) it serves, as published
+
+    def serves(self, interface: str) -> str | None:
+        """The version of ``interface`` it published; None when it published none."""
+        return dict(self.rpc).get(interface)
 
     def as_ring_member(self) -> Member:
         return Member(self.name, self.weight, self.draining)
@@ -92,6 +102,13 @@ class GroupView:
 
     members: list[MemberInfo]
     ignored: list[IgnoredEntry]
+
+
+def capabilities(host: str, weight: int) -> dict[str, Any]:
+    """What a daemon publishes as its member's capabilities (read by :func:`member_from_znode`
+    and by :mod:`computed.upgrade`: ``[upgrade_levels] instances = auto``, the upgrade check)."""
+    return {"host": host, "weight": weight, "version": VERSION,
+            "rpc": {"instances": levels.newest("instances")}}
 
 
 def fleet_root(group: str) -> str:
@@ -138,7 +155,7 @@ class Membership:
         while True:
             try:
                 self._coordinator.join_group(
-                    group, capabilities={"host": self.host, "weight": self.weight}).get()
+                    group, capabilities=capabilities(self.host, self.weight)).get()
                 break
             except coordination.MemberAlreadyExist:
                 if self._ours(f"{self.members_path}/{self.host}"):
@@ -255,7 +272,14 @@ def member_from_znode(name: str, data: bytes, ephemeral_owner: int, czxid: int,
     if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
         return IgnoredEntry(name, f"its weight {_short(weight)} is not a positive integer",
                             czxid)
-    return MemberInfo(name, weight, draining, czxid)
+    # What it publishes for upgrades never makes it less of a member: unreadable is unknown.
+    version = capabilities.get("version")
+    rpc = capabilities.get("rpc")
+    served = tuple(sorted((key, value) for key, value in rpc.items()
+                          if isinstance(key, str) and isinstance(value, str))
+                   ) if isinstance(rpc, dict) else ()
+    return MemberInfo(name, weight, draining, czxid,
+                      version if isinstance(version, str) else None, served)
 
 
 def _short(value: Any, limit: int = 80) -> str:

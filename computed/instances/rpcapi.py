@@ -10,7 +10,9 @@ message can never carry stale state. All are casts: the daemon records progress 
 in the instance row, which callers poll.
 
 Versions: 1.0 casts carried ``instance_uuid`` only; 1.1 adds ``member_epoch`` (optional on the
-server side, so a 1.0 sender is still served). Clients send 1.1.
+server side, so a 1.0 sender is still served). Clients send 1.1, or the version
+``[upgrade_levels] instances`` allows (:mod:`computed.upgrade.levels`: at 1.0 without
+``member_epoch``).
 
 :class:`ServerAPI` is the whole build/operate path as a library (what ``computed-manage
 server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import time
 import uuid as uuidlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -50,6 +52,7 @@ from computed.instances import lifecycle, scheduler
 from computed.placement import allocations
 from computed.runtime import rpc
 from computed.scheduling.pipeline import Pipeline
+from computed.upgrade import levels
 
 TOPIC = 'computed'
 VERSION = '1.1'
@@ -79,17 +82,22 @@ class NoHost(Exception):
 class ComputeAPI:
     """Casts to one daemon's instance endpoint."""
 
-    def __init__(self, transport: Any, topic: str = TOPIC):
+    def __init__(self, transport: Any, topic: str = TOPIC,
+                 version: Callable[[], str] | None = None):
+        # ``version``: the version [upgrade_levels] instances allows now
+        # (computed.upgrade.records.Levels); None: this code's.
         self._transport = transport
         self._topic = topic
+        self._version = version or (lambda: VERSION)
 
     def _cast(self, host: str, method: str, instance_uuid: str,
               member_epoch: int | None) -> None:
-        client = rpc.get_client(self._transport, self._topic, server=host, version=VERSION)
-        arguments: dict[str, Any] = {'instance_uuid': instance_uuid}
-        if member_epoch is not None:
-            arguments['member_epoch'] = member_epoch
-        client.cast({}, method, **arguments)
+        version = self._version()
+        client = rpc.get_client(self._transport, self._topic, server=host,
+                                version=version).prepare(version_cap=version)
+        # Below 1.1 the member epoch stays home: a 1.0 daemon would refuse the argument.
+        client.cast({}, method, **levels.instance_arguments(version, instance_uuid,
+                                                            member_epoch))
 
     # ``member_epoch``: the member epoch of ``host`` the instance row records (the daemon
     # refuses the cast when it is not its current one); None sends none (1.0's behaviour).

@@ -59,6 +59,7 @@ import tenacity
 from computed.providers.report import API_VERSION, Outcome, Report
 from computed.providers.state import ProviderState
 from computed.runtime.retry import Backoff
+from computed.upgrade import levels
 
 LOG = logging.getLogger(__name__)
 
@@ -101,13 +102,23 @@ class Sender(Protocol):
 class RpcSender:
     """Sends a batch of reports to the reporters with one RPC call (``apply_reports``)."""
 
-    def __init__(self, client: Any):
-        # Ask for this API version: a reporter too old to read these reports refuses the call
-        # (UnsupportedVersion) and the outbox retries, instead of it dropping them as invalid.
-        self._client = client.prepare(version=API_VERSION)
+    def __init__(self, client: Any, version: Callable[[], str] | None = None):
+        # Ask for the API version [upgrade_levels] reports allows (``version``, see
+        # computed.upgrade.records.Levels; None: this code's): a reporter too old for it refuses
+        # the call (UnsupportedVersion) and the outbox retries, instead of it dropping the
+        # reports as invalid; below 1.1 the reports are written as that version names fields.
+        self._client = client
+        self._version = version or (lambda: API_VERSION)
+        self._prepared: dict[str, Any] = {}  # version -> client; the report thread's alone
 
     def send(self, batch: list[Report]) -> Outcomes:
-        answers = self._client.call({}, "apply_reports", reports=[r.to_dict() for r in batch])
+        version = self._version()
+        client = self._prepared.get(version)
+        if client is None:
+            client = self._prepared[version] = self._client.prepare(version=version,
+                                                                    version_cap=version)
+        answers = client.call({}, "apply_reports",
+                              reports=[levels.report_fields(version, r.to_dict()) for r in batch])
         outcomes = {}
         for answer in answers or ():
             try:

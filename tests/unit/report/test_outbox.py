@@ -307,7 +307,8 @@ class Client:
         self.versions = []
         self.calls = []
 
-    def prepare(self, version):
+    def prepare(self, version, version_cap=None):
+        assert version_cap == version
         self.versions.append(version)
         return self
 
