@@ -219,6 +219,14 @@ SERVER_METADATA_ITEM = {'type': 'object',
                         'properties': {'meta': dict(METADATA, minProperties=1,
                                                     maxProperties=1)},
                         'required': ['meta'], 'additionalProperties': False}
+#: A tag as Nova's (2.26): 1 to 60 characters, no ',' nor '/' (computed.api.server_edits).
+TAG = {'type': 'string', 'minLength': 1, 'maxLength': 60, 'pattern': r'^[^,/\x00-\x1f\x7f]*$'}
+#: PUT /servers/{id}/tags: the whole list, at most 50.
+SERVER_TAGS = {'type': 'object',
+               'properties': {'tags': {'type': 'array', 'items': TAG, 'maxItems': 50}},
+               'required': ['tags'], 'additionalProperties': False}
+#: PUT /servers/{id}/tags/{tag}: no body, or null.
+SERVER_TAG = {'type': 'null'}
 #: The os-resetState action (admins): the two states Nova takes.
 RESET_STATE = {
     'type': 'object',

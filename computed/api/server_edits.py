@@ -1,5 +1,6 @@
 """What a server's owner changes after creating it: ``PUT /servers/{id}`` (name, description,
-access addresses) and ``/servers/{id}/metadata[/{key}]``.
+access addresses), ``/servers/{id}/metadata[/{key}]`` and ``/servers/{id}/tags[/{tag}]``
+(2.26; 404 before).
 
 Owns these controllers. A server may hold as many metadata items as its project's
 ``metadata_items`` quota, as Nova's (the project's own, else Nova's default 128; -1 unlimited);
@@ -8,14 +9,17 @@ as on every write here. Each write is one read-modify-write
 under the instance's row lock (:func:`computed.db.api.edit_instance`): two merges at once keep
 both, and the count is checked against what is written.
 
-Metadata writes take an ACTIVE or SHUTOFF server without a task, as Nova's (a server being
-built, rebooted, deleted or in ERROR is a 409); renaming takes any live server. A bad body is
+A server holds at most 50 tags of 1 to 60 characters without ``/`` nor ``,`` (Nova's rules;
+a 400 otherwise), once each, in the order they were added. Metadata and tag writes take an
+ACTIVE or SHUTOFF server without a task, as Nova's (a server being built, rebooted, deleted or
+in ERROR is a 409); renaming takes any live server. A bad body is
 a 400 naming the field, another project's server a 404 (:func:`computed.api.servers.get`),
 and nothing is written for either.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +33,8 @@ from computed.db import models
 UPDATE = 'compute:servers:update'
 METADATA_READ = 'compute:servers:metadata:read'
 METADATA_WRITE = 'compute:servers:metadata:write'
+TAGS_READ = 'compute:servers:tags:read'
+TAGS_WRITE = 'compute:servers:tags:write'
 #: The states metadata may be written in (Nova: active, paused, suspended, stopped; no task).
 WRITABLE = frozenset({models.ACTIVE.value, models.STOPPED.value})
 
@@ -150,4 +156,110 @@ def metadata_delete(call: Call) -> webob.Response:
             raise _not_found(call.params['server_id'], key)
         return {k: v for k, v in current.items() if k != key}
     _edit_metadata(call, 'delete metadata', without)
+    return empty(204)
+
+
+# -- /servers/{id}/tags (2.26) --------------------------------------------------------------
+
+#: Nova's limits of a server's tags.
+MAX_TAGS = 50
+TAG_LENGTH = 60
+
+
+def tag_problem(tag: str) -> str | None:
+    """Why ``tag`` cannot be a tag (Nova's rules: 1 to 60 characters, no ``/`` nor ``,``, no
+    control character here), or None. Pure."""
+    if not 1 <= len(tag) <= TAG_LENGTH:
+        return f'Tag {tag[:TAG_LENGTH]!r} must be 1 to {TAG_LENGTH} characters long'
+    if ',' in tag or '/' in tag:
+        return f"Tag {tag!r} must not hold ',' nor '/'"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7f for ch in tag):
+        return 'A tag must not hold control characters'
+    return None
+
+
+def _tags_version(call: Call) -> None:
+    if not call.at_least(2, 26):
+        raise errors.NotFound('Server tags need microversion 2.26 or later')
+
+
+def _edit_tags(call: Call, new: Callable[[tuple[str, ...]], list[str]]
+               ) -> db_api.InstanceRow:
+    """Write ``new(tags as they are)`` under the row lock, within Nova's 50."""
+    row = _server(call, TAGS_WRITE)
+    _writable('update tags', row)
+
+    def change(current: db_api.InstanceRow) -> dict[str, Any]:
+        _writable('update tags', current)
+        tags = list(dict.fromkeys(new(current.tags)))  # once each, in order
+        if len(tags) > MAX_TAGS:
+            raise errors.BadRequest(f'The number of tags exceeded the per-server limit '
+                                    f'{MAX_TAGS}')
+        return {'tags': tags}
+    return _edit(call, row, change)
+
+
+def tags_index(call: Call) -> webob.Response:
+    _tags_version(call)
+    return json_response(200, {'tags': list(_server(call, TAGS_READ).tags)})
+
+
+def tags_replace(call: Call) -> webob.Response:
+    _tags_version(call)
+    given = call.body(schemas.SERVER_TAGS)['tags']
+    for tag in given:
+        problem = tag_problem(tag)
+        if problem:
+            raise errors.BadRequest(problem)
+    row = _edit_tags(call, lambda _current: list(given))
+    return json_response(200, {'tags': list(row.tags)})
+
+
+def tags_clear(call: Call) -> webob.Response:
+    _tags_version(call)
+    _edit_tags(call, lambda _current: [])
+    return empty(204)
+
+
+def tag_show(call: Call) -> webob.Response:
+    _tags_version(call)
+    tag = call.params['tag']
+    if tag not in _server(call, TAGS_READ).tags:
+        raise errors.NotFound(f"Tag '{tag}' could not be found for instance "
+                              f"{call.params['server_id']}.")
+    return empty(204)
+
+
+def tag_add(call: Call) -> webob.Response:
+    """``PUT /tags/{tag}``: 201 with its Location when added, 204 when it was there."""
+    _tags_version(call)
+    tag = call.params['tag']
+    problem = tag_problem(tag)
+    if problem:
+        raise errors.BadRequest(problem)
+    if call.request.body:
+        call.body(schemas.SERVER_TAG)
+    before: list[tuple[str, ...]] = []
+
+    def add(current: tuple[str, ...]) -> list[str]:
+        before.append(current)
+        return [*current, tag]
+    _edit_tags(call, add)
+    if tag in before[-1]:
+        return empty(204)
+    location = f"{call.base_url}/servers/{call.params['server_id']}/tags/" \
+               f"{urllib.parse.quote(tag, safe='')}"
+    return empty(201, {'Location': location})
+
+
+def tag_delete(call: Call) -> webob.Response:
+    _tags_version(call)
+    tag = call.params['tag']
+
+    def without(current: tuple[str, ...]) -> list[str]:
+        if tag not in current:
+            raise errors.NotFound(f"Tag '{tag}' could not be found for instance "
+                                  f"{call.params['server_id']}.")
+        return [t for t in current if t != tag]
+    _edit_tags(call, without)
     return empty(204)

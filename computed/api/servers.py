@@ -156,7 +156,7 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
     if call.at_least(2, 19):
         doc['description'] = row.description
     if call.at_least(2, 26):
-        doc['tags'] = []
+        doc['tags'] = list(row.tags)
     if admin:
         doc.update({'OS-EXT-SRV-ATTR:host': row.host,
                     'OS-EXT-SRV-ATTR:hypervisor_hostname': row.node_uuid,
@@ -283,6 +283,33 @@ def _sort(call: Call) -> list[tuple[str, bool]]:
     return result
 
 
+#: Servers one listing may read to match a filter the database does not (the flavor copy, the
+#: tags); past it, the listing returns what it found with a ``next`` link from there.
+SCAN_BUDGET = 10_000
+#: Nova's tag filters (2.26), each a comma-separated list.
+TAG_FILTERS = ('tags', 'tags-any', 'not-tags', 'not-tags-any')
+
+
+def _tag_filters(call: Call) -> tuple[frozenset[str], ...] | None:
+    """The tag filters of the listing from 2.26 on (ignored before, as Nova's), None when
+    there are none."""
+    if not call.at_least(2, 26):
+        return None
+    given = [_query(call, name) for name in TAG_FILTERS]
+    if all(value is None for value in given):
+        return None
+    return tuple(frozenset(tag for tag in (value or '').split(',') if tag) for value in given)
+
+
+def tags_match(tags: tuple[str, ...], all_of: frozenset[str], any_of: frozenset[str],
+               not_all: frozenset[str], not_any: frozenset[str]) -> bool:
+    """Nova's tag filters: the server has every tag of ``tags``, one of ``tags-any``, not all
+    of ``not-tags``, none of ``not-tags-any`` (an empty filter holds). Pure."""
+    have = set(tags)
+    return (all_of <= have and (not any_of or bool(any_of & have))
+            and (not not_all or not not_all <= have) and not not_any & have)
+
+
 def _matcher(call: Call) -> tuple[str | None, name_filter.Filter | None]:
     """The ``name`` filter: (a substring the database finds, or a regular expression matched
     here); 400 for a pattern that cannot be one."""
@@ -349,6 +376,8 @@ def _list(call: Call, detail: bool) -> webob.Response:
     reservation_id = _query(call, 'reservation_id')
     substring, pattern = _matcher(call)
     sort = _sort(call)
+    tagged = _tag_filters(call)
+    read = [0]
 
     def fetch(after: str | None, count: int) -> list[db_api.InstanceRow]:
         return db_api.list_instances(
@@ -358,18 +387,21 @@ def _list(call: Call, detail: bool) -> webob.Response:
             marker=after, limit=count, sort=sort)
 
     def keep(row: db_api.InstanceRow) -> bool:
+        read[0] += 1
         # The flavor is the copy the server was built from (its id at the time).
         if flavor_id is not None and (row.flavor or {}).get('id') != flavor_id:
+            return False
+        if tagged is not None and not tags_match(row.tags, *tagged):
             return False
         return pattern is None or pattern.matches(row.name)
 
     try:
-        if flavor_id is None and pattern is None:
+        if flavor_id is None and pattern is None and tagged is None:
             rows = fetch(marker, limit)
             following = rows[-1].uuid if rows and len(rows) == limit else None
         else:
             rows, following = _scan(fetch, keep, marker, limit, lambda: bool(
-                pattern and pattern.spent > NAME_FILTER_BUDGET))
+                pattern and pattern.spent > NAME_FILTER_BUDGET) or read[0] > SCAN_BUDGET)
     except db_api.InstanceNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     admin = _sees_hosts(call)

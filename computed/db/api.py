@@ -197,6 +197,8 @@ class InstanceRow:
     key_data: str | None = None
     user_data: str | None = None
     config_drive: bool | None = None
+    # The server's tags, in the order they were added (revision 0008).
+    tags: tuple[str, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -237,7 +239,8 @@ def _instance_row(row: Any) -> InstanceRow:
                        description=row.description, access_ip_v4=row.access_ip_v4,
                        access_ip_v6=row.access_ip_v6, reservation_id=row.reservation_id,
                        key_name=row.key_name, key_type=row.key_type, key_data=row.key_data,
-                       user_data=row.user_data, config_drive=row.config_drive)
+                       user_data=row.user_data, config_drive=row.config_drive,
+                       tags=tuple(json.loads(row.tags)) if row.tags else ())
 
 
 # -- engine and transactions -----------------------------------------------------------------
@@ -822,15 +825,17 @@ def count_live_instances(engine: Engine, project_id: str) -> int:
 
 
 #: What :func:`edit_instance` may change: the compute API's fields a server's owner edits.
-EDITABLE = frozenset({"name", "description", "access_ip_v4", "access_ip_v6", "metadata"})
+EDITABLE = frozenset({"name", "description", "access_ip_v4", "access_ip_v6", "metadata",
+                      "tags"})
 
 
 def edit_instance(engine: Engine, uuid: str,
                   change: Callable[[InstanceRow], dict[str, Any]]) -> InstanceRow:
     """Change a live instance's :data:`EDITABLE` fields under its row lock: ``change`` gets the
-    row as it is and returns the values to write (``metadata`` a whole dict); it may raise to
-    write nothing. So two edits of one instance (two metadata merges) never lose one another's
-    change, and a check ``change`` makes (a count against a quota) holds for what is written.
+    row as it is and returns the values to write (``metadata`` a whole dict, ``tags`` a whole
+    list); it may raise to write nothing. So two edits of one instance (two metadata merges)
+    never lose one another's change, and a check ``change`` makes (a count against a quota)
+    holds for what is written.
     :class:`InstanceNotFound` if there is no live instance ``uuid``."""
     with _transaction(engine, write=True) as conn:
         row = conn.execute(sa.select(_instances).where(
@@ -846,6 +851,8 @@ def edit_instance(engine: Engine, uuid: str,
             metadata = values.pop("metadata")
             values["user_metadata"] = json.dumps(metadata, sort_keys=True) if metadata \
                 else None
+        if "tags" in values:
+            values["tags"] = json.dumps(list(values["tags"])) if values["tags"] else None
         if values:
             conn.execute(sa.update(_instances).where(_instances.c.uuid == uuid).values(
                 **values, updated_at=models.utcnow()))

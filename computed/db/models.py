@@ -221,6 +221,8 @@ class Instance(Base):
     key_data: Mapped[str | None] = mapped_column(Text, nullable=True)
     user_data: Mapped[str | None] = mapped_column(Text, nullable=True)
     config_drive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Revision 0008: JSON list of the server's tags (Nova's 2.26), NULL: none.
+    tags: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class KeyPair(Base):

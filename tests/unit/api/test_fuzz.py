@@ -45,6 +45,8 @@ BODIES = {
     ('POST', '/servers/{server_id}/metadata'): schemas.SERVER_METADATA,
     ('PUT', '/servers/{server_id}/metadata'): schemas.SERVER_METADATA,
     ('PUT', '/servers/{server_id}/metadata/{key}'): schemas.SERVER_METADATA_ITEM,
+    ('PUT', '/servers/{server_id}/tags'): schemas.SERVER_TAGS,
+    ('PUT', '/servers/{server_id}/tags/{tag}'): schemas.SERVER_TAG,
 }
 ACTIONS = [schemas.REBOOT, schemas.OS_STOP, schemas.OS_START, schemas.RESET_STATE]
 #: A valid body of each, bent like the generated ones, so that requests reach past validation.
@@ -61,6 +63,7 @@ VALID = {
     ('POST', '/servers/{server_id}/metadata'): {'metadata': {'a': '1'}},
     ('PUT', '/servers/{server_id}/metadata'): {'metadata': {'b': '2'}},
     ('PUT', '/servers/{server_id}/metadata/{key}'): {'meta': {'hw:x': '2'}},
+    ('PUT', '/servers/{server_id}/tags'): {'tags': ['a', 'b']},
 }
 LEFT_OUT = ('/os-services',)
 ROUTES = [(method, path) for method, path, _controller in app.ROUTES
@@ -70,9 +73,10 @@ ROUTES = [(method, path) for method, path, _controller in app.ROUTES
 PARAMETERS = ['limit', 'marker', 'sort_dir', 'sort_key', 'minRam', 'minDisk', 'name', 'status',
               'all_tenants', 'project_id', 'tenant_id', 'host', 'flavor', 'image',
               'changes-since', 'deleted', 'is_public', 'with_servers',
-              'hypervisor_hostname_pattern', 'start', 'end', 'detailed', 'bogus']
+              'hypervisor_hostname_pattern', 'start', 'end', 'detailed', 'tags',
+              'tags-any', 'not-tags', 'not-tags-any', 'bogus']
 TOKENS = [ADMIN, 'alice:p1', 'bob:p2', 'admin:p1', 'x' * 300, 'alice:' + 'p' * 600, '']
-VERSIONS = [None, '2.1', '2.36', '2.37', '2.47', '2.55', '2.57', '2.61', 'latest', '2.99',
+VERSIONS = [None, '2.1', '2.26', '2.36', '2.37', '2.47', '2.55', '2.57', '2.61', 'latest', '2.99',
             '3.0', 'x.y', '2.61, compute 2.1']
 
 # Hostile text: NUL and controls, Unicode digits and spaces, long, path tricks, quotes.
@@ -274,7 +278,7 @@ def test_thousands_of_requests_no_5xx_compute_errors_nothing_changed_by_refusals
              'server_id': [server, '00000000-0000-0000-0000-000000000000', 'x'],
              'project_id': ['p1', 'p2', 'admin'], 'network': ['public', 'x'],
              'hypervisor_id': [NODES[0], str(hypervisors.legacy_id(NODES[0])), 'x'],
-             'pattern': ['1111', 'x'], 'tenant_id': ['p1', 'p2']}
+             'pattern': ['1111', 'x'], 'tenant_id': ['p1', 'p2'], 'tag': ['a', 'x,y']}
     admin('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {'instances': 5}})
     counts: dict[int, int] = {}
     started = time.monotonic()
