@@ -141,10 +141,14 @@ def render_conf(target: Target, workspace: Path) -> str:
 
 
 def init_workspace(venv: Path, workspace: Path) -> None:
-    """``tempest init``: the workspace's ``.stestr.conf`` points at Tempest's tests."""
-    if not (workspace / ".stestr.conf").exists():
-        process.run([str(venv / "bin" / "tempest"), "init", str(workspace)], "tempest init",
-                    timeout=120)
+    """What ``tempest init`` makes, without its registry of workspaces by name in ``~/.tempest``
+    (a second run in a folder of the same name would be refused): ``etc/`` and a
+    ``.stestr.conf`` pointing at Tempest's tests."""
+    package = next(venv.glob("lib/python*/site-packages/tempest"))
+    (workspace / "etc").mkdir(parents=True, exist_ok=True)
+    (workspace / ".stestr.conf").write_text(
+        f"[DEFAULT]\ntest_path={package / 'test_discover'}\ntop_dir={package}\n"
+        "group_regex=([^\\.]*\\.)*\n")
 
 
 def run(venv: Path, workspace: Path, regex: str, concurrency: int, timeout: float,
@@ -154,7 +158,10 @@ def run(venv: Path, workspace: Path, regex: str, concurrency: int, timeout: floa
     argv = [str(venv / "bin" / "tempest"), "run", "--config-file",
             str(workspace / "etc" / "tempest.conf"), "--regex", regex,
             "--concurrency", str(concurrency), "--subunit"]
-    env = {**(env if env is not None else os.environ), "PYTHONPATH": str(SITE)}
+    # TEMPEST_CONFIG_DIR too: Tempest's workers find their configuration by it, never by a
+    # /etc/tempest or ~/.tempest left on the machine.
+    env = {**(env if env is not None else os.environ), "PYTHONPATH": str(SITE),
+           "TEMPEST_CONFIG_DIR": str(workspace / "etc"), "TEMPEST_CONFIG": "tempest.conf"}
     with open(workspace / "results.subunit", "wb") as out, \
             open(workspace / "tempest-run.log", "ab") as err:
         proc = subprocess.Popen(argv, cwd=workspace, stdin=subprocess.DEVNULL, stdout=out,
