@@ -4,8 +4,8 @@ Owns the translation of ``[ironic]`` / ``[placement]`` (see
 ``computed.conf.ksa``) into keystoneauth1 objects. Guarantees: nothing here
 touches the network; every configuration problem surfaces as a
 ``ConfigError`` naming the group and option, never as a keystoneauth
-exception. The session is a plain ``keystoneauth1.session.Session``, so the
-Ironic driver can hand it to ``openstack.connection.Connection(session=...)``.
+exception. The session is a plain ``keystoneauth1.session.Session``, on which
+the Ironic driver builds its own adapter (version discovery included).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A fake openstacksdk connection that answers ``GET /nodes`` like Ironic.
+"""A fake keystoneauth adapter for Ironic that answers ``GET /nodes`` like Ironic.
 
 Pages by ``limit``/``marker`` in uuid order and adds ``next`` when a page is
 full, as Ironic does; ``failures`` is a list of what the next calls do
@@ -9,6 +9,7 @@ Records every request so tests can check parameters and page counts.
 from __future__ import annotations
 
 import json
+import types
 import uuid as uuidlib
 
 
@@ -24,16 +25,30 @@ class FakeResponse:
         return self._body
 
 
+class FakeSession:
+    def __init__(self):
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
 class FakeBaremetal:
+    """The adapter's surface the driver uses: get, put, patch, and its session."""
+
     def __init__(self, records: list[dict]):
+        self.session = FakeSession()
         self.records = sorted(records, key=lambda r: str(r.get('uuid')))
         self.failures: list = []
         self.requests: list[tuple[str, dict]] = []
         self.write_failures: list[int] = []  # statuses the next writes answer with
         self.writes: list[tuple[str, str, object]] = []
 
+    def get_endpoint_data(self):
+        return types.SimpleNamespace(url='http://ironic.invalid/v1/')
+
     def get(self, path, params=None, microversion=None, raise_exc=True,
-            connect_retries=None):
+            endpoint_override=None):
         params = dict(params or {})
         self.requests.append((path, dict(params, microversion=microversion)))
         if self.failures:
@@ -49,10 +64,11 @@ class FakeBaremetal:
                 return FakeResponse(200, record)
         return FakeResponse(404, {'error_message': 'not found'})
 
-    def put(self, path, json=None, microversion=None, raise_exc=True, connect_retries=None):
+    def put(self, path, json=None, microversion=None, raise_exc=True, endpoint_override=None):
         return self._write('PUT', path, json)
 
-    def patch(self, path, json=None, microversion=None, raise_exc=True, connect_retries=None):
+    def patch(self, path, json=None, microversion=None, raise_exc=True,
+              endpoint_override=None):
         return self._write('PATCH', path, json)
 
     def _write(self, method, path, body):
@@ -80,12 +96,10 @@ class FakeBaremetal:
 
 
 class FakeConnection:
+    """What tests hold: ``baremetal`` is the adapter the driver gets."""
+
     def __init__(self, records: list[dict]):
         self.baremetal = FakeBaremetal(records)
-        self.closed = False
-
-    def close(self):
-        self.closed = True
 
 
 def record(**fields) -> dict:

@@ -1,4 +1,4 @@
-"""IronicDriver against a fake connection: paging, filters, retries, bad records."""
+"""IronicDriver against a fake keystoneauth adapter: paging, filters, retries, bad records."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def make(records, **kwargs):
     conn = FakeConnection(records)
     slept = []
     kwargs.setdefault('retry_policy', RetryPolicy(max_retries=3, interval=1))
-    driver = IronicDriver(conn, sleep=slept.append, rand=lambda: 0.0, **kwargs)
+    driver = IronicDriver(conn.baremetal, sleep=slept.append, rand=lambda: 0.0, **kwargs)
     return driver, conn.baremetal, slept
 
 
@@ -166,11 +166,11 @@ def test_detail_mode_lists_the_detail_endpoint_without_fields():
     assert path == '/nodes/detail' and 'fields' not in params
 
 
-def test_close_closes_the_connection():
+def test_close_closes_the_session():
     conn = FakeConnection([])
-    with IronicDriver(conn):
+    with IronicDriver(conn.baremetal):
         pass
-    assert conn.closed
+    assert conn.baremetal.session.closed
 
 
 def test_version_discovery_failure_counts_as_ironic_being_down():
