@@ -30,7 +30,8 @@ connection thread) to the fence, and each change the fence takes to the fleet
 The parts come in three groups, built by :mod:`computed.cmd.daemon` in this order: the fleet's
 (:class:`FleetParts`: session, membership, claims, fence), the provider reporting's
 (:class:`ReportingParts`: Ironic, the node list, sync, outbox, events) and the instances'
-(:class:`InstanceParts`: hosting, the worker and its RPC server).
+(:class:`InstanceParts`: the worker and its RPC server, and hosting, built with the fleet,
+which asks it on every pass).
 
 Start: the ZooKeeper session, the threads, the listener, then the RPC server; the last two are
 :class:`computed.runtime.rpc.Serving`, whose start does not wait for the message bus: a daemon
