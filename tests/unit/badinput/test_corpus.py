@@ -141,13 +141,15 @@ def test_config(path, tmp_path, capsys):
 # A few of the configurations through each program's start.
 SAMPLE = [p for p in CONFIGS if p.stem.split('-', 1)[1] in (
     'option-unknown-ironic', 'url-backend-timeout-float', 'file-cafile-missing',
-    'url-database-driver-missing', 'str-host-slash')]
+    'url-database-driver-missing', 'str-host-slash', 'url-backend-unknown-query-key',
+    'url-transport-missing')]
 
 
 @pytest.mark.parametrize('name, args', [
-    ('computed', []), ('computed-reporter', []), ('computed-manage', ['config', 'check'])])
+    ('computed', []), ('computed-reporter', []), ('computed-api', []),
+    ('computed-manage', ['config', 'check'])])
 def test_every_program_refuses_at_start(name, args, tmp_path):
-    assert len(SAMPLE) == 5
+    assert len(SAMPLE) == 7
     for path in SAMPLE:
         expect, conf = config_case(path, tmp_path)
         result = cli.run(name, '--config-file', conf, *args, home=tmp_path)
