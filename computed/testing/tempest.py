@@ -46,6 +46,9 @@ CLAIMED_REGEX = (
     r"|flavors_microversions|quotas|quotas_negative|services|services_negative|create_server"
     r"|delete_server|servers|servers_negative))\.")
 ALL_REGEX = r"^tempest\.api\.compute"
+#: The rest of ``tempest.api.compute`` (beside :data:`CLAIMED_REGEX`, the two make up all).
+UNCLAIMED_REGEX = r"^tempest\.api\.compute\.(?!" + CLAIMED_REGEX.removeprefix(
+    r"^tempest\.api\.compute\.") + ")"
 
 #: ``[compute-feature-enabled]``: what computed does not serve (docs/api.md, "Not supported").
 #: Each False makes Tempest skip the tests of that feature instead of failing them.
@@ -120,8 +123,9 @@ def render_conf(target: Target, workspace: Path) -> str:
         },
         "compute-feature-enabled": {**{name: False for name in FEATURES_OFF},
                                     "scheduler_enabled_filters": SCHEDULER_FILTERS,
-                                    # computed echoes adminPass in the 202, as Nova does.
-                                    "enable_instance_password": True},
+                                    # computed makes no password (an adminPass given is
+                                    # echoed): Nova's [api] enable_instance_password = False.
+                                    "enable_instance_password": False},
         # No Glance in the harness yet (issue 24 item 12): Tempest skips its image tests, and
         # servers are built from an image URL, which computed passes to Ironic as it is.
         "service_available": {"nova": True, "glance": False, "neutron": False,

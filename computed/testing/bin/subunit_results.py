@@ -26,7 +26,12 @@ def main() -> None:
                 reason = details[key].as_text()
                 break
         if test["status"] == "fail" and reason:
-            reason = "\n".join(reason.strip().splitlines()[-12:])
+            # The exception's own lines (a schema error's message is at its top), at most 40.
+            lines = reason.strip().splitlines()
+            start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")),
+                        default=0)
+            body = [line for line in lines[start:] if not line.startswith("  ")]
+            reason = "\n".join(body[1:41] or lines[-12:])
         start, stop = test["timestamps"]
         seconds = (stop - start).total_seconds() if start and stop else None
         if test["status"] == "exists" and test["id"] in tests:
