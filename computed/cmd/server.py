@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -88,29 +89,51 @@ def _server_api(conf: cfg.ConfigOpts, engine: Any, scheduling: bool = True) -> I
     """A ServerAPI; without ``scheduling`` (the actions on an existing instance) it reaches
     no Placement, and ZooKeeper only for ``[upgrade_levels] instances = auto`` (the daemons'
     published versions)."""
-    from computed.fleet.membership import drain_markers_path, fleet_root
-    from computed.fleet.zookeeper import group_path, kazoo_client
+    from computed.fleet.membership import fleet_root
+    from computed.fleet.zookeeper import kazoo_client
     from computed.instances import scheduler
     from computed.instances.rpcapi import ComputeAPI, ServerAPI
     from computed.runtime import keystone, rpc
-    from computed.upgrade import levels, records
-    pin, group = conf.upgrade_levels.instances, conf.coordination.group
     transport = rpc.get_transport(conf)
     try:
-        if not scheduling and pin != levels.AUTO:
-            yield ServerAPI(engine, None, ComputeAPI(transport, version=lambda: pin), _no_owner)
-            return
-        with common.zookeeper_coordinator(conf) as coordinator:
-            client = kazoo_client(coordinator)
-            compute = ComputeAPI(transport, version=records.instance_levels(
-                pin, client, group_path(coordinator, group), drain_markers_path(group)))
+        with contextlib.ExitStack() as stack:
             if not scheduling:
-                yield ServerAPI(engine, None, compute, _no_owner)
+                yield ServerAPI(engine, None, ComputeAPI(
+                    transport, version=_cast_version(conf, stack)), _no_owner)
                 return
-            owner_of = scheduler.zookeeper_owner(client, fleet_root(group))
+            coordinator = stack.enter_context(common.zookeeper_coordinator(conf))
+            compute = ComputeAPI(transport, version=_cast_version(conf, stack, coordinator))
+            owner_of = scheduler.zookeeper_owner(kazoo_client(coordinator),
+                                                 fleet_root(conf.coordination.group))
             yield ServerAPI(engine, keystone.load_adapter(conf, 'placement'), compute, owner_of)
     finally:
         transport.cleanup()
+
+
+def _cast_version(conf: cfg.ConfigOpts, stack: contextlib.ExitStack,
+                  coordinator: Any = None) -> Callable[[], str]:
+    """The version of the casts ([upgrade_levels] instances); ``auto`` reads the daemons'
+    through ``coordinator``, or a session of its own opened on ``stack``."""
+    from computed.fleet.membership import drain_markers_path
+    from computed.fleet.zookeeper import group_path, kazoo_client
+    from computed.upgrade import levels, records
+    pin, group = conf.upgrade_levels.instances, conf.coordination.group
+    if pin != levels.AUTO:
+        return lambda: pin
+    if coordinator is None:
+        try:
+            coordinator = stack.enter_context(common.zookeeper_coordinator(conf))
+        except ConfigError:
+            # Not a ZooKeeper backend: no daemon can run on it, none publishes anything.
+            return lambda: levels.newest('instances')
+        except common.ServiceUnreachable as exc:
+            # The action is recorded either way; the oldest version is served by every daemon.
+            oldest = levels.HISTORY['instances'][0]
+            print(f'{PROG}: warning: {exc}: casting at [upgrade_levels] instances {oldest}',
+                  file=sys.stderr)
+            return lambda: oldest
+    return records.instance_levels(pin, kazoo_client(coordinator),
+                                   group_path(coordinator, group), drain_markers_path(group))
 
 
 def _no_owner(node: str) -> Any:
