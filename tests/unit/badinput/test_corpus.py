@@ -147,7 +147,7 @@ SAMPLE = [p for p in CONFIGS if p.stem.split('-', 1)[1] in (
 
 @pytest.mark.parametrize('name, args', [
     ('computed', []), ('computed-reporter', []), ('computed-api', []),
-    ('computed-manage', ['config', 'check'])])
+    ('computed-manage', ['config', 'check']), ('computed-status', ['upgrade', 'check'])])
 def test_every_program_refuses_at_start(name, args, tmp_path):
     assert len(SAMPLE) == 7
     for path in SAMPLE:

@@ -19,7 +19,8 @@ from tests.unit.cmd.test_scripts import GOOD, write_conf
 
 def test_the_scripts_are_setup_cfgs_and_the_installed_ones():
     scripts = cli.console_scripts()
-    assert set(scripts) == {'computed', 'computed-reporter', 'computed-manage', 'computed-api'}
+    assert set(scripts) == {'computed', 'computed-reporter', 'computed-manage', 'computed-api',
+                            'computed-status'}
     installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(
         group='console_scripts') if ep.dist is not None and ep.dist.name == 'computed'}
     # A stale install (pip install -e . not run again) would test other mains than a user runs.

@@ -10,7 +10,8 @@ import pytest
 
 from tests import cli
 
-SCRIPTS = ('computed', 'computed-reporter', 'computed-manage', 'computed-api')
+SCRIPTS = ('computed', 'computed-reporter', 'computed-manage', 'computed-api',
+           'computed-status')
 
 GOOD = """
 [DEFAULT]

@@ -1,0 +1,109 @@
+"""``computed-status upgrade check`` in-process (tests/cli.py) against the harness's real
+ZooKeeper and PostgreSQL: one line per check, the summary table, nova-status's exit codes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from computed import db
+from computed.cmd import status
+from computed.upgrade import checks
+from tests import cli
+
+CHECKS = ('Database schema', 'Data migrations', 'Service versions', 'Configuration',
+          'ZooKeeper')
+
+
+@pytest.fixture
+def write_conf(stack, tmp_path):
+    def write(database: str = '', extra: str = '', synced: bool = True) -> str:
+        if not database:
+            database = stack['postgres'].create_database(f'status_{uuid.uuid4().hex[:8]}')
+            stack.save()
+            if synced:
+                db.sync(database)
+        path = tmp_path / f'{uuid.uuid4().hex[:6]}.conf'
+        path.write_text(stack.computed_conf(host='status-host', database=database,
+                                            extra=extra))
+        return str(path)
+    return write
+
+
+def lines_of(result) -> dict[str, str]:
+    """Each check's line: 'Name: Result: details'."""
+    found = {}
+    for line in result.stdout.splitlines():
+        name, _, rest = line.partition(': ')
+        if name in CHECKS and name not in found:
+            found[name] = rest
+    return found
+
+
+def test_a_fresh_group_warns_that_no_service_is_live(write_conf, tmp_path):
+    group = f'g{uuid.uuid4().hex[:6]}'
+    result = cli.run('computed-status', '--config-file',
+                     write_conf(extra=f'[coordination]\ngroup = {group}\n'),
+                     'upgrade', 'check', home=tmp_path)
+    found = lines_of(result)
+    assert set(found) == set(CHECKS), result.stdout
+    assert found['Database schema'].startswith('Success: at head')
+    assert found['Data migrations'] == \
+        'Success: none (this release has no online data migrations)'
+    assert found['Service versions'].startswith(f'Warning: no live daemon or reporter in '
+                                                f'group {group}')
+    assert found['Configuration'].startswith('Success')
+    assert found['ZooKeeper'].split(':')[0] in ('Success', 'Warning')
+    assert 'Upgrade Check Results' in result.stdout
+    assert result.returncode == 1 and result.stderr == '' and result.threads_left == ()
+
+
+def test_a_schema_behind_and_a_pin_left_fail_and_warn(write_conf, tmp_path):
+    result = cli.run('computed-status', '--config-file',
+                     write_conf(synced=False, extra='[upgrade_levels]\nreports = 1.0\n'),
+                     'upgrade', 'check', home=tmp_path)
+    found = lines_of(result)
+    assert found['Database schema'].startswith('Failure: the database has no schema')
+    assert "computed-manage db sync" in found['Database schema']
+    assert found['Configuration'].startswith('Warning: [upgrade_levels] reports = 1.0 pinned')
+    assert result.returncode == 2 and result.stderr == ''
+
+
+def test_unreachable_services_are_failures_not_tracebacks(write_conf, tmp_path):
+    result = cli.run('computed-status', '--config-file', write_conf(
+        database='postgresql+psycopg2://postgres@127.0.0.1:9/none',
+        extra='[coordination]\nbackend_url = zookeeper://127.0.0.1:9?timeout=2\n'),
+        'upgrade', 'check', home=tmp_path)
+    found = lines_of(result)
+    assert found['Database schema'].startswith('Failure: cannot read database')
+    assert found['Service versions'].startswith('Failure: cannot reach ZooKeeper')
+    assert found['ZooKeeper'].startswith('Failure: cannot reach ZooKeeper')
+    assert result.returncode == 2 and 'Traceback' not in result.stderr + result.stdout
+
+
+def test_an_error_running_the_checks_is_255_in_one_line(write_conf, tmp_path, monkeypatch):
+    def broken(conf, session):
+        raise RuntimeError('the check broke')
+
+    monkeypatch.setitem(status.CHECKS, 'Configuration', broken)
+    result = cli.run('computed-status', '--config-file', write_conf(), 'upgrade', 'check',
+                     home=tmp_path)
+    assert result.returncode == 255
+    assert result.stderr == ('computed-status: error: running check Configuration: '
+                          'RuntimeError: the check broke\n')
+
+
+def test_bad_input_is_one_line(write_conf, tmp_path):
+    result = cli.run('computed-status', '--config-file', write_conf(
+        extra='[upgrade_levels]\ninstances = banana\n'), 'upgrade', 'check', home=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith('computed-status: error: [upgrade_levels] instances: ')
+    assert len(result.stderr.splitlines()) == 1
+    result = cli.run('computed-status', 'upgrade', 'chek', home=tmp_path)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_exit_status_is_nova_statuss():
+    assert [int(code) for code in checks.Code] == [0, 1, 2]
+    assert status.EXIT_ERROR == 255
