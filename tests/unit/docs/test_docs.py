@@ -30,7 +30,8 @@ from tests import cli
 from tests.unit.docs.snippets import PAGES, ROOT, Block, blocks, commands, inline_commands
 
 BIN = Path(sys.executable).parent
-CONSOLE_SCRIPTS = ("computed", "computed-reporter", "computed-manage", "computed-api")
+CONSOLE_SCRIPTS = ("computed", "computed-reporter", "computed-manage", "computed-api",
+                   "computed-status")
 # Commands of the operating system the deployment guide uses; their arguments that are paths in
 # this repository must exist.
 SYSTEM = ("useradd", "install", "systemctl", "systemd-analyze", "promtool", "apt-get")
