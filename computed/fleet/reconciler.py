@@ -41,9 +41,10 @@ Threads: one fleet thread (:meth:`Fleet.run`) makes every pass, join and drain, 
 writer of :attr:`Fleet.state`, :attr:`Fleet.plan`, the counters (:attr:`Fleet.claimed`,
 :attr:`Fleet.released`, :attr:`Fleet.passes`: a single writer's ``+=``, read by the metrics
 endpoint's request threads) and the ring caches. :meth:`Fleet.wake`, :meth:`Fleet.request_stop`
-and :meth:`Fleet.session_changed` come from any thread (kazoo's event thread through the fence
-and the claims' and membership's watches, the listing and node threads, the instance worker's
-threads) and only set Events and write the audit log, which has its own lock. The node thread
+and :meth:`Fleet.session_changed` come from any thread (kazoo's connection thread through the
+daemon's session relay, the listing and node threads, the instance worker's threads), and the
+claims' and membership's watches set the wake-up Event from kazoo's event thread; all of them
+only set Events and write the audit log, which has its own lock. The node thread
 reads :attr:`Fleet.plan` (an immutable :class:`Plan`, swapped whole) and asks
 :meth:`Fleet.may_act_as`; the node thread and the instance worker's threads call
 :meth:`Fleet.act`, :meth:`Fleet.claim_for` and :meth:`Fleet.guard`, which read the claim table
