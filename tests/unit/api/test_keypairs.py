@@ -158,3 +158,16 @@ def test_the_key_pairs_quota(api):
     # Another user of the project has a count of their own (Nova counts per user).
     assert api.as_('bob:p1', '2.2')('POST', '/v2.1/os-keypairs', {
         'keypair': {'name': 'a', 'public_key': public_key()}}).status_int == 201
+
+
+def test_x509_key_pairs_generated_and_imported(v22):
+    made = v22('POST', '/v2.1/os-keypairs', {'keypair': {'name': 'win', 'type': 'x509'}})
+    assert made.status_int == 201, made.text
+    doc = made.document['keypair']
+    assert doc['type'] == 'x509' and doc['public_key'].startswith('-----BEGIN CERTIFICATE-----')
+    assert base64.b64decode(doc['private_key'])  # PKCS#12, as Nova's WinRM certificate
+    assert len(doc['fingerprint'].split(':')) == 20  # SHA-1
+    again = v22('POST', '/v2.1/os-keypairs', {'keypair': {
+        'name': 'win2', 'type': 'x509', 'public_key': doc['public_key']}})
+    assert again.status_int == 201 and again.document['keypair']['fingerprint'] == \
+        doc['fingerprint']
