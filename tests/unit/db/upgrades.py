@@ -267,8 +267,34 @@ def check_upgrade_to_0006_keeps_instances_without_details(url: str) -> None:
         _no_drift(engine)
 
 
+def check_upgrade_to_0007_leaves_old_instances_without_a_config_drive(url: str) -> None:
+    """0006 -> 0007: instances made before have no key pair, user data nor config drive (so
+    they deploy without one); key pairs can be recorded; 0007 -> 0006 drops both and keeps the
+    instances."""
+    from computed.instances import configdrive
+    with _database_at_0001(url) as engine:
+        migrate(url, "0006")
+        assert "key_name" not in _columns(engine, "instances")
+        assert db.sync(url) == db.head_revision()
+        row = api.get_instance(engine, "i-live")
+        assert (row.key_name, row.key_data, row.user_data, row.config_drive) == \
+            (None, None, None, None)
+        assert configdrive.build(row) is None
+        api.create_key_pair(engine, "u1", "k1", "ssh", "ssh-ed25519 AAAA", "aa:bb")
+        assert [k.name for k in api.list_key_pairs(engine, "u1")] == ["k1"]
+        migrate(url, "0006", down=True)
+        assert "key_name" not in _columns(engine, "instances")
+        assert "key_pairs" not in sa.inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert {row.uuid for row in conn.execute(sa.text("SELECT uuid FROM instances"))} \
+                == {uuid for uuid, *_ in INSTANCES_0001}
+        assert db.sync(url) == db.head_revision()
+        _no_drift(engine)
+
+
 ALL = [check_upgrade_from_0001_keeps_rows, check_downgrade_to_0001_keeps_rows,
        check_upgrade_to_0003_records_no_generation, check_downgrade_from_0003_keeps_rows,
        check_upgrade_to_0004_gives_old_instances_the_built_in_project,
        check_downgrade_from_0004_keeps_instances,
-       check_upgrade_to_0006_keeps_instances_without_details]
+       check_upgrade_to_0006_keeps_instances_without_details,
+       check_upgrade_to_0007_leaves_old_instances_without_a_config_drive]
