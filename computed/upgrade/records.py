@@ -22,7 +22,9 @@ so that a fleet's cap rises as its last old peer goes, without a restart. Readin
 fail (ZooKeeper away): the last version found is kept, and before any was found the interface's
 oldest is sent, which every peer serves. Threads: a :class:`Levels` is called from any sender's
 thread (the daemon's report thread, its instance workers, the API's request threads); its cache
-is behind a lock, and the peers are read outside it by one caller at a time at most per ``ttl``.
+is behind a lock and the peers are read outside it: once a version is known, one caller per
+``ttl`` reads them again while the others go on with the last one (before that, each caller
+reads).
 """
 
 from __future__ import annotations
