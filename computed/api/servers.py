@@ -164,6 +164,12 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         if call.at_least(2, 3):
             doc['OS-EXT-SRV-ATTR:reservation_id'] = row.reservation_id
             doc['OS-EXT-SRV-ATTR:user_data'] = row.user_data
+            # Nova's other 2.3 attributes: the hostname the config drive gives the node; no
+            # kernel, ramdisk nor root device name of the Compute service's on bare metal.
+            doc.update({'OS-EXT-SRV-ATTR:hostname': configdrive.hostname(row.name, row.uuid),
+                        'OS-EXT-SRV-ATTR:launch_index': 0, 'OS-EXT-SRV-ATTR:kernel_id': '',
+                        'OS-EXT-SRV-ATTR:ramdisk_id': '',
+                        'OS-EXT-SRV-ATTR:root_device_name': None})
     if row.state == models.ERROR and row.fault:
         doc['fault'] = {'code': 500, 'created': _time(row.updated_at),
                         'message': row.fault[:FAULT_MESSAGE_LENGTH]}

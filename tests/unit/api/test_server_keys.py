@@ -101,3 +101,17 @@ def test_servers_sort_by_key_name(api, gold):
     for direction, order in (('asc', ['a', 'b']), ('desc', ['b', 'a'])):
         listed = api('GET', f'/v2.1/servers?sort_key=key_name&sort_dir={direction}')
         assert [s['id'] for s in listed.document['servers']] == [made[k] for k in order]
+
+
+def test_admins_see_nova_s_extended_attributes_from_2_3(api, gold):
+    """What Nova shows admins from 2.3 beside the reservation id and the user data; the
+    hostname is the one the config drive gives the node."""
+    made = create(api, gold, name='Web Server_1')
+    server_id = made.document['server']['id']
+    shown = api.as_(ADMIN, '2.3')('GET', f'/v2.1/servers/{server_id}').document['server']
+    assert (shown['OS-EXT-SRV-ATTR:hostname'], shown['OS-EXT-SRV-ATTR:launch_index'],
+            shown['OS-EXT-SRV-ATTR:kernel_id'], shown['OS-EXT-SRV-ATTR:ramdisk_id'],
+            shown['OS-EXT-SRV-ATTR:root_device_name'], shown['OS-EXT-SRV-ATTR:user_data']) == \
+        ('web-server-1', 0, '', '', None, None)
+    before = api.as_(ADMIN, '2.2')('GET', f'/v2.1/servers/{server_id}').document['server']
+    assert 'OS-EXT-SRV-ATTR:hostname' not in before
