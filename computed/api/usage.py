@@ -24,7 +24,7 @@ from typing import Any
 import webob
 
 from computed.api import errors, policy, server_status
-from computed.api.request import Call, json_response
+from computed.api.request import Call, flag, json_response
 from computed.db import api as db_api
 from computed.db import models
 
@@ -135,7 +135,8 @@ def _page(call: Call, rows: list[db_api.InstanceRow], links_key: str
 def index(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, LIST, call.context)
     start, stop, now = _period(call)
-    detailed = (call.query('detailed') or '0') == '1'
+    # Nova reads '1' only; openstacksdk (openstack usage list) sends 'True': both are taken.
+    detailed = flag(call.query('detailed'))
     rows = db_api.instances_in_period(call.backends.engine, start, stop)
     rows, links = _page(call, rows, 'tenant_usages_links')
     return json_response(200, {'tenant_usages': summarise(rows, start, stop, now, detailed),
