@@ -19,7 +19,18 @@ bound to. oslo.messaging binds every target of a pooled listener to one queue (n
 pool), so the heartbeat travels the very queue Ironic's events travel: its own heartbeat coming
 back proves the broker, the queue and the listener work, and the time it took is the queue's lag.
 The stream is trusted while the daemon's last heartbeat came back within ``max_event_lag`` seconds
-and the previous one no longer than ``heartbeat_interval + max_event_lag`` before it. It cannot
+and the previous one no longer than ``heartbeat_interval + max_event_lag`` before it.
+
+**At start** the stream is in doubt until the first heartbeat comes back (events before the bind
+were never queued), and it is trusted from that moment on: the listener is bound first, and
+oslo.messaging declares every binding of the pool's queue (Ironic's topic and the heartbeat's)
+before it consumes from it, so a heartbeat heard proves that Ironic's events are queued since
+before it was heard. The daemon's first listing waits for that (:mod:`computed.daemon.listing`),
+so it covers everything before the bind and the queue everything after: the first listing is the
+only one at start. To make that round trip short, :class:`Heartbeat` beats every
+:data:`START_BEAT` seconds until its first heartbeat came back (at most :data:`START_BEATS` times:
+a broker down at start is not hammered), then every ``heartbeat_interval`` (:func:`beat_wait`).
+It cannot
 prove that Ironic itself publishes (a misconfigured Ironic sends nothing): the fleet-wide listing
 catches that, and what it finds is announced on the same topic (:data:`MISSED_EVENT`) so that
 every daemon re-reads those nodes.
@@ -30,10 +41,12 @@ Threads: oslo.messaging's threading executor runs :class:`NotificationEndpoint` 
 listener threads at once; the endpoint keeps no state and hands each event to
 :meth:`StreamWatch.heard` or to the hints (:meth:`computed.daemon.sync.NodeSync.hint`), both
 locked. The listing thread asks :class:`StreamWatch` whether the stream can be trusted; its
-heartbeat times and its last doubt are read and written under its lock only. :class:`Heartbeat`
-is used by the heartbeat thread (:meth:`Heartbeat.beat`) and the listing thread
-(:meth:`Heartbeat.announce_missed`); it keeps nothing but its notifier, which oslo.messaging
-lets several threads send through (a pooled connection per message).
+heartbeat times and its last doubt are written under its lock only (the heartbeat thread reads
+:attr:`StreamWatch.last_heard`, one reference: an atomic read). :class:`Heartbeat` is used by the
+heartbeat thread (:meth:`Heartbeat.beat`, :meth:`Heartbeat.next_wait` and the count of beats
+they share, that thread's alone) and the listing thread (:meth:`Heartbeat.announce_missed`,
+which uses nothing but the notifier, which oslo.messaging lets several threads send through: a
+pooled connection per message).
 """
 
 from __future__ import annotations
@@ -53,6 +66,20 @@ HEARTBEAT_EVENT = "computed.heartbeat"
 MISSED_EVENT = "computed.node.missed"
 #: Uuids per :data:`MISSED_EVENT` message (a message stays well under the broker's frame size).
 MISSED_PER_MESSAGE = 500
+#: Seconds between heartbeats until the first comes back (the first listing waits for it) ...
+START_BEAT = 1.0
+#: ... for at most this many beats.
+START_BEATS = 10
+
+
+def beat_wait(heard: bool, beats: int, interval: float) -> float:
+    """Seconds until the next heartbeat, after ``beats`` were sent: :data:`START_BEAT` while
+    none came back yet (``heard`` False) and fewer than :data:`START_BEATS` went, else
+    ``interval``. A heartbeat sent before the listener was bound is lost (no queue yet): sending
+    the next one soon brings the first round trip, and the first listing, forward."""
+    if not heard and beats < START_BEATS:
+        return min(START_BEAT, interval)
+    return interval
 
 
 def node_uuid(event_type: str, payload: Any) -> str | None:
@@ -139,12 +166,21 @@ class Heartbeat:
     A failed send is logged and otherwise ignored: the heartbeat not coming back is the signal.
     """
 
-    def __init__(self, notifier: Any, host: str, wall: Callable[[], float] = time.time):
+    def __init__(self, notifier: Any, host: str, wall: Callable[[], float] = time.time,
+                 watch: StreamWatch | None = None):
         self._notifier = notifier
         self._host = host
         self._wall = wall
+        self._watch = watch  # whose first heartbeat back ends the quick start beats
+        self.beats = 0  # heartbeats sent or tried (the heartbeat thread's alone)
+
+    def next_wait(self, interval: float) -> float:
+        """Seconds the heartbeat thread waits before the next beat (:func:`beat_wait`)."""
+        heard = self._watch is None or self._watch.last_heard is not None
+        return beat_wait(heard, self.beats, interval)
 
     def beat(self) -> None:
+        self.beats += 1
         try:
             self._notifier.info({}, HEARTBEAT_EVENT, {"host": self._host, "sent": self._wall()})
         except Exception as exc:  # the broker is down: the missing heartbeat says so

@@ -147,7 +147,8 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
             conf.ironic.notification_exchange, f'computed-{host}', sync,
             conf.ironic.heartbeat_topic, watch))
         heartbeat = events.Heartbeat(
-            events.notifier(notification_transport, host, conf.ironic.heartbeat_topic), host)
+            events.notifier(notification_transport, host, conf.ironic.heartbeat_topic), host,
+            watch=watch)
         rounds = ListingRound(zookeeper, round_path(group), host)
     listings = Listings(nodes, catalog, engine, conf.fleet.node_refresh_interval,
                         conf.fleet.fleet_listing_interval, watch, rounds, heartbeat)

@@ -7,6 +7,19 @@ it runs is the steady-state cost of the fleet.
 
 Guarantees:
 
+* **One listing at start, with the stream trusted from before it.** A daemon's first listing
+  waits (at most ``frequent`` seconds: :func:`first_listing_wait`) until its own heartbeat came
+  back on time (:meth:`StreamWatch.trusted`). The listener is bound before the first heartbeat
+  is sent (:mod:`computed.daemon.service` starts it first), and oslo.messaging declares every
+  binding of the listener's one queue before it consumes from it, so the heartbeat heard proves
+  Ironic's events were being queued from before the listing began. Nothing between the bind and
+  the end of that listing is lost: a change made before the listing started is read by it (it
+  reads every node after it starts); an event that arrives during it is queued, heard, and its
+  node re-read after the listing (:mod:`computed.daemon.sync` keeps a hint newer than the
+  listing's start, and the catalog keeps a re-read newer than a listing). So when heartbeats kept
+  coming back on time through the listing, the stream is trusted since before it and no second
+  listing is due; a daemon whose stream never proved itself in ``frequent`` seconds lists
+  anyway, as below.
 * **While the event stream cannot be trusted, each daemon lists every node itself**, every
   ``frequent`` seconds (``[fleet] node_refresh_interval``): notifications off, this daemon's
   heartbeat not back on time (:class:`computed.baremetal.events.StreamWatch`), or the stream in
@@ -23,7 +36,10 @@ Guarantees:
   :data:`ANNOUNCE_PER_ROUND` per round, on the event stream
   (:meth:`computed.baremetal.events.Heartbeat.announce_missed`): every daemon re-reads those
   nodes alone, the owner reports them. The last round's lister keeps the rounds while it lives
-  (others wait :data:`HANDOFF` seconds longer), so it can confirm what it found. Ironic's API
+  (others wait :data:`HANDOFF` seconds longer), so it can confirm what it found. A round won
+  less than ``frequent`` seconds after this daemon's own listing ended compares that listing
+  (kept current by events since) instead of listing again (:func:`round_lists_again`): the
+  first round of a new fleet is no second listing at start. Ironic's API
   cannot filter by hash-ring share, so a per-daemon partial listing is not possible; one full
   listing per round is N times cheaper than N.
 * Between listings the providers computed reported are re-read every ``frequent`` seconds (one
@@ -66,6 +82,8 @@ ROUND_CHECK = 5.0
 HANDOFF = 2 * ROUND_CHECK
 #: Nodes one fleet-wide listing announces at most (see :func:`to_announce`).
 ANNOUNCE_PER_ROUND = 100
+#: Seconds between two looks at the stream while the first listing waits for it.
+FIRST_LOOK = 0.25
 
 
 def round_path(group: str) -> str:
@@ -84,6 +102,26 @@ def own_listing_due(trusted_since_own: bool, own_age: float | None, frequent: fl
     if trusted_since_own:
         return float("inf")
     return max(0.0, frequent - own_age)
+
+
+def first_listing_wait(stream_ok: bool, waited: float, limit: float) -> float:
+    """Seconds this daemon's first listing still waits for its event stream (0: list now).
+
+    ``stream_ok``: its own heartbeat came back on time (the listener is bound and delivers);
+    ``waited``: seconds since the first listing was first due. Waiting makes the first listing
+    the only one at start (see the module docstring); ``limit`` bounds it (a broker down at start
+    must not keep the daemon from listing: it then lists untrusted, and again once trusted)."""
+    if stream_ok:
+        return 0.0
+    return max(0.0, limit - waited)
+
+
+def round_lists_again(own_done: float | None, frequent: float) -> bool:
+    """Whether this daemon's round of the fleet-wide listing lists again (False: it compares
+    the daemon's own listing, which ended ``own_done`` seconds ago, None: never, kept current by
+    events since). A listing that ended less than ``frequent`` ago is as good as a new one: a
+    stream in doubt would have listed no sooner."""
+    return own_done is None or own_done >= frequent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +268,8 @@ class Listings:
         self._heartbeat = heartbeat
         self._clock = clock
         self._own_started: float | None = None
+        self._first_due: float | None = None  # when the first listing was first due
+        self._own_ended: float | None = None  # when the listing that set _own_started ended
         self._providers_read: float | None = None  # when refresh_providers last ran
         self.listings = 0  # full listings this daemon ran (read by tests and logs)
         self.last_missed = 0  # nodes its last fleet-wide listing announced
@@ -238,6 +278,16 @@ class Listings:
     def step(self) -> tuple[bool, float]:
         """One pass: ``(the set of nodes to share changed, seconds to wait)``."""
         now = self._clock()
+        if self._own_started is None and self._watch is not None:
+            if self._first_due is None:
+                self._first_due = now
+            stream_ok = self._watch.trusted()
+            wait = first_listing_wait(stream_ok, now - self._first_due, self._frequent)
+            if wait > 0.0:
+                return False, min(wait, FIRST_LOOK)
+            return self._list("first listing, the event stream trusted from before it"
+                              if stream_ok else "first listing, events not trusted yet"), \
+                self._frequent
         trusted = (self._watch is not None and self._own_started is not None
                    and self._watch.trusted_since(self._own_started))
         own_age = None if self._own_started is None else now - self._own_started
@@ -252,7 +302,9 @@ class Listings:
         if trusted and self._rounds is not None:
             record = self._rounds.claim(self._rare, self._frequent)
             if record is not None:
-                changed = self._list_for_the_fleet(record) or changed
+                own_done = None if self._own_ended is None else now - self._own_ended
+                relist = round_lists_again(own_done, self._frequent)
+                changed = self._list_for_the_fleet(record, relist) or changed
         return changed, min(due, ROUND_CHECK if trusted else self._frequent)
 
     def _list(self, why: str) -> bool:
@@ -260,14 +312,19 @@ class Listings:
         changed = self._nodes.refresh()
         view = self._catalog.view()
         if view is not None and not view.stale and view.listed_at >= started:
-            self._own_started = started
+            self._own_started, self._own_ended = started, self._clock()
         self.listings += 1
         LOG.info("listed %d nodes in %.1f s (%s)", len(view or ()), self._clock() - started,
                  why)
         return changed
 
-    def _list_for_the_fleet(self, record: RoundRecord) -> bool:
-        changed = self._list("this daemon's round of the fleet-wide listing")
+    def _list_for_the_fleet(self, record: RoundRecord, relist: bool = True) -> bool:
+        changed = False
+        if relist:
+            changed = self._list("this daemon's round of the fleet-wide listing")
+        else:
+            LOG.info("this daemon's round of the fleet-wide listing compares its own listing, "
+                     "which ended %.1f s ago", self._clock() - (self._own_ended or 0.0))
         view = self._catalog.view()
         if view is None or view.stale:
             return changed  # the next round is due at the usual time; the catalog logged why

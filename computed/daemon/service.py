@@ -13,7 +13,7 @@ start and stop:
   fleet while it can), on its own so that a listing of thousands of nodes never delays an event;
   a changed set wakes the fleet;
 * the **heartbeat** thread (with notifications on) sends the event stream's heartbeat
-  (:class:`computed.baremetal.events.Heartbeat`);
+  (:class:`computed.baremetal.events.Heartbeat`; every second until the first comes back);
 * the **node** thread runs the sync pass (:mod:`computed.daemon.sync`: re-read the nodes events
   hint at, offer changed claimed nodes to the outbox), then retries a failed re-adoption of this
   host's instances, re-homes orphaned instances and resumes this host's unfinished instance
@@ -33,9 +33,12 @@ The parts come in three groups, built by :mod:`computed.cmd.daemon` in this orde
 (:class:`InstanceParts`: the worker and its RPC server, and hosting, built with the fleet,
 which asks it on every pass).
 
-Start: the ZooKeeper session, the threads, the listener, then the RPC server; the last two are
-:class:`computed.runtime.rpc.Serving`, whose start does not wait for the message bus: a daemon
-started before its broker joins, claims and stays killable, and serves once the broker is up.
+Start: the ZooKeeper session, the listener, the threads, then the RPC server. The listener first,
+so that its queue is bound before the heartbeat thread's first beats and the listing thread's
+first listing, which waits for a heartbeat's round trip (:mod:`computed.daemon.listing`: one
+listing at start). The listener and the RPC server are :class:`computed.runtime.rpc.Serving`,
+whose start does not wait for the message bus: a daemon started before its broker joins, claims
+and stays killable, and serves once the broker is up.
 Stop: :meth:`stop`
 asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worker, the threads and
 the listener, then the session, the audit log and the driver.
@@ -187,7 +190,7 @@ class ComputeService:
     def _heartbeat_loop(self) -> None:
         while self._heartbeat is not None and not self._stop.is_set():
             self._heartbeat.beat()
-            self._stop.wait(self._heartbeat_interval)
+            self._stop.wait(self._heartbeat.next_wait(self._heartbeat_interval))
 
     def _node_loop(self) -> None:
         while not self._stop.is_set():
@@ -215,6 +218,10 @@ class ComputeService:
             self._zookeeper, self.fence.requested_session_timeout))
         if self._zookeeper.connected:
             self._session_connected()
+        if self._listener is not None:
+            # First, so its queue is bound soonest: the first listing waits for a heartbeat's
+            # round trip through it, and is then the only one at start (daemon/listing.py).
+            self._listener.start()
         targets: list[tuple[str, Callable[[], None]]] = [
             ("lease", self._lease_loop), ("listing", self._listing_loop),
             ("nodes", self._node_loop), ("fleet", self._run_fleet),
@@ -224,8 +231,6 @@ class ComputeService:
             thread.start()
             if name != "report":
                 self._threads.append(thread)
-        if self._listener is not None:
-            self._listener.start()
         self._rpc_server.start()  # instance operations (computed.instances.worker)
 
     def _report_loop(self) -> None:

@@ -14,18 +14,24 @@ from computed.baremetal.events import (
     HEARTBEAT_EVENT,
     MISSED_EVENT,
     MISSED_PER_MESSAGE,
+    START_BEAT,
+    START_BEATS,
     Heartbeat,
     NotificationEndpoint,
     StreamWatch,
+    beat_wait,
 )
 from computed.daemon.listing import (
+    FIRST_LOOK,
     ListingRound,
     Listings,
     RoundRecord,
     differing,
+    first_listing_wait,
     missed_by_events,
     own_listing_due,
     round_due,
+    round_lists_again,
     to_announce,
 )
 from computed.providers.state import provider_from_node
@@ -57,6 +63,33 @@ def state(n: Node) -> dict:
 ])
 def test_own_listing_due(trusted, age, due):
     assert own_listing_due(trusted, age, 30.0) == due
+
+
+@pytest.mark.parametrize("stream_ok, waited, wait", [
+    (True, 0.0, 0.0),     # the heartbeat came back: list now, trusted from before the listing
+    (False, 0.0, 30.0),   # not yet: wait for it ...
+    (False, 12.0, 18.0),
+    (False, 30.0, 0.0),   # ... at most one interval (a broker down at start)
+    (False, 99.0, 0.0),
+])
+def test_first_listing_waits_for_the_stream_at_most_one_interval(stream_ok, waited, wait):
+    assert first_listing_wait(stream_ok, waited, 30.0) == wait
+
+
+@pytest.mark.parametrize("own_done, again", [
+    (None, True), (0.0, False), (29.9, False), (30.0, True), (600.0, True)])
+def test_a_round_right_after_the_own_listing_compares_that_listing(own_done, again):
+    assert round_lists_again(own_done, 30.0) is again
+
+
+@pytest.mark.parametrize("heard, beats, wait", [
+    (False, 1, START_BEAT),            # none back yet: soon again
+    (False, START_BEATS - 1, START_BEAT),
+    (False, START_BEATS, 5.0),         # a broker down at start is not hammered
+    (True, 1, 5.0),
+])
+def test_heartbeats_are_quick_until_the_first_comes_back(heard, beats, wait):
+    assert beat_wait(heard, beats, 5.0) == wait
 
 
 @pytest.mark.parametrize("last, now, host, due", [
@@ -292,11 +325,14 @@ class Nodes:
 
 
 class TrustedWatch:
-    def __init__(self, trusted=True):
-        self.trusted = trusted
+    def __init__(self, ok=True):
+        self.ok = ok
+
+    def trusted(self):
+        return self.ok
 
     def trusted_since(self, since):
-        return self.trusted
+        return self.ok
 
 
 def listings(monkeypatch, watch, applied=()):
@@ -329,9 +365,13 @@ def test_while_events_flow_one_round_lists_for_the_fleet_and_announces_what_even
     watch = TrustedWatch(False)
     lister, nodes, clock, notifier, ironic = listings(
         monkeypatch, watch, applied=[(N1, state(node(N1))), (N2, state(node(N2)))])
-    lister.step()  # the daemon's own first listing
+    lister.step()  # the first listing waits for the stream ...
+    assert nodes.refreshes == 0
+    clock.now += 30
+    lister.step()  # ... at most 30 s: the daemon's own first listing, untrusted
     assert nodes.refreshes == 1
-    watch.trusted = True
+    watch.ok = True
+    clock.now += 30  # its own listing is 30 s old: the round lists again
     changed, wait = lister.step()  # first round: nobody listed for the fleet yet
     assert nodes.refreshes == 2 and wait == 5.0 and notifier.sent == []
     for _ in range(100):  # 500 s: nothing due
@@ -347,7 +387,102 @@ def test_while_events_flow_one_round_lists_for_the_fleet_and_announces_what_even
     assert nodes.refreshes == 4
     assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
     assert lister.last_missed == 1
-    watch.trusted = False  # the stream in doubt: this daemon lists on its own again
+    watch.ok = False  # the stream in doubt: this daemon lists on its own again
     clock.now += 30
     lister.step()
     assert nodes.refreshes == 5
+
+
+# --- one listing at start (issue 27 item 3) ----------------------------------------------------
+
+class SlowNodes(Nodes):
+    """A listing that takes ``seconds``, with this daemon's heartbeats coming back during it."""
+
+    def __init__(self, catalog, clock, wall, watch, seconds):
+        super().__init__(catalog)
+        self.clock, self.wall, self.watch, self.seconds = clock, wall, watch, seconds
+
+    def refresh(self):
+        for _ in range(int(self.seconds // 5)):
+            self.clock.now += 5
+            self.wall.now += 5
+            beat(self.watch, self.clock, self.wall)
+        return super().refresh()
+
+
+def started(monkeypatch, seconds=80.0):
+    """A daemon just started, with the real StreamWatch and a listing of ``seconds``."""
+    clock, wall = Clock(100.0), Wall(5000.0)
+    watch = StreamWatch("c1", 5.0, 5.0, clock=clock, wall=wall)
+    catalog = NodeCatalog(Ironic(node(N1), node(N2)), clock=clock)
+    nodes = SlowNodes(catalog, clock, wall, watch, seconds)
+    rows = [type("Row", (), {"uuid": n.uuid, "state": json.dumps(state(n))})
+            for n in (node(N1), node(N2))]  # every report applied
+    monkeypatch.setattr("computed.db.api.applied_providers", lambda engine: rows)
+    notifier = Notifier()
+    lister = Listings(nodes, catalog, None, 30.0, 600.0, watch,
+                      ListingRound(ZooKeeper(), "/r", "c1", wall=wall),
+                      Heartbeat(notifier, "c1", wall=wall, watch=watch), clock=clock)
+    return lister, nodes, watch, clock, wall
+
+
+def test_one_listing_at_start_when_the_stream_is_healthy_from_before_it(monkeypatch):
+    lister, nodes, watch, clock, wall = started(monkeypatch)
+    assert lister.step() == (False, FIRST_LOOK) and nodes.refreshes == 0  # no heartbeat back
+    clock.now += 1.0
+    beat(watch, clock, wall)  # the listener is bound: its own heartbeat came back
+    clock.now += FIRST_LOOK
+    lister.step()  # the first listing (80 s, heartbeats on time throughout)
+    assert nodes.refreshes == 1
+    # After the first listing completes with the stream healthy since before it began, no
+    # second listing is due, and the fleet's first round compares that listing (new fleet).
+    for _ in range(60):  # 300 s
+        clock.now += 5
+        wall.now += 5
+        beat(watch, clock, wall)
+        lister.step()
+    assert nodes.refreshes == 1 and lister.listings == 1
+
+
+def test_a_daemon_whose_stream_never_proves_itself_lists_after_one_interval(monkeypatch):
+    lister, nodes, watch, clock, _ = started(monkeypatch, seconds=0.0)
+    waited = 0.0
+    while True:
+        _, wait = lister.step()
+        if nodes.refreshes:
+            break
+        clock.now += wait
+        waited += wait
+    assert 30.0 <= waited < 30.0 + 2 * FIRST_LOOK
+    lister.step()  # still untrusted: the next own listing 30 s after the first
+    assert nodes.refreshes == 1
+
+
+def test_a_doubt_during_the_first_listing_still_costs_a_second_one(monkeypatch):
+    lister, nodes, watch, clock, wall = started(monkeypatch, seconds=0.0)
+    beat(watch, clock, wall)
+    clock.now += FIRST_LOOK
+    lister.step()
+    assert nodes.refreshes == 1
+    clock.now += 1
+    wall.now += 1
+    beat(watch, clock, wall, lag=6.0)  # late: events may be late or lost
+    clock.now += 30
+    wall.now += 30
+    beat(watch, clock, wall)
+    lister.step()
+    assert nodes.refreshes == 2
+
+
+def test_heartbeats_are_sent_every_second_until_the_first_comes_back():
+    watch, clock, wall = watch_and_clocks()
+    heartbeat = Heartbeat(Notifier(), "c1", wall=wall, watch=watch)
+    waits = []
+    for _ in range(3):
+        heartbeat.beat()
+        waits.append(heartbeat.next_wait(5.0))
+    beat(watch, clock, wall)
+    heartbeat.beat()
+    waits.append(heartbeat.next_wait(5.0))
+    assert waits == [START_BEAT, START_BEAT, START_BEAT, 5.0]
+    assert Heartbeat(Notifier(), "c1").next_wait(5.0) == 5.0  # no watch: the interval
