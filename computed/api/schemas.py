@@ -24,6 +24,8 @@ METADATA = {'type': 'object',
             'patternProperties': {'^[a-zA-Z0-9-_:. /]{1,255}$': {
                 'type': 'string', 'maxLength': 255}},
             'additionalProperties': False}
+#: A tag as Nova's (2.26): 1 to 60 characters, no ',' nor '/' (computed.api.server_edits).
+TAG = {'type': 'string', 'minLength': 1, 'maxLength': 60, 'pattern': r'^[^,/\x00-\x1f\x7f]*$'}
 EXTRA_SPECS = {'type': 'object', 'minProperties': 1,
                'patternProperties': {'^[a-zA-Z0-9-_:. /]{1,255}$': {
                    'type': ['string', 'integer', 'number', 'boolean'], 'maxLength': 255}},
@@ -139,6 +141,8 @@ SERVER_CREATE = {
             'accessIPv4': {'type': 'string', 'maxLength': 15},
             'accessIPv6': {'type': 'string', 'maxLength': 45},
             'OS-DCF:diskConfig': {'type': 'string', 'enum': ['AUTO', 'MANUAL']},
+            # From 2.52 (computed.api.servers): the tags of each server made.
+            'tags': {'type': 'array', 'items': TAG, 'maxItems': 50},
         },
         'required': ['name', 'flavorRef', 'imageRef'],
         'additionalProperties': False,
@@ -219,8 +223,6 @@ SERVER_METADATA_ITEM = {'type': 'object',
                         'properties': {'meta': dict(METADATA, minProperties=1,
                                                     maxProperties=1)},
                         'required': ['meta'], 'additionalProperties': False}
-#: A tag as Nova's (2.26): 1 to 60 characters, no ',' nor '/' (computed.api.server_edits).
-TAG = {'type': 'string', 'minLength': 1, 'maxLength': 60, 'pattern': r'^[^,/\x00-\x1f\x7f]*$'}
 #: PUT /servers/{id}/tags: the whole list, at most 50.
 SERVER_TAGS = {'type': 'object',
                'properties': {'tags': {'type': 'array', 'items': TAG, 'maxItems': 50}},

@@ -546,6 +546,8 @@ def create(call: Call) -> webob.Response:
                                 '"none" or "auto"')
     if 'description' in spec and not call.at_least(2, 19):
         raise errors.BadRequest('description needs microversion 2.19 or later')
+    if 'tags' in spec and not call.at_least(2, 52):
+        raise errors.BadRequest('tags needs microversion 2.52 or later')
     _availability_zone(call, spec.get('availability_zone') or '')
     quotas.check_metadata_items(call.backends, context.project_id,
                                 len(spec.get('metadata') or {}))
@@ -653,7 +655,12 @@ class _Build:
             rows = self._place(uuids)
             engine = self.call.backends.engine
             details = self._details()
-            return [db_api.set_instance_details(engine, row.uuid, **details) for row in rows]
+            rows = [db_api.set_instance_details(engine, row.uuid, **details) for row in rows]
+            tags = list(dict.fromkeys(self.spec.get('tags') or ()))  # once each, in order
+            if tags:  # Nova's 2.52: every server of the request has them
+                rows = [db_api.edit_instance(engine, row.uuid, lambda _row: {'tags': tags})
+                        for row in rows]
+            return rows
         finally:
             # Each placed server has its row now, which counts itself.
             for instance_uuid in held:

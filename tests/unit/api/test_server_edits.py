@@ -271,3 +271,18 @@ def test_listing_by_tags(api, gold):
     assert names('tags=a&not-tags-any=b') == ['a']
     # Before 2.26 the filters are not Nova's yet: ignored.
     assert len(api('GET', '/v2.1/servers?tags=zzz').document['servers']) == 4
+
+
+def test_tags_at_creation_from_2_52(api, gold):
+    from tests.unit.api.test_servers import more_quota, nothing_changed
+    more_quota(api)
+    at = api.as_(version='2.52')
+    made = create(at, gold, tags=['a', 'b', 'a'], min_count=2)
+    assert made.status_int == 202, made.text
+    listed = at('GET', '/v2.1/servers/detail').document['servers']
+    assert [s['tags'] for s in listed] == [['a', 'b'], ['a', 'b']]
+    before = len(listed)
+    error_of(create(api.as_(version='2.51'), gold, tags=['a']), 400)
+    for tags in (['a,b'], ['x' * 61], [f't{i}' for i in range(51)], 'a'):
+        error_of(create(at, gold, tags=tags), 400)
+    nothing_changed(api, before)
