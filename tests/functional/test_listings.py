@@ -1,20 +1,31 @@
 """Full listings while Ironic's events flow (issue 13 item 7): rare, one daemon per round for the
-fleet, and still catching a change no event announced.
+fleet, and still catching a change no event announced; one listing per daemon at start (issue 27
+item 3).
 
-Three daemons and a reporter as processes against the real Ironic, Placement, RabbitMQ and
+Daemons and a reporter as processes against the real Ironic, Placement, RabbitMQ and
 ZooKeeper. Listings are counted where they cost: Ironic's own request log (first pages of
-``GET /v1/nodes`` with computed's fields). Seen failing before the change: each daemon listed every
-``node_refresh_interval`` whatever the events did.
+``GET /v1/nodes`` with computed's fields), and at start in each daemon's log too (it says why it
+listed). Seen failing before the changes: each daemon listed every ``node_refresh_interval``
+whatever the events did; each daemon listed twice at start (its first listing began before its
+listener was bound, so the stream was trusted only from after it).
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from urllib import parse
 
 from computed.testing.ironic import list_node_uuids
-from tests.functional.daemons import make_available, seen, wait_converged, wait_for, zk_client
+from tests.functional.daemons import (
+    ironic,
+    make_available,
+    seen,
+    wait_converged,
+    wait_for,
+    zk_client,
+)
 
 WORLD_NODES = 6
 FREQUENT = 2.0  # node_refresh_interval: the listing interval while events cannot be trusted
@@ -78,3 +89,47 @@ def test_while_events_flow_one_daemon_per_round_lists_and_finds_what_events_miss
     wait_for(lambda: seen(placement, node).reserved == 1, 60,
              "a change no event announced, in Placement after a fleet-wide listing",
              world.processes)
+
+
+LISTED = re.compile(r"listed \d+ nodes in [\d.]+ s \(([^)]*)\)")
+SERVING = "Ironic notification listener: connected to the message bus, serving"
+
+
+def listings_logged(daemon) -> list[str]:
+    """Why ``daemon`` listed every node, one entry per full listing it made."""
+    return LISTED.findall(daemon.log.read_text(errors="replace"))
+
+
+def test_each_daemon_lists_once_at_start_and_a_change_made_meanwhile_reaches_placement(
+        stack, world, placement):
+    make_available(stack, world.nodes)
+    world.reporter("r1")
+    offset = stack["ironic"].log.stat().st_size
+    # The product's listing interval (the longest a first listing waits for the stream), and a
+    # lag bound this loaded machine keeps: a late heartbeat is a doubt, and a doubt rightly costs
+    # a second listing, which is not what this test is about.
+    extra = "[fleet]\nfleet_listing_interval = 600\n[ironic]\nmax_event_lag = 30\n"
+    daemons = [world.daemon(host, refresh=30.0, extra=extra) for host in ("c1", "c2")]
+    # As soon as the first daemon's listener is bound, a change through Ironic's API (an event
+    # goes out): between the bind and the end of the first listings, or just after.
+    daemons[0].wait_log(SERVING, 120)
+    node = world.nodes[0]
+    ironic(stack, "PUT", f"/nodes/{node}/maintenance", {"reason": "during the start"})
+
+    def reported() -> bool:
+        got = {n: seen(placement, n) for n in world.nodes}
+        return all(p is not None and p.reserved == (1 if n == node else 0)
+                   for n, p in got.items())
+
+    wait_for(reported, 120,
+             "every node in Placement, the one changed during the start in maintenance",
+             world.processes)
+    time.sleep(5)  # a second listing, if one were due, would start now
+    why = {d.host: listings_logged(d) for d in daemons}
+    own = {host: [w for w in reasons if "round" not in w] for host, reasons in why.items()}
+    assert own == {d.host: ["first listing, the event stream trusted from before it"]
+                   for d in daemons}, why
+    # Ironic saw no listing the logs do not show. (A fleet round right after a daemon's own
+    # listing compares that listing; a later round, 30 s on, would be the fleet's, not a
+    # daemon's second listing at start.)
+    assert first_pages(stack, offset) == sum(len(reasons) for reasons in why.values()), why
