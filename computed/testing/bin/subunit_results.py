@@ -5,6 +5,7 @@
 the skip reason, or the last lines of a failure's traceback. ``tempest run --subunit`` first
 lists every test it will run (status ``exists``); a test's later result replaces that, so a stream
 cut short (a run ended by its timeout) leaves the tests it never reached as ``exists``: not run.
+A test of a class whose setup skipped or failed takes the class's status (``by_class``).
 """
 
 import json
@@ -47,6 +48,24 @@ def main() -> None:
             case.run(result)
         finally:
             result.stopTestRun()
+    # A class whose setUpClass skipped or failed is one event named "setUpClass (module.Class)";
+    # its tests stay listed only: each takes the class's status and reason, so that counts are
+    # per test (stestr's own counts a class as one).
+    classes = {}
+    for test in tests.values():
+        if test["id"].startswith("setUpClass (") and test["status"] in ("skip", "fail"):
+            classes[test["id"][len("setUpClass ("):-1] + "."] = test
+    counted = set()
+    for test in tests.values():
+        if test["status"] == "exists":
+            for prefix, setup in classes.items():
+                if test["id"].startswith(prefix):
+                    test.update(status=setup["status"], reason=setup["reason"], by_class=True)
+                    counted.add(setup["id"])
+                    break
+    # The class's event is then counted through its tests, not once more.
+    for setup_id in counted:
+        del tests[setup_id]
     with open(target, "w") as out:
         json.dump(list(tests.values()), out, indent=1)
 
