@@ -34,11 +34,12 @@ def node(uuid: str = N1, **fields) -> Node:
 class Daemon:
     """One daemon's sync path, wired as computed.cmd.daemon wires it."""
 
-    def __init__(self, *nodes: Node, known: tuple[str, ...] = ()):
+    def __init__(self, *nodes: Node, known: tuple[str, ...] = (), listed: bool = True):
         self.clock = Clock()
         self.ironic = Ironic(*nodes)
         self.catalog = NodeCatalog(self.ironic, clock=self.clock)
-        self.catalog.refresh()
+        if listed:
+            self.catalog.refresh()
         self.fence = open_fence(self.clock)
         self.fleet = Fleet(self.fence)
         self.known = KnownProviders(*known)
@@ -199,6 +200,28 @@ def test_an_event_for_a_node_held_elsewhere_is_reread_once_the_node_is_claimed()
     assert daemon.node_pass() == 1
     assert daemon.ironic.reads == [N2]
     assert daemon.sent() == [(N2, 9, wire(node(N2, maintenance=True)))]
+
+
+def test_an_event_heard_during_the_first_listing_is_applied_after_it():
+    # The first listing is the only one at start (computed.daemon.listing): an event that
+    # arrives while it runs, about a node it read before the change, must not be lost to it.
+    daemon = Daemon(node(N1), node(N2), listed=False)
+    list_nodes = daemon.ironic.list_nodes
+
+    def listing():
+        nodes = list_nodes()  # N1 read before its change ...
+        daemon.clock.now += 1
+        daemon.change(N1, maintenance=True)  # ... changed, and its event heard, meanwhile
+        assert daemon.node_pass() == 0  # the node thread during the listing: nothing listed
+        return nodes
+
+    daemon.ironic.list_nodes = listing
+    daemon.catalog.refresh()
+    assert daemon.catalog.view().nodes[N1] == node(N1)  # the listing's stale copy
+    daemon.fleet.claim(N1, 7)  # claimed after the first listing
+    assert daemon.node_pass() == 1
+    assert daemon.ironic.reads == [N1]  # re-read: the hint is newer than the listing's start
+    assert daemon.sent() == [(N1, 7, wire(node(N1, maintenance=True)))]
 
 
 def test_a_hint_for_a_node_held_elsewhere_is_dropped_once_a_later_listing_read_it():
