@@ -1,10 +1,11 @@
 """The services behind the compute API, connected once per process.
 
 Owns connecting (and closing) what the controllers use: computed's database, Placement
-(keystoneauth adapter from ``[placement]``), the RPC transport to the daemons, and a ZooKeeper
-session (a tooz coordinator on ``[coordination] backend_url`` that joins no group: the API only
-reads members, claims and drain markers, and writes drain markers, as ``computed-manage fleet``
-does). :class:`Backends` holds them with the :class:`~computed.instances.rpcapi.ServerAPI` and
+(keystoneauth adapter from ``[placement]``), Glance (``[glance]``, :mod:`computed.api.glance`),
+the RPC transport to the daemons, and a ZooKeeper session (a tooz coordinator on
+``[coordination] backend_url`` that joins no group: the API only reads members, claims and
+drain markers, and writes drain markers, as ``computed-manage fleet`` does).
+:class:`Backends` holds them with the :class:`~computed.instances.rpcapi.ServerAPI` and
 the policy enforcer built on them.
 
 Threads: the connections are made once per process and shared by the server's request
@@ -22,7 +23,7 @@ from oslo_policy import policy as oslo_policy
 from sqlalchemy.engine import Engine
 from tooz import coordination
 
-from computed.api import policy
+from computed.api import glance, policy
 from computed.conf.errors import ConfigError
 from computed.db import engine as db_engine
 from computed.fleet.membership import drain_markers_path, fleet_root
@@ -47,6 +48,8 @@ class Backends:
     zookeeper: Any  # KazooClient
     enforcer: oslo_policy.Enforcer
     transport: Any
+    #: :class:`computed.api.glance.Glance`; None: no Image service (imageRef is a URL).
+    glance: Any = None
 
     @property
     def group(self) -> str:
@@ -84,4 +87,5 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
                         pipeline=pipeline)
     return Backends(conf=conf, engine=engine, placement=placement, servers=servers,
                     coordinator=coordinator, zookeeper=client,
-                    enforcer=policy.enforcer(conf), transport=transport)
+                    enforcer=policy.enforcer(conf), transport=transport,
+                    glance=glance.Glance(conf))

@@ -2,8 +2,9 @@
 
 Owns the server documents of each microversion and the checks before anything is written:
 the flavor must exist and its extra specs make a Placement request
-(:mod:`computed.instances.flavor_specs`); ``imageRef`` must be an image URL a conductor may be
-sent (:mod:`computed.api.image_urls`; there is no Image service here); the project must be
+(:mod:`computed.instances.flavor_specs`); ``imageRef`` must be a Glance image the project may
+use, where there is an Image service (:mod:`computed.api.images`), or an image URL a conductor
+may be sent (:mod:`computed.api.image_urls`); the project must be
 within its quotas: each server is admitted before it is scheduled, under the project's lock,
 counting the builds admitted before it (:func:`computed.api.quotas.reserve`), so concurrent
 builds never leave more servers than the limit, ERROR ones included. A build that finds no
@@ -49,7 +50,9 @@ import webob
 
 from computed.api import (
     errors,
+    glance,
     image_urls,
+    images,
     limits,
     name_filter,
     policy,
@@ -134,9 +137,7 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         'id': row.uuid, 'name': row.name or '', 'status': shown.status,
         'tenant_id': row.project_id, 'user_id': row.user_id, 'metadata': row.metadata,
         'hostId': host_id,
-        'image': {'id': image_urls.shown(row.image),
-                  'links': [{'rel': 'bookmark', 'href': image_urls.shown(row.image)}]}
-        if row.image else '',
+        'image': images.shown(row.image, call.request.application_url),
         'flavor': _flavor(call, row),
         'created': _time(row.created_at), 'updated': _time(row.updated_at),
         'addresses': {}, 'accessIPv4': row.access_ip_v4 or '',
@@ -464,14 +465,44 @@ def interfaces(call: Call) -> webob.Response:
 
 
 def _image(call: Call, ref: str) -> str:
-    """``imageRef`` if a server may be built from it (:mod:`computed.api.image_urls`, under
-    ``[api] image_url_schemes`` and ``image_url_allowed_networks``); 400 saying why not."""
+    """``imageRef`` if a server may be built from it; 400 saying why not. A uuid is a Glance
+    image when there is an Image service (:mod:`computed.api.glance`): it must exist, be
+    active and be visible to the project (:func:`computed.api.images.judge`; Glance down is a
+    503 naming it); anything else is an image URL (:mod:`computed.api.image_urls`, under
+    ``[api] image_url_schemes`` and ``image_url_allowed_networks``)."""
+    image_id = images.glance_id(ref)
+    if image_id is not None:
+        checked = _glance_image(call, image_id)
+        if checked is not None:
+            return checked
     conf = call.backends.conf.api
     try:
         return image_urls.check(ref, conf.image_url_schemes,
                                 image_urls.networks(conf.image_url_allowed_networks))
     except image_urls.BadImageURL as exc:
         raise errors.BadRequest(f'imageRef {image_urls.quoted(ref)} refused: {exc}') from None
+
+
+def _glance_image(call: Call, image_id: str) -> str | None:
+    """``image_id`` once Glance shows it fit for the caller's project; None where there is
+    no Image service (the uuid is then refused as an image URL)."""
+    backend = call.backends.glance
+    if backend is None:
+        return None
+    environ = call.request.environ
+    context = call.context
+    try:
+        found = backend.image(environ, image_id)
+        images.judge(image_id, found, context.project_id,
+                     policy.is_admin(call.backends.enforcer, context),
+                     member=lambda: backend.is_member(environ, image_id, context.project_id))
+    except glance.NoImageService:
+        return None
+    except glance.GlanceUnavailable as exc:
+        raise errors.ServiceUnavailable(f'Glance: {exc}') from None
+    except images.BadImage as exc:
+        raise errors.BadRequest(str(exc)) from None
+    return image_id
 
 
 def _availability_zone(call: Call, zone: str) -> None:

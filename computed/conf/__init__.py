@@ -16,6 +16,7 @@ from computed.conf import (
     database,
     default,
     fleet,
+    glance,
     ironic,
     messaging,
     metrics,
@@ -26,7 +27,7 @@ from computed.conf import (
     upgrade_levels,
 )
 
-MODULES = (default, coordination, fleet, ironic, placement, reporter, scheduler, database,
+MODULES = (default, coordination, fleet, ironic, placement, glance, reporter, scheduler, database,
            metrics, api, quota, messaging, upgrade_levels)
 
 

@@ -1,0 +1,71 @@
+"""Which Glance image a server may be built from, and how it is shown: the pure decisions.
+
+Owns the reading of an ``imageRef`` (:func:`glance_id`: a uuid names a Glance image, anything
+else is an image URL for :mod:`computed.api.image_urls`), the judgment of the image Glance
+returned (:func:`judge`: it exists, is ``active`` and is visible to the caller's project,
+with Nova's 400 messages) and the image of a server document (:func:`shown`: Nova's
+``{id, links}`` with a bookmark to ``/images/{id}`` for a Glance image, the URL itself for
+an image URL). The instance records the Glance id as its image, which the daemon hands to
+Ironic as ``instance_info.image_source``: Ironic fetches the image from Glance itself.
+
+Pure: no I/O (the Glance calls are :mod:`computed.api.glance`'s).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from computed.api import image_urls
+
+#: Glance's visibilities that every project sees.
+PUBLIC = frozenset({'public', 'community'})
+
+
+class BadImage(ValueError):
+    """Not an image a server may be built from; the message is Nova's."""
+
+
+def glance_id(ref: str) -> str | None:
+    """The Glance image id ``ref`` names (a uuid, hyphenated or not, as Nova's
+    ``is_uuid_like``), in its canonical form; None for anything else (an image URL)."""
+    try:
+        value = uuid.UUID(ref)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    # uuid.UUID also takes '{...}' and 'urn:uuid:' forms, which Nova does not.
+    return str(value) if ref.replace('-', '').lower() == value.hex else None
+
+
+def judge(image_id: str, image: dict[str, Any] | None, project_id: str, admin: bool,
+          member: Callable[[], bool] = lambda: False) -> None:
+    """Raise :class:`BadImage` unless ``image`` (Glance's document, None if Glance did not
+    find it) may be built from by ``project_id``. Glance already hides what a user's token may
+    not see; this also decides for an image read with the service's own access (noauth2):
+    public and community images are everyone's, private and shared ones their owner's,
+    shared ones also their members' (``member()`` asks Glance, only when it matters), and an
+    admin sees every image as Glance's admin does."""
+    not_found = BadImage(f'Image {image_id} could not be found.')
+    if image is None:
+        raise not_found
+    visible = (admin or image.get('visibility') in PUBLIC
+               or (image.get('owner') is not None and image.get('owner') == project_id)
+               or (image.get('visibility') == 'shared' and member()))
+    if not visible:
+        raise not_found
+    if image.get('status') != 'active':
+        raise BadImage(f'Image {image_id} is not active.')
+
+
+def shown(image: str | None, application_url: str) -> dict[str, Any] | str:
+    """The ``image`` of a server document: Nova's ``{id, links}``, its bookmark
+    ``{application_url}/images/{id}`` for a Glance image and the URL (without credentials)
+    for an image URL; ``''`` for a server without an image (Nova's volume-backed form)."""
+    if not image:
+        return ''
+    if glance_id(image):
+        return {'id': image,
+                'links': [{'rel': 'bookmark', 'href': f'{application_url}/images/{image}'}]}
+    url = image_urls.shown(image)
+    return {'id': url, 'links': [{'rel': 'bookmark', 'href': url}]}
