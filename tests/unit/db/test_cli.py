@@ -5,7 +5,8 @@ import pytest
 
 from tests import cli
 
-BASE = "[coordination]\nbackend_url = file://{tmp}/coordination\n"
+BASE = ("[DEFAULT]\ntransport_url = fake://\n"
+        "[coordination]\nbackend_url = file://{tmp}/coordination\n")
 
 
 def manage(tmp_path, connection, *args):
