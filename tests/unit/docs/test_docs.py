@@ -111,6 +111,9 @@ def check_tools(words: list[str]) -> None:
         assert "-m tools.demo" in (ROOT / tool).read_text()
         assert_options_in(words[1:], help_text(sys.executable, "-m", "tools.demo"), tool)
         return
+    if name == "run-tempest":
+        assert_options_in(words[1:], help_text(sys.executable, str(ROOT / tool)), tool)
+        return
     if name == "services":
         text = help_text(sys.executable, str(ROOT / tool))
         actions = re.search(r"\{([a-z,]+)\}", text).group(1).split(",")
@@ -179,7 +182,8 @@ def spawns(words: list[str]) -> bool:
             return module != "pytest" and not PLACEHOLDER.match(module.split(".")[-1])
         words = words[1:]
     if words[0].startswith("tools"):
-        return words[0].removeprefix("tools/").rstrip("/") in ("run-local", "services")
+        return words[0].removeprefix("tools/").rstrip("/") in ("run-local", "services",
+                                                                 "run-tempest")
     return False
 
 
