@@ -23,7 +23,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,7 +233,7 @@ def summary(tests: list[dict[str, Any]]) -> str:
     return text + "".join(f", {n} {status}" for status, n in sorted(rest.items()))
 
 
-def wait_ready(check: Any, timeout: float, what: str) -> None:
+def wait_ready(check: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``check`` for ``timeout`` seconds (a RuntimeError naming ``what`` after)."""
     deadline = time.monotonic() + timeout
     while not check():
