@@ -32,7 +32,7 @@ from computed.version import VERSION
 
 PROJECT = 'computed'
 EXIT_CONFIG = 2
-KEYSTONE_SECTIONS = ('ironic', 'placement')
+KEYSTONE_SECTIONS = ('ironic', 'placement', 'glance')
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

@@ -283,3 +283,29 @@ def test_a_reporter_may_take_fewer_reports_per_call_than_the_default_batch(tmp_p
     assert (conf.reporter.batch_size, conf.reporter.max_reports_per_call) == (100, 50)
     error = fault(tmp_path, with_section('reporter', 'max_reports_per_call = 50\nbatch_size = 60'))
     assert (error.group, error.option) == ('reporter', 'batch_size')
+
+
+GLANCE_PASSWORD = """
+auth_type = password
+auth_url = http://keystone.example:5000/v3
+username = computed
+password = secret
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+"""
+
+
+def test_glance_is_a_keystoneauth_section_checked_as_the_others(tmp_path):
+    # computed-api reads [glance] (issue 24 item 12): its plugin's options are known, a typo
+    # and an endpoint that is not a URL are found at start.
+    conf = parse(tmp_path, with_section('glance', GLANCE_PASSWORD))
+    assert conf.glance.service_type == 'image'
+    parse(tmp_path, with_section('glance', 'auth_type = none\n'
+                                           'endpoint_override = http://127.0.0.1:9292'))
+    error = fault(tmp_path, with_section('glance', GLANCE_PASSWORD.replace('username',
+                                                                           'usernme')))
+    assert (error.group, error.option) == ('glance', 'usernme')
+    error = fault(tmp_path, with_section('glance', 'auth_type = none\n'
+                                                   'endpoint_override = 127.0.0.1:9292'))
+    assert (error.group, error.option) == ('glance', 'endpoint_override')
