@@ -21,6 +21,7 @@ from computed.db import api as db_api
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class
 from computed.runtime import keystone
+from computed.testing.glance import Glance
 from computed.testing.ironic import delete_nodes, enroll_nodes
 from computed.testing.keystone import Keystone
 from computed.testing.stack import Stack
@@ -58,6 +59,29 @@ def keystone_service(tmp_path_factory):
     """A real Keystone with an admin and a member of each of two projects (started on demand:
     only the tests of keystone mode pay for it)."""
     service = Keystone(tmp_path_factory.mktemp("keystone"))
+    try:
+        service.start()
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def glance_service(tmp_path_factory):
+    """A real Glance without Keystone, its images in its work dir (started on demand: only the
+    tests of Glance images pay for it)."""
+    service = Glance(tmp_path_factory.mktemp("glance"))
+    try:
+        service.start()
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def glance_keystone(tmp_path_factory, keystone_service):
+    """A real Glance behind the harness's Keystone, in its catalog as ``image``."""
+    service = Glance(tmp_path_factory.mktemp("glance-keystone"), keystone=keystone_service)
     try:
         service.start()
         yield service

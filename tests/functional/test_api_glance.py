@@ -1,0 +1,151 @@
+"""Servers built from Glance images (issue 24 item 12), against a real Glance: the harness's
+(:mod:`computed.testing.glance`, without Keystone: its file store in its work dir) beside the
+stack, and ``computed-api`` in noauth2 with ``[glance] auth_type = none``. openstacksdk builds a
+server from an uploaded image's id; Ironic's node holds the id as its image source (Ironic
+fetches from Glance itself); a queued image, another project's private one and a Glance that is
+down are refused with nothing changed."""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+
+import pytest
+from openstack import exceptions as sdk_exc
+
+from computed.testing.keystone import ADMIN as KS_ADMIN
+from computed.testing.keystone import MEMBER_A, MEMBER_B, PEOPLE
+from computed.testing.process import free_port
+from tests.functional.daemons import ironic, make_available, wait_for, wait_schedulable
+from tests.functional.test_api import ADMIN, ApiProcess, connection, error_body, gold_flavor
+
+WORLD_NODES = 2
+
+
+@pytest.fixture
+def compute(stack, world, placement, tmp_path, glance_service):
+    make_available(stack, world.nodes)
+    world.reporter("r1")
+    world.daemon("c1")
+    wait_schedulable(world, placement)
+    port = free_port()
+    database = world.engine.url.render_as_string(hide_password=False)
+    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database, extra=(
+        f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\nauth_strategy = noauth2\n"
+        f"[glance]\nauth_type = none\nendpoint_override = {glance_service.url}\n")).start()
+    world.processes.append(api)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+    wait_for(healthy, 60, "computed-api serving", world.processes)
+    yield url
+
+
+def test_a_server_from_a_glance_image_reaches_ironic_as_its_image_source(
+        stack, world, compute, glance_service):
+    image = glance_service.upload(f"demo-{uuid.uuid4().hex[:6]}", owner="p1",
+                                  visibility="private")
+    assert image["status"] == "active"
+    assert (glance_service.workdir / "glance" / "images" / image["id"]).exists()
+    admin = connection(compute, ADMIN)
+    member = connection(compute, "alice:p1")
+    flavor = gold_flavor(admin, world)
+
+    # Refused, nothing made: unknown, not active, another project's private image.
+    queued = glance_service.create("queued", owner="p1")
+    for who, image_id, message in (
+            (member, str(uuid.uuid4()), "could not be found"),
+            (member, queued["id"], "is not active"),
+            (connection(compute, "bob:p2"), image["id"], "could not be found")):
+        with pytest.raises(sdk_exc.BadRequestException) as refused:
+            who.compute.create_server(name="no", flavor_id=flavor.id, image_id=image_id,
+                                      networks="none")
+        assert message in error_body(refused.value, 400)
+    assert list(admin.compute.servers(all_projects=True)) == []
+
+    server = member.compute.create_server(name="from-glance", flavor_id=flavor.id,
+                                          image_id=image["id"], networks="none")
+    server = member.compute.wait_for_server(server, status="ACTIVE", wait=180)
+    shown = member.compute.get(f"/servers/{server.id}").json()["server"]["image"]
+    assert shown["id"] == image["id"] == server.image.id
+    assert shown["links"][0]["href"].endswith(f"/images/{image['id']}")
+    node = admin.compute.get_server(server.id).hypervisor_hostname
+    assert ironic(stack, "GET", f"/nodes/{node}")["instance_info"]["image_source"] \
+        == image["id"]
+    member.compute.delete_server(server)
+    member.compute.wait_for_delete(server, wait=120)
+
+    # Glance down: a 503 naming it, nothing made.
+    glance_service.stop()
+    try:
+        with pytest.raises(sdk_exc.HttpException) as down:
+            member.compute.create_server(name="down", flavor_id=flavor.id,
+                                         image_id=image["id"], networks="none")
+        assert error_body(down.value, 503).startswith("Glance: ")
+        assert list(admin.compute.servers(all_projects=True)) == []
+    finally:
+        glance_service.start()
+
+
+# -- keystone mode: Glance found in the caller's catalog, read with the caller's token --------
+
+@pytest.fixture
+def compute_keystone(stack, world, placement, tmp_path, keystone_service, glance_keystone):
+    make_available(stack, world.nodes)
+    world.reporter("r1")
+    world.daemon("c1")
+    wait_schedulable(world, placement)
+    port = free_port()
+    database = world.engine.url.render_as_string(hide_password=False)
+    ks = keystone_service
+    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database, extra=(
+        f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\nauth_strategy = keystone\n"
+        f"[keystone_authtoken]\nwww_authenticate_uri = {ks.auth_url}\n"
+        f"auth_url = {ks.auth_url}\nauth_type = password\nusername = {KS_ADMIN}\n"
+        f"password = {ks.password(KS_ADMIN)}\nproject_name = {PEOPLE[KS_ADMIN][0]}\n"
+        "user_domain_id = default\nproject_domain_id = default\n")).start()
+    world.processes.append(api)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+    wait_for(healthy, 60, "computed-api serving", world.processes)
+    yield url
+
+
+def test_keystone_mode_reads_glance_from_the_catalog_with_the_callers_token(
+        stack, world, compute_keystone, keystone_service, glance_keystone):
+    from tests.functional.test_api_keystone import connection as ks_connection
+    ks = keystone_service
+    # Project A's private image, uploaded by its member through Keystone.
+    image = glance_keystone.upload(f"a-{uuid.uuid4().hex[:6]}", visibility="private",
+                                   token=ks.token(MEMBER_A))
+    assert image["owner"] == ks.project_id(MEMBER_A)
+    admin = ks_connection(ks, compute_keystone, KS_ADMIN)
+    member_a = ks_connection(ks, compute_keystone, MEMBER_A)
+    member_b = ks_connection(ks, compute_keystone, MEMBER_B)
+    # The catalog lists Glance as the image service (what computed-api found it by).
+    assert admin.session.get_endpoint(service_type="image", interface="public") \
+        .rstrip("/") == glance_keystone.url
+    flavor = gold_flavor(admin, world)
+    with pytest.raises(sdk_exc.BadRequestException) as refused:
+        member_b.compute.create_server(name="b", flavor_id=flavor.id, image_id=image["id"],
+                                       networks="none")
+    assert "could not be found" in error_body(refused.value, 400)
+    server = member_a.compute.create_server(name="a", flavor_id=flavor.id,
+                                            image_id=image["id"], networks="none")
+    server = member_a.compute.wait_for_server(server, status="ACTIVE", wait=180)
+    node = admin.compute.get_server(server.id).hypervisor_hostname
+    assert ironic(stack, "GET", f"/nodes/{node}")["instance_info"]["image_source"] \
+        == image["id"]
+    member_a.compute.delete_server(server)
+    member_a.compute.wait_for_delete(server, wait=120)
