@@ -67,7 +67,7 @@ def _compare(ways: dict[str, Callable[[], Any]], rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--nodes", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
