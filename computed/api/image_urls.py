@@ -1,6 +1,7 @@
 """Which image URLs a server may be built from, and how one is shown back.
 
-Owns the decision on ``imageRef``. A real Ironic conductor fetches the URL it is given (or
+Owns the decision on an ``imageRef`` that is not a Glance image id (those are
+:mod:`computed.api.images`'s). A real Ironic conductor fetches the URL it is given (or
 reads it, for ``file://``) from inside the deployment network, with the conductor's own
 rights: an image URL is a request the API's caller makes the conductor send. So, by default:
 
@@ -115,8 +116,9 @@ def _check_host(host: str, allowed: Iterable[Network]) -> None:
 
 
 def check(ref: str, schemes: Iterable[str] = IMAGE_URL_SCHEMES,
-          allowed: Iterable[Network] = ()) -> str:
-    """``ref`` if a server may be built from it; :class:`BadImageURL` saying why not."""
+          allowed: Iterable[Network] = (), image_service: bool = False) -> str:
+    """``ref`` if a server may be built from it; :class:`BadImageURL` saying why not
+    (``image_service``: a Glance id would have been taken, :mod:`computed.api.images`)."""
     schemes = tuple(schemes)
     try:
         parsed = urllib.parse.urlsplit(ref)
@@ -125,6 +127,8 @@ def check(ref: str, schemes: Iterable[str] = IMAGE_URL_SCHEMES,
         raise BadImageURL('it is not a well-formed URL') from None
     if parsed.scheme not in schemes:
         listed = ', '.join(f'{scheme}://' for scheme in schemes)
+        if image_service:
+            raise BadImageURL(f'it is neither a Glance image id nor an image URL ({listed})')
         raise BadImageURL(f'it is not an image URL ({listed}): computed has no Image service')
     if parsed.username is not None or parsed.password is not None or '@' in parsed.netloc:
         raise BadImageURL('credentials in an image URL are refused: they would be stored and '

@@ -476,9 +476,12 @@ def _image(call: Call, ref: str) -> str:
         if checked is not None:
             return checked
     conf = call.backends.conf.api
+    backend = call.backends.glance
     try:
         return image_urls.check(ref, conf.image_url_schemes,
-                                image_urls.networks(conf.image_url_allowed_networks))
+                                image_urls.networks(conf.image_url_allowed_networks),
+                                image_service=backend is not None and image_id is None
+                                and getattr(backend, 'enabled', True))
     except image_urls.BadImageURL as exc:
         raise errors.BadRequest(f'imageRef {image_urls.quoted(ref)} refused: {exc}') from None
 

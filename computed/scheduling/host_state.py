@@ -217,7 +217,8 @@ class ImageMetaProps(_Fields):
 
 
 class ImageMeta(_Fields):
-    """The image of a build: computed has no Image service, so only its reference is known."""
+    """The image of a build: its reference only (a Glance id or an image URL): computed reads
+    no image properties."""
 
     def __init__(self, ref: str | None, properties: Mapping[str, Any] | None = None):
         self.id = ref

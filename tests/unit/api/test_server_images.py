@@ -187,3 +187,11 @@ def test_noauth2_without_glance_configured_has_no_image_service(tmp_path):
     client = glance.Glance(glance_conf(tmp_path, '[api]\nauth_strategy = noauth2\n'))
     with pytest.raises(glance.NoImageService):
         client.image({}, ACTIVE)
+
+
+def test_a_ref_that_is_neither_says_so_where_there_is_an_image_service(api, gold):
+    api.backends.glance = FakeGlance()
+    message = error_of(create(api, gold, imageRef='demo'), 400)[1]
+    assert 'neither a Glance image id nor an image URL' in message
+    assert 'no Image service' not in message
+    assert servers(api) == []
