@@ -16,7 +16,8 @@ many as the quota admits up to ``max_count`` (403 below ``min_count``), placed a
 (one without a host leaves every server of the request in ERROR, nodes and allocations given
 back, nothing cast). What Nova's create takes besides scheduling (``description``,
 ``accessIPv4``/``accessIPv6``, the request's reservation id) is kept on the rows;
-``adminPass`` is echoed once and never kept.
+``adminPass`` is accepted, never kept nor answered (as Nova with ``enable_instance_password``
+off: nothing on bare metal would set it).
 
 A project sees its own servers only; an admin sees every project's with ``all_tenants``, and
 the daemon (``OS-EXT-SRV-ATTR:host``) and node (``OS-EXT-SRV-ATTR:hypervisor_hostname``) of
@@ -611,9 +612,9 @@ def create(call: Call) -> webob.Response:
                              {'Location': location})
     made = {'id': first.uuid, 'links': links(call, first.uuid), 'OS-DCF:diskConfig': 'MANUAL',
             'security_groups': [{'name': 'default'}]}
-    if 'adminPass' in spec:
-        # Echoed as Nova does; never stored nor shown again (nothing on bare metal sets it).
-        made['adminPass'] = spec['adminPass']
+    # adminPass is accepted and never answered: nothing on bare metal sets it (Nova's Ironic
+    # driver injects none either), so computed answers as Nova with [api]
+    # enable_instance_password = False, rather than echo a password no node has.
     return json_response(202, {'server': made}, {'Location': location})
 
 

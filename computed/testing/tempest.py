@@ -123,8 +123,9 @@ def render_conf(target: Target, workspace: Path) -> str:
         },
         "compute-feature-enabled": {**{name: False for name in FEATURES_OFF},
                                     "scheduler_enabled_filters": SCHEDULER_FILTERS,
-                                    # computed makes no password (an adminPass given is
-                                    # echoed): Nova's [api] enable_instance_password = False.
+                                    # computed makes no password and answers none (an
+                                    # adminPass given is accepted): Nova's [api]
+                                    # enable_instance_password = False.
                                     "enable_instance_password": False},
         # No Glance in the harness yet (issue 24 item 12): Tempest skips its image tests, and
         # servers are built from an image URL, which computed passes to Ironic as it is.
