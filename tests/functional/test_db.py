@@ -143,7 +143,8 @@ def test_manage_db_sync(stack, tmp_path_factory, request, tmp_path):
     url, drop = _scratch("postgresql", request, tmp_path_factory)
     try:
         conf = tmp_path / "computed.conf"
-        conf.write_text(f"[coordination]\nbackend_url = file://{tmp_path}/coordination\n"
+        conf.write_text(f"[DEFAULT]\ntransport_url = fake://\n"
+                        f"[coordination]\nbackend_url = file://{tmp_path}/coordination\n"
                         f"[database]\nconnection = {url}\n")
 
         def manage(action):
