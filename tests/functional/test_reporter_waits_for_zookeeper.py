@@ -13,7 +13,7 @@ import time
 
 from computed.testing import process
 from computed.testing.zookeeper import ZooKeeper
-from tests.unit.cmd.test_scripts import env, script
+from tests.process.test_scripts import env, script
 
 
 def wait_for(log, text, proc, timeout=120):
