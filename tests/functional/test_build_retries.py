@@ -41,7 +41,8 @@ class BadFirst(random.Random):
         self.bad = set(bad)
 
     def shuffle(self, x):
-        x.sort(key=lambda node: node not in self.bad)
+        # The scheduler shuffles host states (a node's uuid in .uuid), or node uuids.
+        x.sort(key=lambda host: str(getattr(host, "uuid", host)) not in self.bad)
 
 
 @pytest.fixture

@@ -44,11 +44,19 @@ def _unit_test_running(item):
         _running.clear()
 
 
+def _unit_test_ending(item, nextitem):
+    if nextitem is None:
+        # The last test of this process: its tear-down also ends the session's fixtures, of
+        # every tier (the functional tests' stack stops its services with processes).
+        return (yield)
+    return (yield from _unit_test_running(item))
+
+
 # Set-up, call and tear-down (a fixture may start a process too); called for this directory's
 # tests only (pytest calls a conftest's run-test hooks for the tests under it).
 pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_unit_test_running)
 pytest_runtest_call = pytest.hookimpl(wrapper=True)(_unit_test_running)
-pytest_runtest_teardown = pytest.hookimpl(wrapper=True)(_unit_test_running)
+pytest_runtest_teardown = pytest.hookimpl(wrapper=True)(_unit_test_ending)
 
 
 @pytest.fixture
