@@ -14,10 +14,11 @@ import pytest
 from openstack import exceptions as sdk_exc
 
 from computed.testing.keystone import ADMIN as KS_ADMIN
-from computed.testing.keystone import MEMBER_A, MEMBER_B, PEOPLE
+from computed.testing.keystone import MEMBER_A, MEMBER_B
 from computed.testing.process import free_port
 from tests.functional.daemons import ironic, make_available, wait_for, wait_schedulable
 from tests.functional.test_api import ADMIN, ApiProcess, connection, error_body, gold_flavor
+from tests.functional.test_api_keystone import serve_keystone_api
 
 WORLD_NODES = 2
 
@@ -96,30 +97,9 @@ def test_a_server_from_a_glance_image_reaches_ironic_as_its_image_source(
 
 @pytest.fixture
 def compute_keystone(stack, world, placement, tmp_path, keystone_service, glance_keystone):
-    make_available(stack, world.nodes)
-    world.reporter("r1")
-    world.daemon("c1")
-    wait_schedulable(world, placement)
-    port = free_port()
-    database = world.engine.url.render_as_string(hide_password=False)
-    ks = keystone_service
-    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database, extra=(
-        f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\nauth_strategy = keystone\n"
-        f"[keystone_authtoken]\nwww_authenticate_uri = {ks.auth_url}\n"
-        f"auth_url = {ks.auth_url}\nauth_type = password\nusername = {KS_ADMIN}\n"
-        f"password = {ks.password(KS_ADMIN)}\nproject_name = {PEOPLE[KS_ADMIN][0]}\n"
-        "user_domain_id = default\nproject_domain_id = default\n")).start()
-    world.processes.append(api)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy():
-        try:
-            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-    wait_for(healthy, 60, "computed-api serving", world.processes)
-    yield url
+    """computed-api in keystone mode, started once Glance is in Keystone's catalog
+    (glance_keystone); its URL."""
+    yield from serve_keystone_api(stack, world, placement, tmp_path, keystone_service)
 
 
 def test_keystone_mode_reads_glance_from_the_catalog_with_the_callers_token(

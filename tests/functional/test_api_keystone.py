@@ -27,9 +27,9 @@ from tests.functional.test_api import IMAGE, ApiProcess, gold_flavor
 WORLD_NODES = 2
 
 
-@pytest.fixture
-def compute(stack, world, placement, tmp_path, keystone_service):
-    """A fleet with free nodes and computed-api in keystone mode in front of it; its URL."""
+def serve_keystone_api(stack, world, placement, tmp_path, keystone_service):
+    """A fleet with free nodes and computed-api in keystone mode in front of it; its URL
+    (a generator for fixtures: the API stops with the world's processes)."""
     make_available(stack, world.nodes)
     world.reporter("r1")
     world.daemon("c1")
@@ -54,6 +54,12 @@ def compute(stack, world, placement, tmp_path, keystone_service):
             return False
     wait_for(serving, 60, "computed-api serving", world.processes)
     yield url
+
+
+@pytest.fixture
+def compute(stack, world, placement, tmp_path, keystone_service):
+    """A fleet with free nodes and computed-api in keystone mode in front of it; its URL."""
+    yield from serve_keystone_api(stack, world, placement, tmp_path, keystone_service)
 
 
 def connection(keystone, url, who):
