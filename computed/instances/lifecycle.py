@@ -14,7 +14,7 @@ State machine (``*`` marks the transitional states, written *before* acting on I
                     |  deploy fails: clear node, remove allocation       |  ^
                     +--> another node (BUILDING*, retries.py) or ERROR   |  |
                                                                          |  |
-        ACTIVE/STOPPED --reboot--> REBOOTING* --power on--> ACTIVE <-----+  |
+        ACTIVE/STOPPED --reboot--> REBOOTING* --rebooted--> ACTIVE <-----+  |
         ACTIVE --stop--> STOPPING* --power off--> STOPPED --start--> STARTING* --power on--+
 
         any live state --delete--> DELETING* --undeploy, remove allocation--> DELETED
@@ -41,8 +41,9 @@ What the transitions guarantee:
   after Ironic answered, so a daemon dying mid-operation leaves the instance in a transitional
   state, and whoever owns it next calls :func:`resume`, which looks at the node's real state in
   Ironic and finishes the operation (BUILDING and node active with this instance -> ACTIVE;
-  BUILDING and node free -> deploy again; DELETING -> finish the delete; REBOOTING/STARTING ->
-  power on; STOPPING -> power off). Every step is idempotent, so resuming twice is harmless.
+  BUILDING and node free -> deploy again; DELETING -> finish the delete; REBOOTING -> reboot
+  (again, if it had happened: the lesser harm than a reboot lost); STARTING -> power on;
+  STOPPING -> power off). Every step is idempotent, so resuming twice is harmless.
 * **Failed builds unwind, then retry.** A failed attempt has its node cleared (undeployed if
   needed, instance_uuid and instance_info removed) and its allocation removed first; then
   :mod:`computed.instances.retries` decides: another node (up to ``max_attempts`` nodes, never
@@ -102,6 +103,12 @@ REBOOT_FROM = frozenset({models.ACTIVE, models.STOPPED})
 STOP_FROM = frozenset({models.ACTIVE})
 START_FROM = frozenset({models.STOPPED})
 DELETE_FROM = models.LIVE_STATES - {models.DELETING}
+#: What :func:`resume` asks Ironic for in each transitional power state. REBOOTING reboots
+#: again rather than powering on: whether the first reboot happened is unknown (the daemon may
+#: have died before it, or the cast been lost), and a power-on of a node that is on would end
+#: the request in ACTIVE without the reboot the user asked for. A reboot done twice is the
+#: lesser harm, and what Nova's compute does with an instance it finds rebooting at start.
+RESUME_POWER = {models.REBOOTING: REBOOT, models.STARTING: POWER_ON, models.STOPPING: POWER_OFF}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,8 +221,7 @@ def resume(owner: Owner, instance_uuid: str) -> InstanceRow:
         return _resume_build(owner, row)
     if row.state == models.DELETING:
         return _finish_delete(owner, row)
-    target = POWER_OFF if row.state == models.STOPPING else POWER_ON
-    return _finish_power(owner, row, target)
+    return _finish_power(owner, row, RESUME_POWER[row.state])
 
 
 def resume_all(owner: Owner) -> list[InstanceRow]:

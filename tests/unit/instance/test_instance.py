@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from computed.baremetal.driver import POWER_OFF, POWER_ON, DeployFailed
+from computed.baremetal.driver import POWER_OFF, POWER_ON, REBOOT, DeployFailed
 from computed.db import api, models
 from computed.db.api import InstanceConflict, InstanceNotFound
 from computed.instances import lifecycle, scheduler
@@ -217,6 +217,15 @@ def test_resume_finishes_each_transitional_state(world, state, power, final):
         assert world.driver.nodes[NODE]['power_state'] == power
     else:
         assert world.placement.allocations == {}
+
+
+def test_resume_of_a_reboot_reboots_rather_than_only_powering_on(world):
+    # The cast may have been lost, or the daemon died before Ironic was asked: a power-on of a
+    # node that is already on would end the request ACTIVE without the reboot asked for.
+    row = _force(world, active(world), models.REBOOTING)
+    world.driver.calls.clear()
+    assert lifecycle.resume(world, row.uuid).state == models.ACTIVE
+    assert world.driver.calls == [('power', NODE, REBOOT)]
 
 
 def test_resume_leaves_stable_states_alone_and_resume_all_takes_only_its_own(world):
