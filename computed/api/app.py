@@ -12,6 +12,8 @@ Routes are a ``routes.Mapper``; each names a controller function ``f(call) -> Re
 (Keystone catalogs of Nova often carry the project in the URL); the project in the URL must be
 the caller's, unless the caller is an admin. The requested microversion
 (:mod:`computed.api.microversion`) is parsed before dispatch and echoed on every response.
+``/v2/...`` is Nova's v2.0: the same routes at microversion 2.1, whatever the headers ask, and
+no microversion headers in the answers (:mod:`computed.api.versions` lists it).
 
 Threads: one application per worker process serves all of cheroot's request threads at once
 (:mod:`computed.api.httpd`). What they share is made once and then only read, or guards itself:
@@ -43,6 +45,7 @@ from computed.api import (
     microversion,
     policy,
     quotas,
+    server_actions,
     server_edits,
     servers,
     services,
@@ -51,7 +54,7 @@ from computed.api import (
     zones,
 )
 from computed.api.backends import Backends
-from computed.api.request import PREFIX, Call
+from computed.api.request import PREFIX, PREFIX_KEY, PREFIX_V2_0, Call
 
 Controller = Callable[[Call], webob.Response]
 
@@ -73,7 +76,7 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('POST', '/servers', servers.create),
     ('GET', '/servers/{server_id}', servers.show),
     ('DELETE', '/servers/{server_id}', servers.delete),
-    ('POST', '/servers/{server_id}/action', servers.action),
+    ('POST', '/servers/{server_id}/action', server_actions.action),
     ('GET', '/servers/{server_id}/ips', servers.ips),
     ('GET', '/servers/{server_id}/ips/{network}', servers.ips_of_network),
     ('GET', '/servers/{server_id}/os-security-groups', servers.security_groups),
@@ -130,7 +133,7 @@ def _mapper() -> routes.Mapper:
 
 
 class Router:
-    """Dispatches an authenticated request under /v2.1 to its controller."""
+    """Dispatches an authenticated request under /v2.1 (or /v2) to its controller."""
 
     def __init__(self, backends: Backends):
         self.backends = backends
@@ -138,9 +141,13 @@ class Router:
 
     @webob.dec.wsgify
     def __call__(self, request: webob.Request) -> webob.Response:
-        version = microversion.requested(request.headers)
+        prefix = request.environ.get(PREFIX_KEY, PREFIX)
+        # v2.0 is v2.1 at its first microversion, whatever the headers ask (as Nova's).
+        legacy = prefix == PREFIX_V2_0
+        version = microversion.MIN_VERSION if legacy else \
+            microversion.requested(request.headers)
         context = request.environ[auth.CONTEXT]
-        path = request.path_info[len(PREFIX):]
+        path = request.path_info[len(prefix):]
         segments = path.split('/')
         if len(segments) > 2 and segments[1] not in COLLECTIONS and segments[2] in COLLECTIONS:
             if segments[1] != context.project_id and \
@@ -161,8 +168,9 @@ class Router:
             raise errors.NotFound(f'No resource at {path}')
         controller = match.pop('controller')
         response = controller(Call(request, context, version, self.backends, match))
-        for key, value in microversion.response_headers(version).items():
-            response.headers[key] = value
+        if not legacy:
+            for key, value in microversion.response_headers(version).items():
+                response.headers[key] = value
         return response
 
 
@@ -179,8 +187,9 @@ class Dispatch:
         path = request.path_info
         if path == '/' and request.method == 'GET':
             return versions.versions(request)
-        if path in (PREFIX, PREFIX + '/') and request.method == 'GET':
-            return versions.version(request)
+        for prefix in (PREFIX, PREFIX_V2_0):
+            if path in (prefix, prefix + '/') and request.method == 'GET':
+                return versions.version(request, prefix)
         if path == HEALTHCHECK:
             return self.health
         if path == '/metrics' and request.method == 'GET':
@@ -188,8 +197,10 @@ class Dispatch:
             response.content_type = prometheus_client.CONTENT_TYPE_LATEST
             response.body = prometheus_client.generate_latest(errors.REGISTRY)
             return response
-        if path == PREFIX or path.startswith(PREFIX + '/'):
-            return self.api
+        for prefix in (PREFIX, PREFIX_V2_0):
+            if path == prefix or path.startswith(prefix + '/'):
+                request.environ[PREFIX_KEY] = prefix
+                return self.api
         raise errors.NotFound(f'No resource at {path}')
 
 

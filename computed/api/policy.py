@@ -97,6 +97,11 @@ RULES = [
           [('POST', '/servers/{server_id}/action (os-stop)')]),
     _rule('compute:servers:start', 'rule:owner', 'Power a server on.',
           [('POST', '/servers/{server_id}/action (os-start)')]),
+    _rule('compute:servers:security_groups', 'rule:owner',
+          'Add a server to, or remove it from, a security group (only "default" exists: a '
+          'server here has no ports).',
+          [('POST', '/servers/{server_id}/action (addSecurityGroup)'),
+           ('POST', '/servers/{server_id}/action (removeSecurityGroup)')]),
     _rule('compute:keypairs:index', KEY_OWNER, 'List a user\'s key pairs.',
           [('GET', '/os-keypairs')]),
     _rule('compute:keypairs:show', KEY_OWNER, 'Show a user\'s key pair.',

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 #: Where the API's resources live under the service root.
 PREFIX = '/v2.1'
+#: Nova's v2.0: the same resources at microversion 2.1, without microversion headers.
+PREFIX_V2_0 = '/v2'
+#: The WSGI environ key of the prefix a request came under (:data:`PREFIX` unless set).
+PREFIX_KEY = 'computed.api.prefix'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +50,8 @@ class Call:
 
     @property
     def base_url(self) -> str:
-        """``http://host:port[/script]/v2.1``, as the client reached it."""
-        return self.request.application_url + PREFIX
+        """``http://host:port[/script]/v2.1`` (or ``/v2``), as the client reached it."""
+        return self.request.application_url + self.request.environ.get(PREFIX_KEY, PREFIX)
 
     def at_least(self, major: int, minor: int) -> bool:
         return self.version >= microversion.Version(major, minor)

@@ -197,6 +197,21 @@ OS_STOP = {'type': 'object', 'properties': {'os-stop': NOTHING},
 OS_START = {'type': 'object', 'properties': {'os-start': NOTHING},
             'required': ['os-start'], 'additionalProperties': False}
 
+
+def _action(name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The body of action ``name`` whose value is ``value``."""
+    return {'type': 'object', 'properties': {name: value}, 'required': [name],
+            'additionalProperties': False}
+
+
+FORCE_DELETE = _action('forceDelete', NOTHING)
+#: A security group's name, as Nova's (a Neutron name: at most 255 characters).
+_GROUP = {'type': 'object', 'properties': {'name': {
+    'type': 'string', 'minLength': 1, 'maxLength': 255, 'pattern': PRINTABLE}},
+    'required': ['name'], 'additionalProperties': False}
+ADD_SECURITY_GROUP = _action('addSecurityGroup', _GROUP)
+REMOVE_SECURITY_GROUP = _action('removeSecurityGroup', _GROUP)
+
 #: PUT /servers/{id}, as Nova's (description from 2.19: computed.api.server_edits).
 SERVER_UPDATE = {
     'type': 'object',

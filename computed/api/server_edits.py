@@ -89,7 +89,7 @@ def update(call: Call) -> webob.Response:
         raise errors.BadRequest('description needs microversion 2.19 or later')
     for field, version in (('accessIPv4', 4), ('accessIPv6', 6)):
         if field in body:
-            servers._access_ip(field, body[field], version)
+            body[field] = servers.access_ip(field, body[field], version)
     row = _server(call, UPDATE)
     values: dict[str, Any] = {}
     if 'name' in body:
@@ -101,8 +101,10 @@ def update(call: Call) -> webob.Response:
     if 'accessIPv6' in body:
         values['access_ip_v6'] = body['accessIPv6'] or None
     row = _edit(call, row, lambda _current: values)
+    # Nova's answer before 2.75: without the attributes that once were extensions.
     return json_response(200, {'server': servers.document(call, row,
-                                                          servers._sees_hosts(call))})
+                                                          servers._sees_hosts(call),
+                                                          full=False)})
 
 
 # -- /servers/{id}/metadata -----------------------------------------------------------------

@@ -130,7 +130,19 @@ def _flavor(call: Call, row: db_api.InstanceRow) -> dict[str, Any]:
                        'href': f'{call.request.application_url}/flavors/{flavor_id}'}]}
 
 
-def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]:
+#: Nova shows ``progress`` in these statuses only.
+PROGRESS_STATUSES = frozenset({'ACTIVE', 'BUILD', 'REBUILD', 'RESIZE', 'VERIFY_RESIZE',
+                               'MIGRATING'})
+#: What Nova's ``PUT /servers/{id}`` (and rebuild) answer leaves out before microversion 2.75:
+#: the attributes that once were extensions.
+NOT_IN_UPDATE_ANSWER = ('key_name', 'config_drive', 'OS-EXT-AZ:', 'OS-EXT-STS:',
+                        'OS-SRV-USG:', 'os-extended-volumes:', 'OS-EXT-SRV-ATTR:')
+
+
+def document(call: Call, row: db_api.InstanceRow, admin: bool,
+             full: bool = True) -> dict[str, Any]:
+    """The server as ``GET /servers/{id}`` shows it; ``full=False``: as Nova's answer to
+    ``PUT /servers/{id}`` shows it (without the :data:`NOT_IN_UPDATE_ANSWER` attributes)."""
     shown = server_status.view(row.state)
     host_id = hashlib.sha224(f'{row.project_id}{row.host}'.encode()).hexdigest() \
         if row.host else ''
@@ -145,7 +157,6 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         'accessIPv6': row.access_ip_v6 or '', 'key_name': row.key_name,
         # Nova's string: 'True' when built with a config drive.
         'config_drive': 'True' if row.config_drive else '', 'links': links(call, row.uuid),
-        'progress': 0 if shown.status == 'BUILD' else 100 if shown.status == 'ACTIVE' else 0,
         'OS-DCF:diskConfig': 'MANUAL', 'OS-EXT-AZ:availability_zone': 'nova',
         'OS-EXT-STS:vm_state': shown.vm_state, 'OS-EXT-STS:task_state': shown.task_state,
         'OS-EXT-STS:power_state': shown.power_state,
@@ -153,6 +164,8 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
         'OS-SRV-USG:terminated_at': _time(row.deleted_at),
         'os-extended-volumes:volumes_attached': [],
     }
+    if shown.status in PROGRESS_STATUSES:
+        doc['progress'] = 100 if shown.status == 'ACTIVE' else 0
     if call.at_least(2, 9):
         doc['locked'] = False
     if call.at_least(2, 19):
@@ -177,6 +190,9 @@ def document(call: Call, row: db_api.InstanceRow, admin: bool) -> dict[str, Any]
                         'message': row.fault[:FAULT_MESSAGE_LENGTH]}
         if admin:
             doc['fault']['details'] = row.fault
+    if not full:
+        doc = {key: value for key, value in doc.items()
+               if not key.startswith(NOT_IN_UPDATE_ANSWER)}
     return doc
 
 
@@ -523,11 +539,12 @@ def _availability_zone(call: Call, zone: str) -> None:
                                 f'(the only zone is {ZONE!r})')
 
 
-def _access_ip(field: str, value: str, version: int) -> None:
+def access_ip(field: str, value: str, version: int) -> str:
     """Nova's ``accessIPv4``/``accessIPv6``: an address of that version (an empty string
-    too, as Nova's older clients send it)."""
+    too, as Nova's older clients send it), in its normal form, as Nova keeps and shows it
+    (``0000::babe:220.12.22.2`` is ``::babe:dc0c:1602``); 400 naming the field otherwise."""
     if value == '':
-        return
+        return ''
     try:
         address = ipaddress.ip_address(value)
     except ValueError:
@@ -535,6 +552,7 @@ def _access_ip(field: str, value: str, version: int) -> None:
     if address is None or address.version != version or getattr(address, 'scope_id', None):
         raise errors.BadRequest(f'Invalid input for field/attribute {field}. {value!r} is not '
                                 f'an IPv{version} address')
+    return str(address)
 
 
 def _login(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
@@ -588,7 +606,7 @@ def create(call: Call) -> webob.Response:
                                 len(spec.get('metadata') or {}))
     for field, version in (('accessIPv4', 4), ('accessIPv6', 6)):
         if field in spec:
-            _access_ip(field, spec[field], version)
+            spec[field] = access_ip(field, spec[field], version)
     flavor = _flavor_ref(call, spec['flavorRef'])
     image = _image(call, spec['imageRef'])
     login = _login(call, spec)

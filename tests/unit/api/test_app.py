@@ -44,12 +44,38 @@ def test_version_documents_need_no_token(api):
     anonymous = api.as_(token='')
     root = anonymous('GET', '/')
     assert root.status_int == 200
-    (version,) = root.document['versions']
+    # Nova's listing: v2.0 first (Tempest's test_list_api_versions), then v2.1.
+    legacy, version = root.document['versions']
     assert (version['id'], version['min_version'], version['version'], version['status']) \
         == ('v2.1', '2.1', '2.61', 'CURRENT')
-    assert version['links'][0]['href'] == 'http://localhost/v2.1/'
+    assert (legacy['id'], legacy['min_version'], legacy['version'], legacy['status']) \
+        == ('v2.0', '', '', 'SUPPORTED')
+    assert version['links'] == [{'rel': 'self', 'href': 'http://localhost/v2.1/'}]
+    assert legacy['links'] == [{'rel': 'self', 'href': 'http://localhost/v2/'}]
+    # Each listed self link is followable and shows the same self link (Tempest's
+    # test_get_version_details).
+    for listed in (legacy, version):
+        href = listed['links'][0]['href'].removeprefix('http://localhost')
+        shown = anonymous('GET', href)
+        assert shown.status_int == 200, href
+        assert shown.document['version']['id'] == listed['id']
+        assert [link for link in shown.document['version']['links']
+                if link['rel'] == 'self'] == listed['links']
+        assert shown.document['version']['media-types']
     assert anonymous('GET', '/v2.1').document['version']['id'] == 'v2.1'
-    assert anonymous('GET', '/v2.1/').status_int == 200
+    assert anonymous('GET', '/v2').document['version']['id'] == 'v2.0'
+
+
+def test_v2_0_is_the_api_at_microversion_2_1(api):
+    flavor(api, flavor_id='gold')
+    legacy = api.as_(version='2.61')('GET', '/v2/flavors/gold')
+    assert legacy.status_int == 200, legacy.text
+    # Microversion 2.1's document (no description, no extra specs), links under /v2.
+    assert 'description' not in legacy.document['flavor']
+    assert legacy.document['flavor']['links'][0]['href'] == 'http://localhost/v2/flavors/gold'
+    assert 'OpenStack-API-Version' not in legacy.headers
+    assert api('GET', '/v2/p1/flavors').status_int == 200
+    assert error_of(api('GET', '/v2/nothing-here'), 404)
 
 
 def test_unauthenticated_is_a_401_in_the_compute_format(api):
