@@ -1,0 +1,148 @@
+"""The pure part of the side-by-side benchmark (bench/nova_bench.py): what a measured phase's
+figures are, how requests are counted in the services' logs, and the table that compares two
+systems with ratios. No I/O: the benchmark reads the logs and the clocks, this module decides.
+
+A phase's figures (one system, one node count, one run) are a dict with the keys of
+:data:`FIGURES` (seconds, shares of one core, requests per minute), ``events`` (the seconds each
+maintenance change took to show in Placement; ``events_missed`` those never seen) and ``loads``
+(phase name -> (min, max) of the 1-minute load average). A figure that was not measured is
+``None`` and shows as "-".
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import math
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+
+#: Figure keys, in the table's order, with their rows' labels and units.
+FIGURES = (
+    ("cold", "cold start: all providers schedulable in Placement", "s"),
+    ("first", "  first provider schedulable", "s"),
+    ("cpu", "steady CPU of the compute side, no changes", "% of a core"),
+    ("placement_rpm", "Placement requests per minute at steady state", "/min"),
+    ("ironic_rpm", "Ironic requests per minute at steady state", "/min"),
+    ("failover", "kill -9 of the managing service -> a change on its node in Placement", "s"),
+    ("down", "  the killed service seen gone (Nova: service down; computed: session expired)",
+     "s"),
+)
+PHASES = ("cold", "steady", "events", "failover")
+_REQUEST = re.compile(r"\b(GET|HEAD|POST|PUT|PATCH|DELETE) (/[^\s\"?]*)")
+_UUID = re.compile(r"/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def percentile(values: Iterable[float], p: float) -> float | None:
+    """The nearest-rank ``p``-th percentile (0 < p <= 100) of ``values``; None when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    if not 0 < p <= 100:
+        raise ValueError(f"percentile must be in (0, 100], got {p}")
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def log_time(line: str) -> float | None:
+    """The epoch seconds of an oslo.log line's leading ``YYYY-MM-DD HH:MM:SS.mmm`` (local time,
+    as the services log it), or None for a line without one."""
+    try:
+        return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+    except ValueError:
+        return None
+
+
+def count_requests(lines: Iterable[str], marker: str, t_from: float,
+                   t_to: float) -> collections.Counter[str]:
+    """Requests an access log recorded between two epoch times: lines holding ``marker`` (the
+    logger: ``placement.requestlog``, ``ironic.api``), counted by method and path, uuids as
+    ``{uuid}`` and the query dropped."""
+    counts: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        if marker not in line:
+            continue
+        t = log_time(line)
+        if t is None or not t_from <= t <= t_to:
+            continue
+        match = _REQUEST.search(line, line.index(marker))
+        if match:
+            counts[f"{match.group(1)} {_UUID.sub('/{uuid}', match.group(2))}"] += 1
+    return counts
+
+
+def per_minute(count: int, seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError(f"a window must last, got {seconds} s")
+    return 60.0 * count / seconds
+
+
+def reserved_changed(inventories: dict, resource_class: str) -> bool:
+    """Whether a provider's inventories (Placement's ``inventories`` object) no longer offer the
+    node: its resource class reserved (Nova and computed reserve the whole node) or gone."""
+    inventory = inventories.get(resource_class)
+    return inventory is None or inventory.get("reserved", 0) >= inventory.get("total", 1)
+
+
+def combine(runs: Sequence[dict]) -> dict:
+    """One system's figures over several runs: the median of each figure, the events pooled."""
+    out: dict = {}
+    for key, _, _ in FIGURES:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+    out["events"] = [v for r in runs for v in r.get("events", [])]
+    out["events_missed"] = sum(r.get("events_missed", 0) for r in runs)
+    out["failovers"] = [r["failover"] for r in runs if r.get("failover") is not None]
+    loads: dict[str, list[float]] = {}
+    for r in runs:
+        for phase, (low, high) in (r.get("loads") or {}).items():
+            loads.setdefault(phase, []).extend([low, high])
+    out["loads"] = {phase: (min(v), max(v)) for phase, v in loads.items()}
+    out["runs"] = len(runs)
+    return out
+
+
+def ratio(nova: float | None, computed: float | None) -> str:
+    """How many times computed's figure Nova's is ("x 12.3"), "-" when either is missing."""
+    if nova is None or computed is None:
+        return "-"
+    if computed == 0:
+        return "-" if nova == 0 else "inf"
+    return f"x {nova / computed:,.1f}"
+
+
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "% of a core":
+        return f"{100 * value:.1f} %"
+    if unit == "/min":
+        return f"{value:,.1f}"
+    return f"{value:,.2f} s" if value < 10 else f"{value:,.1f} s"
+
+
+def _loads(loads: dict) -> str:
+    return "; ".join(f"{p} {loads[p][0]:.1f}-{loads[p][1]:.1f}" for p in PHASES if p in loads)
+
+
+def table(results: dict[int, dict[str, dict]]) -> list[str]:
+    """The comparison as markdown rows: per node count (``results[nodes]["nova"]`` and
+    ``["computed"]``, each :func:`combine`'s output), each figure for both and Nova / computed."""
+    lines = ["| figure | nodes | Nova 34 (2 nova-compute, 1 nova-conductor) | computed "
+             "(3 daemons, 2 reporters) | Nova / computed |", "|---|---:|---:|---:|---:|"]
+    for nodes in sorted(results):
+        nova, ours = results[nodes]["nova"], results[nodes]["computed"]
+        for label, p in (("maintenance on -> Placement reserved, p50", 50), ("  p95", 95)):
+            a, b = percentile(nova["events"], p), percentile(ours["events"], p)
+            lines.append(f"| {label} | {nodes:,} | {_figure(a, 's')} | {_figure(b, 's')} | "
+                         f"{ratio(a, b)} |")
+        lines.append(f"| changes seen / made | {nodes:,} | {len(nova['events'])} / "
+                     f"{len(nova['events']) + nova['events_missed']} | {len(ours['events'])} / "
+                     f"{len(ours['events']) + ours['events_missed']} | |")
+        for key, label, unit in FIGURES:
+            a, b = nova.get(key), ours.get(key)
+            lines.append(f"| {label} | {nodes:,} | {_figure(a, unit)} | {_figure(b, unit)} | "
+                         f"{ratio(a, b)} |")
+        lines.append(f"| 1-minute load by phase | {nodes:,} | {_loads(nova['loads'])} | "
+                     f"{_loads(ours['loads'])} | |")
+    return lines
