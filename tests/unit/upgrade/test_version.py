@@ -44,3 +44,16 @@ def test_metrics_say_it():
 
     text = generate_latest(metrics.registry(Nothing())).decode()
     assert f'computed_build_info{{version="{version.VERSION}"}} 1.0' in text
+
+
+def test_the_previous_release_is_older_and_its_schema_head_is_a_revision():
+    from alembic.script import ScriptDirectory
+
+    from computed import db
+    previous = version.PREVIOUS_RELEASE
+    assert Version(previous.version) < Version(version.VERSION)
+    assert len(previous.commit) == 40 and int(previous.commit, 16) >= 0
+    scripts = ScriptDirectory.from_config(db.alembic_config())
+    # A revision this code ships, and an ancestor of its head (upgrades go through it).
+    assert previous.schema_head in {script.revision
+                                    for script in scripts.walk_revisions()}
