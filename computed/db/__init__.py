@@ -1,7 +1,8 @@
 """computed's own database: schema (:mod:`.models`), queries (:mod:`.api`), migrations.
 
 Owns bringing a database to the current schema. :func:`sync` upgrades a
-database to the newest migration (idempotent: a current database is left as
+database to the newest migration (or to a given one: the expansions only, see
+:mod:`computed.upgrade.migrations`) (idempotent: a current database is left as
 it is); :func:`current_revision` and :func:`head_revision` say where a
 database is and where the code is. Alembic is configured here in code, from
 the migrations shipped inside this package: no alembic.ini at run time.
@@ -38,8 +39,9 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def sync(url: str) -> str | None:
-    """Upgrade the database at ``url`` to the newest migration; returns the revision."""
+def sync(url: str, revision: str = "head") -> str | None:
+    """Upgrade the database at ``url`` to ``revision`` (the newest migration by default);
+    returns the revision it is at."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     engine = api.engine_from_url(url)
@@ -47,7 +49,7 @@ def sync(url: str) -> str | None:
         with engine.connect() as connection:
             config = alembic_config(url)
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            command.upgrade(config, revision)
             connection.commit()
             return MigrationContext.configure(connection).get_current_revision()
     finally:
