@@ -2,10 +2,11 @@
 
 Commands: ``config check`` (load and validate the configuration and print
 ``configuration OK``); ``fleet status [--json]``, ``fleet drain HOST``,
-``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`); ``db sync``,
-``db version`` (:mod:`computed.cmd.db`); ``server create|list|show|delete|
-reboot|stop|start`` (:mod:`computed.cmd.server`). A category is one entry of
-``CATEGORIES``: parsing, ``--help`` and dispatch need no other change.
+``fleet undrain HOST`` (see :mod:`computed.cmd.fleet`); ``db sync [--contract]``,
+``db version``, ``db online_data_migrations [--max-count N]``
+(:mod:`computed.cmd.db`); ``server create|list|show|delete|reboot|stop|start``
+(:mod:`computed.cmd.server`). A category is one entry of ``CATEGORIES``: parsing, ``--help``
+and dispatch need no other change.
 
 Commands run after the configuration has been loaded and validated, so a bad
 configuration fails the same way as in every computed program (one line,
@@ -60,6 +61,17 @@ def seconds(value: str) -> float:
     return number
 
 
+def count(value: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f'{value!r} is not a whole number of at least 1')
+    return number
+
+
 def config_check(conf: cfg.ConfigOpts) -> int:
     # Reaching here means loader.load accepted the configuration.
     print('configuration OK')
@@ -99,11 +111,23 @@ CATEGORIES: dict[str, Category] = {
         commands={
             'sync': Command(
                 run=db.db_sync,
-                help='Create or upgrade the schema to the newest migration '
-                     '(safe to repeat).'),
+                help="Create or upgrade the schema (safe to repeat): every expansion; this "
+                     "release's contractions only with --contract.",
+                arguments=((('--contract',), {
+                    'action': 'store_true',
+                    'help': "also apply this release's contractions (once no service of the "
+                            "previous release is live: computed-status upgrade check)"}),)),
             'version': Command(
                 run=db.db_version,
                 help="Print the database's schema revision and the newest one."),
+            'online_data_migrations': Command(
+                run=db.db_online_data_migrations,
+                help='Rewrite, in batches, the rows the previous release wrote that this '
+                     'release fills in (resumable; exit 0 done, 1 more to do, 2 errors).',
+                arguments=((('--max-count',), {
+                    'type': count, 'metavar': 'N',
+                    'help': 'rewrite at most N rows, then exit 1 if more may be left '
+                            '(default: until none is left)'}),)),
         }),
     'server': Category(
         help='Instances: build on a free node, list, show, operate (computed.cmd.server).',
