@@ -4,9 +4,11 @@ Shaped as ``nova-status upgrade check``: run with the new release's code and the
 configuration, before and after each step of a rolling upgrade (docs/upgrades.md). Each check
 prints one line as it ends (``<check>: <Success|Warning|Failure>: <details>``), then a summary
 table of all. The judgments are :mod:`computed.upgrade.checks`'s; this module gathers the facts:
-the database's revision (``[database] connection``), the live services' published versions and
-the session timeout ZooKeeper grants (one ZooKeeper session for both, opened once), the
-``[upgrade_levels]`` pins.
+the database's revision and how its schema compares with this release's models (``[database]
+connection``), this release's revisions as :mod:`computed.upgrade.migrations` reads them, the
+rows the online data migrations have left, the live services' published versions and the session
+timeout ZooKeeper grants (one ZooKeeper session for all, opened once), the ``[upgrade_levels]``
+pins and the deprecated options the configuration sets.
 
 Exit status (nova-status's): 0 every check succeeded, 1 at least one warns, 2 at least one
 failed; 255 when a check could not be run at all (one line naming it, no traceback). A
@@ -29,8 +31,9 @@ from oslo_config import cfg
 from computed.cmd import common
 from computed.conf import loader
 from computed.conf.errors import ConfigError
-from computed.upgrade import checks
+from computed.upgrade import checks, migrations
 from computed.upgrade.checks import Code, Result
+from computed.version import PREVIOUS_RELEASE
 
 PROG = 'computed-status'
 EXIT_ERROR = 255
@@ -38,12 +41,14 @@ MEMBER = 'computed-status'
 
 
 class Session:
-    """The one ZooKeeper session the checks share, opened on first use; what failed instead."""
+    """The one ZooKeeper session the checks share, opened on first use; what failed instead;
+    and the database's facts (:class:`Database`)."""
 
     def __init__(self, conf: cfg.ConfigOpts):
         self._conf = conf
         self._coordinator: Any = None
         self._failure: str | None = None
+        self.database = Database(conf)
 
     def coordinator(self) -> Any:
         """The started coordinator; ``Unreachable`` (the reason, once) when there is none."""
@@ -70,42 +75,197 @@ class Unreachable(Exception):
     """A service a check needs cannot be used; the message says why (one line)."""
 
 
+class Database:
+    """What the database checks share, read once: its revision, and this release's revisions
+    (``Unreachable`` when the database cannot be read, the reason once)."""
+
+    def __init__(self, conf: cfg.ConfigOpts):
+        self._url = conf.database.connection
+        self._current: str | None = None
+        self._read = False
+        self._failure: str | None = None
+        self.revisions = migrations.read_revisions()
+        self.base = PREVIOUS_RELEASE.schema_head
+
+    @property
+    def url(self) -> str:
+        if not self._url:
+            raise Unreachable('[database] connection is not set')
+        return self._url
+
+    def current(self) -> str | None:
+        from computed import db
+        from computed.cmd.db import _one_line, _safe
+        if not self._read and self._failure is None:
+            try:
+                self._current = db.current_revision(self.url)
+                self._read = True
+            except Unreachable:
+                raise
+            except Exception as exc:  # SQLAlchemy's, the driver's: one line, password hidden
+                self._failure = f'cannot read database {_safe(self.url)}: ' \
+                                f'{_one_line(self.url, exc)}'
+        if self._failure is not None:
+            raise Unreachable(self._failure)
+        return self._current
+
+    def known(self) -> list[str]:
+        root = next(r.revision for r in self.revisions if r.down_revision is None)
+        return [root] + [r.revision for r in migrations.after(self.revisions, root)]
+
+    def engine(self) -> Any:
+        from computed.db import api
+        return api.engine_from_url(self.url)
+
+
+def schema_vs_code(engine: Any) -> tuple[list[str], list[str]]:
+    """What the database lacks of this release's models, and how else it differs (alembic's
+    comparison, the one tests/functional/test_db.py holds at none on every backend)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from computed.db import models
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={'compare_type': True})
+        diffs = compare_metadata(context, models.Base.metadata)
+    missing, other = [], []
+    for diff in diffs:
+        for step in (diff if isinstance(diff, list) else [diff]):
+            kind = step[0]
+            said = _describe(step)
+            (missing if kind.startswith('add_') else other).append(said)
+    return missing, other
+
+
+def _describe(step: tuple) -> str:
+    kind = step[0]
+    if kind in ('add_table', 'remove_table'):
+        return f'{kind} {step[1].name}'
+    if kind in ('add_column', 'remove_column'):
+        return f'{kind} {step[2]}.{step[3].name}'
+    if kind in ('add_index', 'remove_index', 'add_constraint', 'remove_constraint'):
+        return f'{kind} {step[1].name} on {step[1].table.name}'
+    if kind.startswith('modify_'):
+        return f'{kind} {step[2]}.{step[3]}: {step[5]} -> {step[6]}'
+    return ' '.join(str(part) for part in step[:2])
+
+
 def check_schema(conf: cfg.ConfigOpts, session: Session) -> Result:
     from computed import db
-    from computed.cmd.db import _one_line, _safe
-    url = conf.database.connection
-    if not url:
-        return Result(Code.FAILURE, '[database] connection is not set')
+    database = session.database
     try:
-        current = db.current_revision(url)
-    except Exception as exc:  # SQLAlchemy's, the driver's: one line, the password hidden
-        return Result(Code.FAILURE, f'cannot read database {_safe(url)}: {_one_line(url, exc)}')
-    return checks.schema(current, db.head_revision())
+        current = database.current()
+    except Unreachable as exc:
+        return Result(Code.FAILURE, str(exc))
+    head = db.head_revision()
+    expanded = migrations.expand_head(database.revisions, database.base)
+    known = database.known()
+    missing: list[str] = []
+    differences: list[str] = []
+    if current in known and migrations.at_least(database.revisions, current, expanded):
+        engine = database.engine()
+        try:
+            missing, differences = schema_vs_code(engine)
+        finally:
+            engine.dispose()
+        if current != head:  # what the waiting contractions remove is still there
+            differences = [d for d in differences if not d.startswith('remove_')]
+    return checks.schema(current, head, expanded=expanded, known=known, missing=missing,
+                         differences=differences)
+
+
+def check_schema_changes(conf: cfg.ConfigOpts, session: Session) -> Result:
+    database = session.database
+    problems = [str(problem) for problem in
+                migrations.problems(database.revisions, database.base)]
+    contractions = migrations.contractions(database.revisions, database.base)
+    applied: list[str] = []
+    old: list[str] = []
+    if contractions and not problems:
+        try:
+            current = database.current()
+        except Unreachable as exc:
+            return Result(Code.FAILURE, str(exc))
+        applied = [c for c in contractions
+                   if migrations.at_least(database.revisions, current, c)]
+        try:
+            old = checks.older_services(_services(conf, session), PREVIOUS_RELEASE.version)
+        except Unreachable as exc:
+            return Result(Code.FAILURE, f'cannot tell whether services of '
+                                        f'{PREVIOUS_RELEASE.version} are live: {exc}')
+    waiting = [c for c in contractions if c not in applied]
+    return checks.schema_changes(problems, applied, waiting, old, PREVIOUS_RELEASE.version)
 
 
 def check_data_migrations(conf: cfg.ConfigOpts, session: Session) -> Result:
-    return checks.data_migrations({})  # this release has none (issue 25 item 3)
+    from computed.upgrade import data_migrations
+    database = session.database
+    try:
+        current = database.current()
+    except Unreachable as exc:
+        return Result(Code.FAILURE, str(exc))
+    needed = migrations.expand_head(database.revisions, database.base)
+    if not migrations.at_least(database.revisions, current, needed):
+        return Result(Code.WARNING, f'not counted: the database is at revision '
+                                    f"{current or 'none'}, the migrations need {needed} "
+                                    f"(run 'computed-manage db sync')")
+    engine = database.engine()
+    try:
+        return checks.data_migrations(data_migrations.pending(engine))
+    finally:
+        engine.dispose()
 
 
-def check_service_versions(conf: cfg.ConfigOpts, session: Session) -> Result:
+def _services(conf: cfg.ConfigOpts, session: Session) -> list[Any]:
+    """The live daemons and reporters (``Unreachable`` without ZooKeeper)."""
     from computed.fleet.membership import drain_markers_path
     from computed.fleet.zookeeper import group_path, kazoo_client
     from computed.upgrade import records
     group = conf.coordination.group
+    coordinator = session.coordinator()
+    client = kazoo_client(coordinator)
+    return (records.read_daemons(client, group_path(coordinator, group),
+                                 drain_markers_path(group))
+            + records.read_reporters(client, group))
+
+
+def check_service_versions(conf: cfg.ConfigOpts, session: Session) -> Result:
     try:
-        coordinator = session.coordinator()
+        services = _services(conf, session)
     except Unreachable as exc:
         return Result(Code.FAILURE, str(exc))
-    client = kazoo_client(coordinator)
-    services = (records.read_daemons(client, group_path(coordinator, group),
-                                     drain_markers_path(group))
-                + records.read_reporters(client, group))
-    return checks.service_versions(services, group)
+    return checks.service_versions(services, conf.coordination.group)
+
+
+def deprecated_options(conf: cfg.ConfigOpts) -> list[str]:
+    """The options the configuration sets (a file, the command line, the environment) that
+    this release deprecates: registered with ``deprecated_for_removal``, or listed in
+    :data:`computed.upgrade.deprecations.DEPRECATED`; each with what to do instead."""
+    from computed.conf import opts
+    from computed.upgrade import deprecations
+    said = []
+    set_by = (cfg.Locations.user, cfg.Locations.command_line, cfg.Locations.environment)
+    for group, group_opts in opts.list_opts():
+        name = getattr(group, 'name', group)
+        for opt in group_opts:
+            why = deprecations.DEPRECATED.get((name, opt.dest))
+            if why is None and opt.deprecated_for_removal:
+                why = opt.deprecated_reason or 'to be removed'
+            if why is None:
+                continue
+            try:
+                location = conf.get_location(opt.dest, None if name == 'DEFAULT' else name)
+            except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+                continue
+            if location is not None and location.location in set_by:
+                said.append(f'[{name}] {opt.dest}: {why}')
+    return said
 
 
 def check_configuration(conf: cfg.ConfigOpts, session: Session) -> Result:
     return checks.configuration({'reports': conf.upgrade_levels.reports,
-                                 'instances': conf.upgrade_levels.instances})
+                                 'instances': conf.upgrade_levels.instances},
+                                deprecated_options(conf))
 
 
 def check_zookeeper(conf: cfg.ConfigOpts, session: Session) -> Result:
@@ -126,6 +286,7 @@ def check_zookeeper(conf: cfg.ConfigOpts, session: Session) -> Result:
 #: The checks, in the order they run and print.
 CHECKS: dict[str, Callable[[cfg.ConfigOpts, Session], Result]] = {
     'Database schema': check_schema,
+    'Schema changes': check_schema_changes,
     'Data migrations': check_data_migrations,
     'Service versions': check_service_versions,
     'Configuration': check_configuration,

@@ -12,8 +12,8 @@ from computed.cmd import status
 from computed.upgrade import checks
 from tests import cli
 
-CHECKS = ('Database schema', 'Data migrations', 'Service versions', 'Configuration',
-          'ZooKeeper')
+CHECKS = ('Database schema', 'Schema changes', 'Data migrations', 'Service versions',
+          'Configuration', 'ZooKeeper')
 
 
 @pytest.fixture
@@ -49,8 +49,8 @@ def test_a_fresh_group_warns_that_no_service_is_live(write_conf, tmp_path):
     found = lines_of(result)
     assert set(found) == set(CHECKS), result.stdout
     assert found['Database schema'].startswith('Success: at head')
-    assert found['Data migrations'] == \
-        'Success: none (this release has no online data migrations)'
+    assert found['Schema changes'] == 'Success: the revisions since 0.1.0 only expand'
+    assert found['Data migrations'] == 'Success: none pending (instance_reservation_ids done)'
     assert found['Service versions'].startswith(f'Warning: no live daemon or reporter in '
                                                 f'group {group}')
     assert found['Configuration'].startswith('Success')
@@ -66,6 +66,8 @@ def test_a_schema_behind_and_a_pin_left_fail_and_warn(write_conf, tmp_path):
     found = lines_of(result)
     assert found['Database schema'].startswith('Failure: the database has no schema')
     assert "computed-manage db sync" in found['Database schema']
+    assert found['Data migrations'].startswith('Warning: not counted: the database is at '
+                                               'revision none')
     assert found['Configuration'].startswith('Warning: [upgrade_levels] reports = 1.0 pinned')
     assert result.returncode == 2 and result.stderr == ''
 
@@ -77,6 +79,7 @@ def test_unreachable_services_are_failures_not_tracebacks(write_conf, tmp_path):
         'upgrade', 'check', home=tmp_path)
     found = lines_of(result)
     assert found['Database schema'].startswith('Failure: cannot read database')
+    assert found['Data migrations'].startswith('Failure: cannot read database')
     assert found['Service versions'].startswith('Failure: cannot reach ZooKeeper')
     assert found['ZooKeeper'].startswith('Failure: cannot reach ZooKeeper')
     assert result.returncode == 2 and 'Traceback' not in result.stderr + result.stdout
@@ -107,3 +110,65 @@ def test_bad_input_is_one_line(write_conf, tmp_path):
 def test_exit_status_is_nova_statuss():
     assert [int(code) for code in checks.Code] == [0, 1, 2]
     assert status.EXIT_ERROR == 255
+
+
+def _conf_and_engine(write_conf):
+    from computed.db import api
+    path = write_conf()
+    url = [line.split(' = ', 1)[1] for line in open(path).read().splitlines()
+           if line.startswith('connection = ')][0]
+    return path, api.engine_from_url(url)
+
+
+def test_rows_the_previous_release_wrote_are_pending_until_migrated(write_conf, tmp_path):
+    from computed.db import api, models
+    path, engine = _conf_and_engine(write_conf)
+    try:
+        # As 0.1.0 records an instance (and computed-manage server create still does): no
+        # reservation id.
+        for _ in range(3):
+            api.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD', state=models.ERROR,
+                                fault='no valid host')
+    finally:
+        engine.dispose()
+    before = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
+                              home=tmp_path))
+    assert before['Data migrations'] == (
+        "Warning: rows left to migrate (instance_reservation_ids: 3): once every service "
+        "runs this release, run 'computed-manage db online_data_migrations'")
+    migrated = cli.run('computed-manage', '--config-file', path, 'db',
+                       'online_data_migrations', home=tmp_path)
+    assert migrated.returncode == 0, migrated
+    after = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
+                             home=tmp_path))
+    assert after['Data migrations'] == 'Success: none pending (instance_reservation_ids done)'
+
+
+def test_a_schema_that_differs_from_the_code_fails(write_conf, tmp_path):
+    path, engine = _conf_and_engine(write_conf)
+    try:
+        with engine.begin() as conn:  # an operator's hand at work
+            conn.exec_driver_sql('DROP INDEX ix_instances_reservation_id')
+    finally:
+        engine.dispose()
+    found = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
+                             home=tmp_path))
+    assert found['Database schema'] == (
+        "Failure: the database lacks what this release's code uses (altered by hand?): "
+        "add_index ix_instances_reservation_id on instances")
+
+
+def test_a_database_of_a_newer_release_fails(write_conf, tmp_path):
+    path, engine = _conf_and_engine(write_conf)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0999'")
+    finally:
+        engine.dispose()
+    result = cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
+                     home=tmp_path)
+    found = lines_of(result)
+    assert found['Database schema'].startswith(
+        'Failure: the database is at revision 0999, which this release does not know')
+    assert found['Data migrations'].startswith('Warning: not counted')
+    assert result.returncode == 2

@@ -48,3 +48,61 @@ def test_session_timeout():
     assert checks.session_timeout(10, 4).code is Code.WARNING
     unknown = checks.session_timeout(10, None, 'no server answered')
     assert unknown.code is Code.FAILURE and 'no server answered' in unknown.details
+
+
+KNOWN = ['0001', '0002', '0003', '0004', '0005']
+
+
+def test_schema_against_the_release_revisions():
+    assert checks.schema('0005', '0005', known=KNOWN) == Result(Code.SUCCESS, 'at head (0005)')
+    newer = checks.schema('0009', '0005', known=KNOWN)
+    assert newer.code is Code.FAILURE and 'does not know' in newer.details
+    # Contractions from 0005 on wait: at the expansions is a success, behind them a failure.
+    waiting = checks.schema('0004', '0005', expanded='0004', known=KNOWN)
+    assert waiting.code is Code.SUCCESS and 'contractions to 0005 wait' in waiting.details
+    behind = checks.schema('0003', '0005', expanded='0004', known=KNOWN)
+    assert behind.code is Code.FAILURE and 'needs 0004' in behind.details
+
+
+def test_schema_vs_code():
+    lacking = checks.schema('0005', '0005', known=KNOWN,
+                            missing=['add_index ix_a on instances'])
+    assert lacking.code is Code.FAILURE and 'add_index ix_a on instances' in lacking.details
+    other = checks.schema('0005', '0005', known=KNOWN,
+                          differences=['remove_column instances.old'])
+    assert other.code is Code.WARNING and 'remove_column instances.old' in other.details
+
+
+def test_schema_changes():
+    assert checks.schema_changes([], [], [], [], '0.1.0') == \
+        Result(Code.SUCCESS, 'the revisions since 0.1.0 only expand')
+    bad = checks.schema_changes(['revision 0009: drops table x'], [], [], [], '0.1.0')
+    assert bad.code is Code.FAILURE and 'revision 0009: drops table x' in bad.details
+    early = checks.schema_changes([], ['0010'], [], ['computed on c1: 0.1.0'], '0.1.0')
+    assert early.code is Code.FAILURE and 'computed on c1: 0.1.0' in early.details
+    assert checks.schema_changes([], [], ['0010'], ['computed on c1: 0.1.0'],
+                                 '0.1.0').code is Code.SUCCESS
+    due = checks.schema_changes([], [], ['0010'], [], '0.1.0')
+    assert due.code is Code.WARNING and 'db sync --contract' in due.details
+
+
+def test_older_services():
+    services = [ServiceRecord('computed', 'a', None), ServiceRecord('computed', 'b', '0.1.0'),
+                ServiceRecord('computed', 'c', '0.2.0.dev0'),
+                ServiceRecord('computed-reporter', 'd', 'garbage')]
+    assert checks.older_services(services, '0.1.0') == [
+        'computed on a: 0.1.0 (publishes no version)', 'computed on b: 0.1.0',
+        'computed-reporter on d: garbage']
+
+
+def test_data_migrations_pending_and_done():
+    left = checks.data_migrations({'instance_reservation_ids': 4, 'other': 0})
+    assert left.code is Code.WARNING
+    assert 'instance_reservation_ids: 4' in left.details and 'other' not in left.details
+    assert checks.data_migrations({'instance_reservation_ids': 0}) == Result(
+        Code.SUCCESS, 'none pending (instance_reservation_ids done)')
+
+
+def test_deprecated_configuration():
+    said = checks.configuration({'reports': 'auto'}, ['[api] old: use [api] new'])
+    assert said.code is Code.WARNING and '[api] old: use [api] new' in said.details
