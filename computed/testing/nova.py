@@ -27,8 +27,11 @@ from pathlib import Path
 
 from computed.testing import process, venvs
 
-#: Nova 34.0.0 (2026.1): its compute and conductor run on native threads by default, as computed
-#: does. psycopg2 for its databases on PostgreSQL (Nova does not depend on a driver).
+#: Nova 34.0.0 (2026.1): the first whose scheduler modules import no eventlet at import time
+#: (computed's processes refuse eventlet: tests/functional/test_nova_compat.py loads them into
+#: computed), and whose compute and conductor run on native threads by default, as computed does;
+#: oslo.service's threading backend, which computed selects. psycopg2 for its databases on
+#: PostgreSQL (Nova does not depend on a driver).
 REQUIREMENTS = ("nova==34.0.0", "oslo.service[threading]>=4.2.0", "psycopg2-binary>=2.9")
 CELL = "cell1"
 

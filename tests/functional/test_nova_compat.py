@@ -20,12 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from computed.testing import venvs
+from computed.testing import nova, venvs
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Nova 2026.1: the first whose scheduler modules import no eventlet at import time (computed's
-#: processes refuse eventlet); oslo.service's threading backend, which computed selects.
-NOVA_REQUIREMENTS = ('nova==34.0.0', 'oslo.service[threading]>=4.2.0')
 NODES = 300
 
 
@@ -33,7 +30,8 @@ NODES = 300
 def comparison():
     if sys.version_info < (3, 11):
         pytest.skip('Nova 34 needs Python 3.11 or later')
-    venv = venvs.ensure('nova', NOVA_REQUIREMENTS)
+    # The virtualenv of bench.nova_bench's Nova (computed.testing.nova): one Nova on the machine.
+    venv = venvs.ensure('nova', nova.REQUIREMENTS)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run([str(venv / 'bin' / 'python'), '-m', 'tests.functional.nova_compare',
                              str(NODES)], cwd=ROOT, env=env, capture_output=True, text=True,
