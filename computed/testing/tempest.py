@@ -92,11 +92,14 @@ class Target:
     max_microversion: str = "2.61"
     region: str = "RegionOne"
     build_timeout: int = 300
+    #: Glance in Keystone's catalog: ``image_ref``/``image_ref_alt`` are its images' ids.
+    glance: bool = False
 
 
 def render_conf(target: Target, workspace: Path) -> str:
     """tempest.conf for ``target``: dynamic credentials made by the Keystone admin, the compute
-    endpoint from Keystone's catalog (``compute``), only Nova (computed) and Keystone available."""
+    endpoint from Keystone's catalog (``compute``), only Nova (computed) and Keystone available,
+    and Glance where ``target.glance`` (its images found by the catalog's ``image``)."""
     sections: dict[str, dict[str, Any]] = {
         "DEFAULT": {"log_file": workspace / "tempest.log", "debug": True,
                     "use_stderr": False},
@@ -127,13 +130,16 @@ def render_conf(target: Target, workspace: Path) -> str:
                                     # adminPass given is accepted): Nova's [api]
                                     # enable_instance_password = False.
                                     "enable_instance_password": False},
-        # No Glance in the harness yet (issue 24 item 12): Tempest skips its image tests, and
-        # servers are built from an image URL, which computed passes to Ironic as it is.
-        "service_available": {"nova": True, "glance": False, "neutron": False,
+        # Without Glance, Tempest skips its image tests, and servers are built from an image
+        # URL, which computed passes to Ironic as it is; with it, from Glance images.
+        "service_available": {"nova": True, "glance": target.glance, "neutron": False,
                               "cinder": False, "swift": False, "heat": False,
                               "horizon": False, "placement": False},
         "validation": {"run_validation": False},
     }
+    if target.glance:
+        sections["image"] = {"catalog_type": "image", "region": target.region,
+                             "endpoint_type": "publicURL"}
     lines: list[str] = []
     for section, options in sections.items():
         lines.append(f"[{section}]")

@@ -25,9 +25,23 @@ def test_conf_points_at_keystone_with_only_compute_available(tmp_path):
     available = conf["service_available"]
     assert available["nova"] == "true"
     assert {available[name] for name in ("glance", "neutron", "cinder")} == {"false"}
+    assert "image" not in conf
     features = conf["compute-feature-enabled"]
     assert all(features[name] == "false" for name in tempest.FEATURES_OFF)
     assert features["enable_instance_password"] == "false"
+
+
+def test_conf_with_glance_makes_it_available_and_its_images_the_refs(tmp_path):
+    target = tempest.Target(**{**TARGET.__dict__, "glance": True,
+                               "image_ref": "8a1e3b0c-0000-4000-8000-000000000001",
+                               "image_ref_alt": "8a1e3b0c-0000-4000-8000-000000000002"})
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read_string(tempest.render_conf(target, tmp_path))
+    assert conf["service_available"]["glance"] == "true"
+    assert conf["service_available"]["neutron"] == "false"
+    assert conf["image"]["catalog_type"] == "image"
+    assert (conf["compute"]["image_ref"], conf["compute"]["image_ref_alt"]) == (
+        target.image_ref, target.image_ref_alt)
 
 
 def test_claimed_and_unclaimed_split_the_compute_tests():
