@@ -90,7 +90,7 @@ def check_console_script(words: list[str]) -> None:
             kept.append(word)
     path = []
     for word in kept:
-        if word.startswith("-") or not re.match(r"^[a-z][a-z-]*$", word):
+        if word.startswith("-") or not re.match(r"^[a-z][a-z_-]*$", word):
             break
         path.append(word)
     text = script_help(script, *path)
