@@ -57,3 +57,4 @@ def test_the_previous_release_is_older_and_its_schema_head_is_a_revision():
     # A revision this code ships, and an ancestor of its head (upgrades go through it).
     assert previous.schema_head in {script.revision
                                     for script in scripts.walk_revisions()}
+
