@@ -29,7 +29,7 @@ import sqlalchemy as sa
 
 from bench.common import arguments, machine, say, stack_for, wait_for_api, workdir_or_tmp
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
 from computed.db import models
 from computed.testing.process import free_port
 
@@ -38,7 +38,7 @@ PAGE = 1000
 
 
 def fill(url: str, rows: int) -> None:
-    engine = db_api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     start = models.utcnow()
     flavor = {"id": "bm", "name": "bm.gold", "vcpus": 0, "ram": 0, "disk": 0, "ephemeral": 0,
               "swap": 0, "extra_specs": {"resources:CUSTOM_GOLD": "1"}}

@@ -66,7 +66,8 @@ from bench.common import (
 )
 from bench.seed import make_template, seed_nodes
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
 from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
@@ -120,8 +121,8 @@ class World:
         else:
             self.database = fleet_database(workdir)
             self.backend = "sqlite"
-        self.engine = db_api.engine_from_url(self.database)
-        self.table = db_api._instances
+        self.engine = db_engine.engine_from_url(self.database)
+        self.table = db_instances._instances
         self.processes: list = []
         self.daemons: dict[str, Daemon] = {}
         self.zk = zk_client(stack)
@@ -154,14 +155,14 @@ class World:
     def converge(self, timeout: float = 120) -> float:
         """Wait until exactly the live daemons are members and the claims are the rules'
         answer with the instances' hosts as sticky (``wait_converged`` without instances)."""
-        if not db_api.instance_hosts(self.engine):
+        if not db_instances.instance_hosts(self.engine):
             return wait_converged(self.zk, self.nodes, self.live_hosts(), timeout=timeout,
                                   group=self.group)
         started = time.monotonic()
         while True:
             members, claims = ownership_now(self.zk, self.group)
             want = compute_ownership([m.as_ring_member() for m in members], self.nodes,
-                                     db_api.instance_hosts(self.engine)).owners()
+                                     db_instances.instance_hosts(self.engine)).owners()
             if {m.name for m in members} == self.live_hosts() and claims == want:
                 return time.monotonic() - started
             if time.monotonic() - started > timeout:

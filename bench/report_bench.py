@@ -86,7 +86,7 @@ from bench.common import (
 )
 from bench.seed import _connect, ironic_db, make_template, seed_nodes
 from computed import db
-from computed.db.api import _UNAPPLIED
+from computed.db.providers import _UNAPPLIED
 from computed.placement.client import PlacementClient
 from computed.providers.state import ProviderState, normalise_resource_class
 from computed.testing.ironic import list_nodes, request

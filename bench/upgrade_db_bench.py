@@ -33,7 +33,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from computed import db
-from computed.db import api
+from computed.db import engine as db_engine
 from computed.upgrade import data_migrations, migrations
 from computed.version import PREVIOUS_RELEASE
 
@@ -66,7 +66,7 @@ def _create(url: str) -> tuple[str, Callable[[], None]]:
 
 def _fill(url: str, nodes: int, instances: int) -> None:
     """Rows as 0.1.0 writes them, into its schema (reflected: this code's models are newer)."""
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         meta = sa.MetaData()
         meta.reflect(engine, only=('providers', 'instances'))
@@ -104,7 +104,7 @@ def _timed(body: Callable[[], object]) -> float:
 
 def _checks(url: str) -> None:
     from computed.cmd import status
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         revisions = migrations.read_revisions()
         current = db.current_revision(url)
@@ -118,7 +118,7 @@ def _checks(url: str) -> None:
 
 
 def _migrate(url: str) -> None:
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         outcome = data_migrations.run(data_migrations.bound(engine))
         assert outcome.exit_status == data_migrations.EXIT_DONE, outcome

@@ -21,7 +21,7 @@ import webob
 
 from computed.api import errors, limits, policy, schemas
 from computed.api.request import Call, empty, json_response
-from computed.db import api as db_api
+from computed.db import flavors as db_flavors
 from computed.instances import flavor_specs
 
 READ = 'compute:flavors:read'
@@ -41,7 +41,7 @@ def links(call: Call, flavor_id: str) -> list[dict[str, str]]:
             {'rel': 'bookmark', 'href': f'{bookmark}/flavors/{flavor_id}'}]
 
 
-def document(call: Call, flavor: db_api.FlavorRow, detail: bool = True) -> dict[str, Any]:
+def document(call: Call, flavor: db_flavors.FlavorRow, detail: bool = True) -> dict[str, Any]:
     doc: dict[str, Any] = {'id': flavor.id, 'name': flavor.name, 'links': links(call, flavor.id)}
     if call.at_least(2, 55):
         doc['description'] = flavor.description
@@ -69,10 +69,10 @@ def _list(call: Call, detail: bool) -> webob.Response:
     # sort_dir is asc or desc once past the Call's checks.
     ascending = (call.query('sort_dir') or 'asc') == 'asc'
     try:
-        rows = db_api.list_flavors(call.backends.engine, marker=marker, limit=limit,
-                                   min_ram=min_ram, min_disk=min_disk,
-                                   sort_key=SORT_KEYS[sort_key], ascending=ascending)
-    except db_api.FlavorNotFound:
+        rows = db_flavors.list_flavors(call.backends.engine, marker=marker, limit=limit,
+                                       min_ram=min_ram, min_disk=min_disk,
+                                       sort_key=SORT_KEYS[sort_key], ascending=ascending)
+    except db_flavors.FlavorNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     body: dict[str, Any] = {'flavors': [document(call, row, detail) for row in rows]}
     if rows and len(rows) == limit:
@@ -92,10 +92,10 @@ def detail(call: Call) -> webob.Response:
     return _list(call, detail=True)
 
 
-def get(call: Call, flavor_id: str) -> db_api.FlavorRow:
+def get(call: Call, flavor_id: str) -> db_flavors.FlavorRow:
     try:
-        return db_api.get_flavor(call.backends.engine, flavor_id)
-    except db_api.FlavorNotFound:
+        return db_flavors.get_flavor(call.backends.engine, flavor_id)
+    except db_flavors.FlavorNotFound:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
 
 
@@ -130,12 +130,12 @@ def create(call: Call) -> webob.Response:
     sizes = {key: limits.integer(spec.get(key) or 0, key, 0)
              for key in ('vcpus', 'ram', 'disk', 'OS-FLV-EXT-DATA:ephemeral', 'swap')}
     try:
-        row = db_api.create_flavor(
+        row = db_flavors.create_flavor(
             call.backends.engine, flavor_id, spec['name'], vcpus=sizes['vcpus'],
             ram=sizes['ram'], disk=sizes['disk'],
             ephemeral=sizes['OS-FLV-EXT-DATA:ephemeral'], swap=sizes['swap'],
             description=spec.get('description'))
-    except db_api.FlavorExists as exc:
+    except db_flavors.FlavorExists as exc:
         raise errors.Conflict(f'Flavor with ID {exc.flavor_id} or name {exc.name} already '
                               'exists.') from None
     return json_response(200, {'flavor': document(call, row)})
@@ -150,8 +150,8 @@ def update(call: Call) -> webob.Response:
     description = call.body(schemas.FLAVOR_UPDATE)['flavor']['description']
     flavor_id = call.params['flavor_id']
     try:
-        row = db_api.set_flavor_description(call.backends.engine, flavor_id, description)
-    except db_api.FlavorNotFound:
+        row = db_flavors.set_flavor_description(call.backends.engine, flavor_id, description)
+    except db_flavors.FlavorNotFound:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
     return json_response(200, {'flavor': document(call, row)})
 
@@ -160,8 +160,8 @@ def delete(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, MANAGE, call.context)
     flavor_id = call.params['flavor_id']
     try:
-        db_api.delete_flavor(call.backends.engine, flavor_id)
-    except db_api.FlavorNotFound:
+        db_flavors.delete_flavor(call.backends.engine, flavor_id)
+    except db_flavors.FlavorNotFound:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
     return empty(202)
 
@@ -209,9 +209,9 @@ def _zero(value: str) -> bool:
 
 def _set(call: Call, flavor_id: str, specs: dict[str, str]) -> None:
     try:
-        db_api.set_extra_specs(call.backends.engine, flavor_id, specs,
-                               check=lambda whole: check_whole(flavor_id, whole))
-    except db_api.FlavorNotFound:
+        db_flavors.set_extra_specs(call.backends.engine, flavor_id, specs,
+                                   check=lambda whole: check_whole(flavor_id, whole))
+    except db_flavors.FlavorNotFound:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
 
 
@@ -251,8 +251,8 @@ def extra_spec_delete(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, MANAGE, call.context)
     flavor_id, key = call.params['flavor_id'], call.params['key']
     try:
-        removed = db_api.delete_extra_spec(call.backends.engine, flavor_id, key)
-    except db_api.FlavorNotFound:
+        removed = db_flavors.delete_extra_spec(call.backends.engine, flavor_id, key)
+    except db_flavors.FlavorNotFound:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
     if not removed:
         raise errors.NotFound(f'Flavor {flavor_id} has no extra specs with key {key}.')

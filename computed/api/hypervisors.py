@@ -5,7 +5,7 @@ Owns the hypervisor documents of each microversion. What they are made of, read 
 request, none of it from Ironic nor per node from Placement (a fleet has 10,000 nodes):
 
 * the nodes are computed's providers, as the reporters last wrote them to Placement
-  (:func:`computed.db.api.live_providers`: the node's class and whether its one unit is
+  (:func:`computed.db.providers.live_providers`: the node's class and whether its one unit is
   reserved); a node no reporter wrote yet is not a hypervisor yet;
 * the server on each node is computed's live instance there (the database);
 * the service of a node is the daemon that last reported it, as ``/os-services`` shows it
@@ -39,7 +39,8 @@ import webob
 
 from computed.api import errors, limits, policy, services
 from computed.api.request import Call, json_response
-from computed.db import api as db_api
+from computed.db import instances as db_instances
+from computed.db import providers as db_providers
 
 RULE = 'compute:hypervisors'
 TYPE = 'ironic'
@@ -79,11 +80,11 @@ def read_nodes(call: Call) -> list[Node]:
     """Every node a reporter wrote, in uuid order, with the server on it."""
     engine = call.backends.engine
     on_node: dict[str, list[tuple[str, str]]] = {}
-    for row in db_api.live_instances(engine):
+    for row in db_instances.live_instances(engine):
         if row.node_uuid:
             on_node.setdefault(row.node_uuid, []).append((row.uuid, row.name or ''))
     result = []
-    for provider in db_api.live_providers(engine):
+    for provider in db_providers.live_providers(engine):
         try:
             state = json.loads(provider.state or '{}')
         except ValueError:

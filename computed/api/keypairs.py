@@ -28,7 +28,8 @@ import webob
 
 from computed.api import errors, policy, public_keys, quotas, schemas
 from computed.api.request import Call, empty, json_response
-from computed.db import api as db_api
+from computed.db import key_pairs as db_key_pairs
+from computed.db import quotas as db_quotas
 
 INDEX = 'compute:keypairs:index'
 SHOW = 'compute:keypairs:show'
@@ -41,7 +42,7 @@ def _time(value: Any) -> str:
     return value.strftime('%Y-%m-%dT%H:%M:%S.%f')
 
 
-def _document(call: Call, row: db_api.KeyPairRow, fields: tuple[str, ...]) -> dict[str, Any]:
+def _document(call: Call, row: db_key_pairs.KeyPairRow, fields: tuple[str, ...]) -> dict[str, Any]:
     doc: dict[str, Any] = {'name': row.name, 'public_key': row.public_key,
                            'fingerprint': row.fingerprint}
     if 'user_id' in fields:
@@ -76,9 +77,9 @@ def index(call: Call) -> webob.Response:
     if call.at_least(2, 35):
         marker, limit = call.query('marker'), call.limit()
     try:
-        rows = db_api.list_key_pairs(call.backends.engine, user_id, marker=marker,
-                                     limit=limit)
-    except db_api.KeyPairNotFound:
+        rows = db_key_pairs.list_key_pairs(call.backends.engine, user_id, marker=marker,
+                                           limit=limit)
+    except db_key_pairs.KeyPairNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     body: dict[str, Any] = {'keypairs': [{'keypair': _document(call, row, ())}
                                          for row in rows]}
@@ -94,8 +95,8 @@ def show(call: Call) -> webob.Response:
     name = call.params['name']
     user_id = _user(call, SHOW)
     try:
-        row = db_api.get_key_pair(call.backends.engine, user_id, name)
-    except db_api.KeyPairNotFound:
+        row = db_key_pairs.get_key_pair(call.backends.engine, user_id, name)
+    except db_key_pairs.KeyPairNotFound:
         raise _not_found(user_id, name) from None
     return json_response(200, {'keypair': _document(call, row, ('user_id', 'show'))})
 
@@ -109,13 +110,14 @@ def _schema(call: Call) -> dict[str, Any]:
 def key_pair_limit(call: Call) -> int:
     """The ``key_pairs`` limit of the caller's project: its own, else Nova's default
     (-1: unlimited)."""
-    own = db_api.quota_limits(call.backends.engine, call.context.project_id)
+    own = db_quotas.quota_limits(call.backends.engine, call.context.project_id)
     return own.get(QUOTA_KEY, quotas.FIXED[QUOTA_KEY])
 
 
 def _over_quota(call: Call, user_id: str, adding: int) -> bool:
     limit = key_pair_limit(call)
-    return limit >= 0 and db_api.count_key_pairs(call.backends.engine, user_id) + adding > limit
+    count = db_key_pairs.count_key_pairs(call.backends.engine, user_id)
+    return limit >= 0 and count + adding > limit
 
 
 def create(call: Call) -> webob.Response:
@@ -139,11 +141,11 @@ def create(call: Call) -> webob.Response:
         private_key, public_key, fingerprint = public_keys.generate(key_type, user_id)
     engine = call.backends.engine
     try:
-        row = db_api.create_key_pair(engine, user_id, name, key_type, public_key, fingerprint)
-    except db_api.KeyPairExists:
+        row = db_key_pairs.create_key_pair(engine, user_id, name, key_type, public_key, fingerprint)
+    except db_key_pairs.KeyPairExists:
         raise errors.Conflict(f"Key pair '{name}' already exists.") from None
     if _over_quota(call, user_id, 0):  # concurrent creates went past the limit: undo ours
-        db_api.delete_key_pair(engine, user_id, name)
+        db_key_pairs.delete_key_pair(engine, user_id, name)
         raise over
     doc = _document(call, row, ('user_id',))
     if private_key is not None:
@@ -155,7 +157,7 @@ def delete(call: Call) -> webob.Response:
     name = call.params['name']
     user_id = _user(call, DELETE)
     try:
-        db_api.delete_key_pair(call.backends.engine, user_id, name)
-    except db_api.KeyPairNotFound:
+        db_key_pairs.delete_key_pair(call.backends.engine, user_id, name)
+    except db_key_pairs.KeyPairNotFound:
         raise _not_found(user_id, name) from None
     return empty(204 if call.at_least(2, 2) else 202)

@@ -4,7 +4,7 @@ Owns the pure part of quotas: the limits in force for a project (its own, else t
 defaults; -1 is unlimited) and the comparison of usage plus request with them. The counting
 itself is :mod:`computed.api.quotas`' I/O: it takes the decision under the project's lock in the
 database, counting live servers and the builds admitted before whose row does not exist yet
-(:func:`computed.db.api.reserve_quota`), so a build is admitted once, before it is scheduled,
+(:func:`computed.db.quotas.reserve_quota`), so a build is admitted once, before it is scheduled,
 and never rolled back afterwards: concurrent builds cannot overshoot."""
 
 from __future__ import annotations

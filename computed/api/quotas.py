@@ -29,7 +29,8 @@ from computed.api import errors, policy, quota_rules, schemas
 from computed.api import limits as input_limits
 from computed.api.backends import Backends
 from computed.api.request import Call, empty, json_response
-from computed.db import api as db_api
+from computed.db import instances as db_instances
+from computed.db import quotas as db_quotas
 from computed.placement import allocations
 
 SHOW = 'compute:quotas:show'
@@ -56,7 +57,7 @@ NETWORKS_BEFORE_2_36 = 'networks'
 
 def _limits(backends: Backends, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
     """(the project's own limits, the limits in force for instances and its own classes)."""
-    own = db_api.quota_limits(backends.engine, project_id)
+    own = db_quotas.quota_limits(backends.engine, project_id)
     quota = backends.conf.quota
     in_force = {resource: quota_rules.limit_of(resource, own, quota.instances,
                                                quota.resource_class)
@@ -76,7 +77,7 @@ def usage_in_placement(backends: Backends, project_id: str) -> dict[str, int]:
 def usage(backends: Backends, project_id: str) -> dict[str, int]:
     """What the project uses now: its servers and its Placement usages by class."""
     used = usage_in_placement(backends, project_id)
-    used[quota_rules.INSTANCES] = db_api.count_live_instances(backends.engine, project_id)
+    used[quota_rules.INSTANCES] = db_instances.count_live_instances(backends.engine, project_id)
     return used
 
 
@@ -85,14 +86,14 @@ def reserve(backends: Backends, project_id: str, resource_class: str,
     """Admit one more server of ``resource_class`` for the project, or 403 naming the limit.
 
     The decision is taken under the project's lock in the database
-    (:func:`computed.db.api.reserve_quota`), counting every server that may stay: live rows
+    (:func:`computed.db.quotas.reserve_quota`), counting every server that may stay: live rows
     (ERROR ones too) and builds admitted before whose row does not exist yet. An admitted build
     is reserved until :func:`release`, which the caller runs once the build's row exists (or
     the build gave up without one). Resource-class units are counted the same way; Placement's
     usage, read first, is a floor (allocations computed did not make, e.g. left over).
     False when no limit applies (nothing reserved)."""
     quota = backends.conf.quota
-    own = db_api.quota_limits(backends.engine, project_id)
+    own = db_quotas.quota_limits(backends.engine, project_id)
     limits = {resource: quota_rules.limit_of(resource, own, quota.instances,
                                              quota.resource_class)
               for resource in (quota_rules.INSTANCES, resource_class)}
@@ -102,14 +103,14 @@ def reserve(backends: Backends, project_id: str, resource_class: str,
     if limits[resource_class] != quota_rules.UNLIMITED:
         in_placement = usage_in_placement(backends, project_id).get(resource_class, 0)
 
-    def decide(counted: db_api.QuotaUsage) -> None:
+    def decide(counted: db_quotas.QuotaUsage) -> None:
         used = {quota_rules.INSTANCES: counted.instances,
                 resource_class: max(counted.resource_class, in_placement)}
         found = quota_rules.over(limits, used, {quota_rules.INSTANCES: 1, resource_class: 1})
         if found:
             raise errors.Forbidden('; '.join(str(item) for item in found))
-    db_api.reserve_quota(backends.engine, project_id, instance_uuid, resource_class, decide,
-                         ttl=RESERVATION_TTL)
+    db_quotas.reserve_quota(backends.engine, project_id, instance_uuid, resource_class, decide,
+                            ttl=RESERVATION_TTL)
     return True
 
 
@@ -118,7 +119,7 @@ METADATA_ITEMS = 'metadata_items'
 
 def metadata_items_limit(backends: Backends, project_id: str) -> int:
     """The project's ``metadata_items`` limit: its own, else Nova's default (-1: none)."""
-    own = db_api.quota_limits(backends.engine, project_id)
+    own = db_quotas.quota_limits(backends.engine, project_id)
     return own.get(METADATA_ITEMS, FIXED[METADATA_ITEMS])
 
 
@@ -139,7 +140,7 @@ def check_metadata_items(backends: Backends, project_id: str, count: int) -> Non
 
 def release(backends: Backends, instance_uuid: str) -> None:
     """The build's row exists now (it counts itself), or never will: forget its reservation."""
-    db_api.release_quota_reservation(backends.engine, instance_uuid)
+    db_quotas.release_quota_reservation(backends.engine, instance_uuid)
 
 
 @contextlib.contextmanager
@@ -219,7 +220,7 @@ def update(call: Call) -> webob.Response:
     limits = {resource: input_limits.integer(value, f'Quota limit of {resource}',
                                              quota_rules.UNLIMITED)
               for resource, value in body.items()}
-    db_api.set_quota_limits(call.backends.engine, project_id, limits)
+    db_quotas.set_quota_limits(call.backends.engine, project_id, limits)
     _own, in_force = _limits(call.backends, project_id)
     document = _quota_set(call, project_id, in_force)
     document['quota_set'].pop('id')
@@ -229,7 +230,7 @@ def update(call: Call) -> webob.Response:
 def reset(call: Call) -> webob.Response:
     project_id = call.params['project_id']
     policy.authorize(call.backends.enforcer, UPDATE, call.context, {'project_id': project_id})
-    db_api.delete_quota_limits(call.backends.engine, project_id)
+    db_quotas.delete_quota_limits(call.backends.engine, project_id)
     return empty(202)
 
 
@@ -243,7 +244,7 @@ def limits(call: Call) -> webob.Response:
 
     def value(key: str) -> int:
         return own.get(key, {**FIXED, **FIXED_BEFORE_2_57, **FIXED_BEFORE_2_36}[key])
-    servers = db_api.count_live_instances(call.backends.engine, project_id)
+    servers = db_instances.count_live_instances(call.backends.engine, project_id)
     absolute = {'maxTotalInstances': in_force[quota_rules.INSTANCES],
                 'totalInstancesUsed': servers,
                 'maxTotalCores': value('cores'), 'totalCoresUsed': 0,

@@ -25,7 +25,7 @@ import webob
 
 from computed.api import errors, policy, schemas, server_status, servers
 from computed.api.request import Call, empty
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 
 SECURITY_GROUPS = 'compute:servers:security_groups'
 #: The only security group a server is in (Nova's create answer names it).
@@ -65,13 +65,13 @@ UNSUPPORTED: dict[str, tuple[frozenset[str], str]] = {
 }
 
 
-def _server(call: Call, rule: str) -> db_api.InstanceRow:
+def _server(call: Call, rule: str) -> db_instances.InstanceRow:
     row = servers.get(call, call.params['server_id'])
     policy.authorize(call.backends.enforcer, rule, call.context, {'project_id': row.project_id})
     return row
 
 
-def _state_conflict(name: str, row: db_api.InstanceRow) -> errors.Conflict:
+def _state_conflict(name: str, row: db_instances.InstanceRow) -> errors.Conflict:
     shown = server_status.view(row.state)
     return errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in vm_state "
                            f'{shown.vm_state}' + (f' (task {shown.task_state})'

@@ -6,7 +6,7 @@ Owns these controllers. A server may hold as many metadata items as its project'
 ``metadata_items`` quota, as Nova's (the project's own, else Nova's default 128; -1 unlimited);
 more is a 403 naming the limit, at creation (:func:`computed.api.quotas.check_metadata_items`)
 as on every write here. Each write is one read-modify-write
-under the instance's row lock (:func:`computed.db.api.edit_instance`): two merges at once keep
+under the instance's row lock (:func:`computed.db.instances.edit_instance`): two merges at once keep
 both, and the count is checked against what is written.
 
 A server holds at most 50 tags of 1 to 60 characters without ``/`` nor ``,`` (Nova's rules;
@@ -27,7 +27,7 @@ import webob
 
 from computed.api import errors, policy, quotas, schemas, server_status, servers
 from computed.api.request import Call, empty, json_response
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 
 UPDATE = 'compute:servers:update'
@@ -39,21 +39,21 @@ TAGS_WRITE = 'compute:servers:tags:write'
 WRITABLE = frozenset({models.ACTIVE.value, models.STOPPED.value})
 
 
-def _server(call: Call, rule: str) -> db_api.InstanceRow:
+def _server(call: Call, rule: str) -> db_instances.InstanceRow:
     row = servers.get(call, call.params['server_id'])
     policy.authorize(call.backends.enforcer, rule, call.context, {'project_id': row.project_id})
     return row
 
 
-def _edit(call: Call, row: db_api.InstanceRow,
-          change: Callable[[db_api.InstanceRow], dict[str, Any]]) -> db_api.InstanceRow:
+def _edit(call: Call, row: db_instances.InstanceRow,
+          change: Callable[[db_instances.InstanceRow], dict[str, Any]]) -> db_instances.InstanceRow:
     try:
-        return db_api.edit_instance(call.backends.engine, row.uuid, change)
-    except db_api.InstanceNotFound:
+        return db_instances.edit_instance(call.backends.engine, row.uuid, change)
+    except db_instances.InstanceNotFound:
         raise errors.NotFound(f'Instance {row.uuid} could not be found.') from None
 
 
-def _writable(action: str, row: db_api.InstanceRow) -> None:
+def _writable(action: str, row: db_instances.InstanceRow) -> None:
     """409 unless the server is in a state Nova lets metadata change in."""
     if row.state not in WRITABLE:
         shown = server_status.view(row.state)
@@ -63,13 +63,13 @@ def _writable(action: str, row: db_api.InstanceRow) -> None:
 
 
 def _edit_metadata(call: Call, action: str,
-                   new: Callable[[dict[str, str]], dict[str, str]]) -> db_api.InstanceRow:
+                   new: Callable[[dict[str, str]], dict[str, str]]) -> db_instances.InstanceRow:
     """Write ``new(metadata as it is)`` under the row lock, within the project's limit."""
     row = _server(call, METADATA_WRITE)
     _writable(action, row)
     limit = quotas.metadata_items_limit(call.backends, row.project_id)
 
-    def change(current: db_api.InstanceRow) -> dict[str, Any]:
+    def change(current: db_instances.InstanceRow) -> dict[str, Any]:
         _writable(action, current)  # as it is under the lock, not as first read
         metadata = new(dict(current.metadata))
         reason = quotas.metadata_items_over(len(metadata), limit)
@@ -186,12 +186,12 @@ def _tags_version(call: Call) -> None:
 
 
 def _edit_tags(call: Call, new: Callable[[tuple[str, ...]], list[str]]
-               ) -> db_api.InstanceRow:
+               ) -> db_instances.InstanceRow:
     """Write ``new(tags as they are)`` under the row lock, within Nova's 50."""
     row = _server(call, TAGS_WRITE)
     _writable('update tags', row)
 
-    def change(current: db_api.InstanceRow) -> dict[str, Any]:
+    def change(current: db_instances.InstanceRow) -> dict[str, Any]:
         _writable('update tags', current)
         tags = list(dict.fromkeys(new(current.tags)))  # once each, in order
         if len(tags) > MAX_TAGS:

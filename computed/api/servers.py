@@ -62,7 +62,9 @@ from computed.api import (
     server_status,
 )
 from computed.api.request import Call, empty, json_response
-from computed.db import api as db_api
+from computed.db import flavors as db_flavors
+from computed.db import instances as db_instances
+from computed.db import key_pairs as db_key_pairs
 from computed.db import models
 from computed.instances import configdrive, flavor_specs, scheduler
 from computed.instances.rpcapi import NO_VALID_HOST, NoHost
@@ -115,7 +117,7 @@ def links(call: Call, server_id: str) -> list[dict[str, str]]:
             {'rel': 'bookmark', 'href': f'{call.request.application_url}/servers/{server_id}'}]
 
 
-def _flavor(call: Call, row: db_api.InstanceRow) -> dict[str, Any]:
+def _flavor(call: Call, row: db_instances.InstanceRow) -> dict[str, Any]:
     flavor = row.flavor or {}
     if call.at_least(2, 47):
         return {'original_name': flavor.get('name', row.resource_class),
@@ -139,7 +141,7 @@ NOT_IN_UPDATE_ANSWER = ('key_name', 'config_drive', 'OS-EXT-AZ:', 'OS-EXT-STS:',
                         'OS-SRV-USG:', 'os-extended-volumes:', 'OS-EXT-SRV-ATTR:')
 
 
-def document(call: Call, row: db_api.InstanceRow, admin: bool,
+def document(call: Call, row: db_instances.InstanceRow, admin: bool,
              full: bool = True) -> dict[str, Any]:
     """The server as ``GET /servers/{id}`` shows it; ``full=False``: as Nova's answer to
     ``PUT /servers/{id}`` shows it (without the :data:`NOT_IN_UPDATE_ANSWER` attributes)."""
@@ -200,7 +202,7 @@ def _sees_hosts(call: Call) -> bool:
     return policy.allowed(call.backends.enforcer, SHOW_HOST, call.context)
 
 
-def get(call: Call, server_id: str) -> db_api.InstanceRow:
+def get(call: Call, server_id: str) -> db_instances.InstanceRow:
     """The live server, 404 if there is none (or it is deleted), and 404 too if it is another
     project's and the caller may not see it: as Nova's project-scoped lookup answers, so that a
     stranger cannot learn that a uuid exists. 403 (policy ``compute:servers:show``) only for
@@ -210,7 +212,7 @@ def get(call: Call, server_id: str) -> db_api.InstanceRow:
         uuid = scheduler.check_uuid(server_id)
     except scheduler.BadRequest:
         raise not_found from None
-    row = db_api.get_instance(call.backends.engine, uuid)
+    row = db_instances.get_instance(call.backends.engine, uuid)
     if row is None or row.state == models.DELETED:
         raise not_found
     target = {'project_id': row.project_id}
@@ -351,14 +353,14 @@ def _matcher(call: Call) -> tuple[str | None, name_filter.Filter | None]:
         raise errors.BadRequest(f'Invalid name filter {name!r}: {exc}') from None
 
 
-def _scan(fetch: Callable[[str | None, int], list[db_api.InstanceRow]],
-          keep: Callable[[db_api.InstanceRow], bool], marker: str | None, limit: int,
-          over_budget: Callable[[], bool]) -> tuple[list[db_api.InstanceRow], str | None]:
+def _scan(fetch: Callable[[str | None, int], list[db_instances.InstanceRow]],
+          keep: Callable[[db_instances.InstanceRow], bool], marker: str | None, limit: int,
+          over_budget: Callable[[], bool]) -> tuple[list[db_instances.InstanceRow], str | None]:
     """Up to ``limit`` rows that ``keep`` keeps, read in order after ``marker`` in pages of
     ``fetch(marker, count)``; and the marker to continue from (None when all were read).
     Stops early once ``over_budget()``: a listing's cost is bounded, the rest is on the next
     page."""
-    found: list[db_api.InstanceRow] = []
+    found: list[db_instances.InstanceRow] = []
     cursor = marker
     page = max(limit, 50)
     while len(found) < limit:
@@ -403,14 +405,14 @@ def _list(call: Call, detail: bool) -> webob.Response:
     tagged = _tag_filters(call)
     read = [0]
 
-    def fetch(after: str | None, count: int) -> list[db_api.InstanceRow]:
-        return db_api.list_instances(
+    def fetch(after: str | None, count: int) -> list[db_instances.InstanceRow]:
+        return db_instances.list_instances(
             call.backends.engine, project_id=project_id, host=host, states=states,
             name=substring, image=image, reservation_id=reservation_id,
             include_deleted=bool(states and models.DELETED.value in states),
             marker=after, limit=count, sort=sort)
 
-    def keep(row: db_api.InstanceRow) -> bool:
+    def keep(row: db_instances.InstanceRow) -> bool:
         read[0] += 1
         # The flavor is the copy the server was built from (its id at the time).
         if flavor_id is not None and (row.flavor or {}).get('id') != flavor_id:
@@ -426,7 +428,7 @@ def _list(call: Call, detail: bool) -> webob.Response:
         else:
             rows, following = _scan(fetch, keep, marker, limit, lambda: bool(
                 pattern and pattern.spent > NAME_FILTER_BUDGET) or read[0] > SCAN_BUDGET)
-    except db_api.InstanceNotFound:
+    except db_instances.InstanceNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     admin = _sees_hosts(call)
     if detail:
@@ -572,8 +574,8 @@ def _login(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
     name = spec.get('key_name')
     if name is not None:
         try:
-            key = db_api.get_key_pair(call.backends.engine, call.context.user_id, name)
-        except db_api.KeyPairNotFound:
+            key = db_key_pairs.get_key_pair(call.backends.engine, call.context.user_id, name)
+        except db_key_pairs.KeyPairNotFound:
             raise errors.BadRequest(f'Invalid key_name provided: user '
                                     f'{call.context.user_id} has no key pair {name!r}'
                                     ) from None
@@ -581,11 +583,11 @@ def _login(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
     return login
 
 
-def _flavor_ref(call: Call, ref: Any) -> db_api.FlavorRow:
+def _flavor_ref(call: Call, ref: Any) -> db_flavors.FlavorRow:
     flavor_id = str(ref).rstrip('/').rsplit('/', 1)[-1]
     try:
-        return db_api.get_flavor(call.backends.engine, flavor_id)
-    except db_api.FlavorNotFound:
+        return db_flavors.get_flavor(call.backends.engine, flavor_id)
+    except db_flavors.FlavorNotFound:
         raise errors.BadRequest(f'Flavor {ref} could not be found.') from None
 
 
@@ -673,7 +675,7 @@ def _nth_name(name: str, index: int, count: int) -> str:
 class _Build:
     """The servers of one ``POST /servers``: admitted by quota, then placed, all or none."""
 
-    def __init__(self, call: Call, request: Any, image: str, flavor: db_api.FlavorRow,
+    def __init__(self, call: Call, request: Any, image: str, flavor: db_flavors.FlavorRow,
                  spec: dict[str, Any], hints: dict[str, Any] | None = None,
                  login: dict[str, Any] | None = None):
         self.call = call
@@ -685,7 +687,7 @@ class _Build:
         self.spec = spec
         self.reservation_id = 'r-' + uuidlib.uuid4().hex[:8]
 
-    def admit_and_place(self, low: int, high: int) -> list[db_api.InstanceRow]:
+    def admit_and_place(self, low: int, high: int) -> list[db_instances.InstanceRow]:
         """As many servers as the quota admits, up to ``high`` (a 403 when fewer than
         ``low``: Nova's rule), each admitted under the project's lock
         (:func:`computed.api.quotas.reserve`); then placed, all or none (:meth:`_place`)."""
@@ -708,10 +710,10 @@ class _Build:
             rows = self._place(uuids)
             engine = self.call.backends.engine
             details = self._details()
-            rows = [db_api.set_instance_details(engine, row.uuid, **details) for row in rows]
+            rows = [db_instances.set_instance_details(engine, row.uuid, **details) for row in rows]
             tags = list(dict.fromkeys(self.spec.get('tags') or ()))  # once each, in order
             if tags:  # Nova's 2.52: every server of the request has them
-                rows = [db_api.edit_instance(engine, row.uuid, lambda _row: {'tags': tags})
+                rows = [db_instances.edit_instance(engine, row.uuid, lambda _row: {'tags': tags})
                         for row in rows]
             return rows
         finally:
@@ -726,14 +728,14 @@ class _Build:
                 'access_ip_v6': self.spec.get('accessIPv6') or None,
                 'reservation_id': self.reservation_id, **self.login}
 
-    def _place(self, uuids: list[str]) -> list[db_api.InstanceRow]:
+    def _place(self, uuids: list[str]) -> list[db_instances.InstanceRow]:
         """Place every server; if one finds no host none is built (Nova's all-or-nothing):
         the ones placed give their node and allocation back, and every server of the request
         is left in ERROR with the reason, as Nova's cell0 keeps them. Anything else raised
         on the way removes what was placed (rows DELETED, allocations removed)."""
         servers = self.call.backends.servers
         context = self.call.context
-        rows: list[db_api.InstanceRow] = []
+        rows: list[db_instances.InstanceRow] = []
         try:
             for index, instance_uuid in enumerate(uuids):
                 row = servers.place(self.request.resource_class, self.request.required,
@@ -756,8 +758,8 @@ class _Build:
             return rows
         return self._fail_all(uuids, rows)
 
-    def _fail_all(self, uuids: list[str], rows: list[db_api.InstanceRow]
-                  ) -> list[db_api.InstanceRow]:
+    def _fail_all(self, uuids: list[str], rows: list[db_instances.InstanceRow]
+                  ) -> list[db_instances.InstanceRow]:
         engine = self.call.backends.engine
         context = self.call.context
         failed = rows[-1]
@@ -766,15 +768,15 @@ class _Build:
             f'{len(rows)} found no host ({failed.fault or "no reason given"}); none is built')
         result = []
         for row in rows[:-1]:  # placed: node and allocation given back
-            result.append(db_api.set_instance_state(
+            result.append(db_instances.set_instance_state(
                 engine, row.uuid, models.ERROR, fault, expect_state=models.BUILDING,
                 expect_host=row.host, expect_member_epoch=row.member_epoch,
                 release_node=True))
             allocations.remove(self.call.backends.placement, row.uuid)
-        result.append(db_api.set_instance_state(engine, failed.uuid, models.ERROR, fault)
+        result.append(db_instances.set_instance_state(engine, failed.uuid, models.ERROR, fault)
                       if len(uuids) > 1 else failed)
         for index in range(len(rows), len(uuids)):  # never tried
-            result.append(db_api.create_instance(
+            result.append(db_instances.create_instance(
                 engine, uuids[index], scheduler.placement_class(self.request.resource_class),
                 traits=self.request.required, image=self.image, state=models.ERROR,
                 fault=fault, project_id=context.project_id, user_id=context.user_id,
@@ -783,26 +785,26 @@ class _Build:
         return result
 
 
-def _flavor_copy(flavor: db_api.FlavorRow) -> dict[str, Any]:
+def _flavor_copy(flavor: db_flavors.FlavorRow) -> dict[str, Any]:
     return {'id': flavor.id, 'name': flavor.name, 'vcpus': flavor.vcpus, 'ram': flavor.ram,
             'disk': flavor.disk, 'ephemeral': flavor.ephemeral, 'swap': flavor.swap,
             'extra_specs': flavor.extra_specs}
 
 
 @contextlib.contextmanager
-def _raced(name: str, row: db_api.InstanceRow) -> Iterator[None]:
+def _raced(name: str, row: db_instances.InstanceRow) -> Iterator[None]:
     """What the server API refuses once the request is past the API's own checks, as the
     Compute API answers it: the instance changed state or hands since it was read (another
     request on it at the same moment: a delete and a reboot) is a 409, gone meanwhile a 404,
     without a host to act a 409; never a 500."""
     try:
         yield
-    except db_api.InstanceConflict:
+    except db_instances.InstanceConflict:
         # The details (host, member epoch) are the fleet's, not the client's.
         raise errors.Conflict(f"Cannot '{name}' instance {row.uuid}: its state changed while "
                               'the request was recorded (another request on it is in '
                               'progress)') from None
-    except db_api.InstanceNotFound:
+    except db_instances.InstanceNotFound:
         raise errors.NotFound(f'Instance {row.uuid} could not be found.') from None
     except NoHost:
         raise errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in state "
@@ -855,7 +857,7 @@ def _reset_state(call: Call) -> webob.Response:
                               'no node')
     with _raced('os-resetState', row):
         # ERROR keeps the fault there is (the reason it failed, if it did).
-        db_api.set_instance_state(call.backends.engine, row.uuid, target,
-                                  row.fault if target == models.ERROR else None,
-                                  expect_state=row.state)
+        db_instances.set_instance_state(call.backends.engine, row.uuid, target,
+                                        row.fault if target == models.ERROR else None,
+                                        expect_state=row.state)
     return empty(202)

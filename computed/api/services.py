@@ -35,7 +35,7 @@ from computed.api import errors, policy, schemas
 from computed.api.backends import Backends
 from computed.api.request import Call, json_response
 from computed.conf.default import normalise_host
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.fleet.membership import (
     clear_draining,
     drain_markers_path,
@@ -87,7 +87,7 @@ def _services(backends: Backends) -> list[dict[str, Any]]:
                                                 group_path(backends.coordinator, group),
                                                 draining)}
         disabled = _disabled(backends, draining)
-    hosts = members | set(disabled) | set(db_api.instance_hosts(
+    hosts = members | set(disabled) | set(db_instances.instance_hosts(
         backends.engine).values())
     return [{'host': host, 'up': host in members, 'disabled': host in disabled,
              'reason': disabled.get(host)} for host in sorted(hosts)]

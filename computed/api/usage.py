@@ -25,7 +25,7 @@ import webob
 
 from computed.api import errors, policy, server_status
 from computed.api.request import Call, flag, json_response
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 
 LIST = 'compute:usage:list'
@@ -56,7 +56,7 @@ def _time(value: datetime.datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec='microseconds')
 
 
-def server_usage(row: db_api.InstanceRow, start: datetime.datetime, stop: datetime.datetime,
+def server_usage(row: db_instances.InstanceRow, start: datetime.datetime, stop: datetime.datetime,
                  now: datetime.datetime) -> dict[str, Any]:
     """One server's usage over [start, stop) (Nova's ``server_usages`` item). Pure."""
     launched = row.created_at if row.node_uuid else None
@@ -78,7 +78,7 @@ def server_usage(row: db_api.InstanceRow, start: datetime.datetime, stop: dateti
             'uptime': uptime}
 
 
-def summarise(rows: list[db_api.InstanceRow], start: datetime.datetime,
+def summarise(rows: list[db_instances.InstanceRow], start: datetime.datetime,
               stop: datetime.datetime, now: datetime.datetime, detailed: bool
               ) -> list[dict[str, Any]]:
     """Nova's ``tenant_usages``: one summary per project, in the order of its first server.
@@ -110,8 +110,8 @@ def _period(call: Call) -> tuple[datetime.datetime, datetime.datetime, datetime.
     return start, stop, now
 
 
-def _page(call: Call, rows: list[db_api.InstanceRow], links_key: str
-          ) -> tuple[list[db_api.InstanceRow], dict[str, Any]]:
+def _page(call: Call, rows: list[db_instances.InstanceRow], links_key: str
+          ) -> tuple[list[db_instances.InstanceRow], dict[str, Any]]:
     """From 2.40, the servers after ``marker`` up to ``limit``, and the next link."""
     if not call.at_least(2, 40):
         return rows, {}
@@ -137,7 +137,7 @@ def index(call: Call) -> webob.Response:
     start, stop, now = _period(call)
     # Nova reads '1' only; openstacksdk (openstack usage list) sends 'True': both are taken.
     detailed = flag(call.query('detailed'))
-    rows = db_api.instances_in_period(call.backends.engine, start, stop)
+    rows = db_instances.instances_in_period(call.backends.engine, start, stop)
     rows, links = _page(call, rows, 'tenant_usages_links')
     return json_response(200, {'tenant_usages': summarise(rows, start, stop, now, detailed),
                                **links})
@@ -147,7 +147,7 @@ def show(call: Call) -> webob.Response:
     project_id = call.params['tenant_id']
     policy.authorize(call.backends.enforcer, SHOW, call.context, {'project_id': project_id})
     start, stop, now = _period(call)
-    rows = db_api.instances_in_period(call.backends.engine, start, stop, project_id)
+    rows = db_instances.instances_in_period(call.backends.engine, start, stop, project_id)
     rows, links = _page(call, rows, 'tenant_usage_links')
     summaries = summarise(rows, start, stop, now, detailed=True)
     # Nova answers an empty object for a project without servers in the period.

@@ -103,7 +103,7 @@ def db_version(conf: cfg.ConfigOpts) -> int:
 
 def db_online_data_migrations(conf: cfg.ConfigOpts) -> int:
     from computed import db
-    from computed.db import api
+    from computed.db import engine as db_engine
     from computed.upgrade import data_migrations, migrations
     from computed.version import PREVIOUS_RELEASE
     url = _url(conf, 'online_data_migrations')
@@ -115,7 +115,7 @@ def db_online_data_migrations(conf: cfg.ConfigOpts) -> int:
         common.fail(PROG, f'database {_safe(url)} is at revision {current or "none"}, the '
                           f'migrations need {needed}: run \'{PROG} db sync\' first',
                     data_migrations.EXIT_ERRORS)
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         outcome = data_migrations.run(data_migrations.bound(engine), max_count)
     finally:

@@ -66,7 +66,7 @@ def _guard(body: Callable[[], T]) -> T:
     from sqlalchemy import exc as sa_exc
 
     from computed.baremetal.driver import DriverError
-    from computed.db.api import DatabaseError
+    from computed.db.common import DatabaseError
     from computed.instances import scheduler
     from computed.instances.rpcapi import NoHost
     from computed.placement.http import PlacementError
@@ -242,10 +242,10 @@ def _action(name: str) -> Callable[[cfg.ConfigOpts], int]:
 
 
 def server_list(conf: cfg.ConfigOpts) -> int:
-    from computed.db import api as db_api
+    from computed.db import instances as db_instances
     engine = _engine(conf)
     try:
-        rows = _guard(lambda: db_api.live_instances(engine))
+        rows = _guard(lambda: db_instances.live_instances(engine))
     finally:
         engine.dispose()
     if conf.category.json:
@@ -261,15 +261,15 @@ def server_list(conf: cfg.ConfigOpts) -> int:
 
 
 def server_show(conf: cfg.ConfigOpts) -> int:
-    from computed.db import api as db_api
+    from computed.db import instances as db_instances
     from computed.instances import scheduler
     engine = _engine(conf)
 
     def show() -> Any:
         uuid = scheduler.check_uuid(conf.category.instance)
-        row = db_api.get_instance(engine, uuid)
+        row = db_instances.get_instance(engine, uuid)
         if row is None:
-            raise db_api.InstanceNotFound(uuid)
+            raise db_instances.InstanceNotFound(uuid)
         return row
     try:
         row = _guard(show)

@@ -114,8 +114,8 @@ class Database:
         return [root] + [r.revision for r in migrations.after(self.revisions, root)]
 
     def engine(self) -> Any:
-        from computed.db import api
-        return api.engine_from_url(self.url)
+        from computed.db import engine as db_engine
+        return db_engine.engine_from_url(self.url)
 
 
 def schema_vs_code(engine: Any) -> tuple[list[str], list[str]]:

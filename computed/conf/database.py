@@ -1,7 +1,7 @@
 """Options of the ``[database]`` group: computed's own database, and the bounds on every call to it.
 
 The bounds' defaults are defined here once (module constants, used as the options' defaults and
-as :func:`computed.db.api.engine_from_url`'s). Their names are oslo.db's where oslo.db has the
+as :func:`computed.db.engine.engine_from_url`'s). Their names are oslo.db's where oslo.db has the
 same setting, so an operator's habits carry over.
 """
 

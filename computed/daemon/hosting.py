@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 
 from sqlalchemy.engine import Engine
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.membership import Membership
 from computed.fleet.plan import Plan
@@ -90,7 +90,7 @@ class Hosting:
     def hosts(self) -> Mapping[str, str]:
         """Nodes hosting live instances -> the instances' hosts (for stickiness)."""
         try:
-            self._sticky = db_api.instance_hosts(self._engine)
+            self._sticky = db_instances.instance_hosts(self._engine)
         except Exception as exc:  # keep the last answer: dropping stickiness would move nodes
             LOG.warning("cannot read instance hosts, keeping the last ones: %s", exc)
         return self._sticky

@@ -70,7 +70,7 @@ from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import Node
 from computed.baremetal.events import Heartbeat, StreamWatch
 from computed.daemon.nodes import FleetNodes
-from computed.db import api as db_api
+from computed.db import providers as db_providers
 from computed.fleet.membership import fleet_root
 from computed.providers.state import InvalidProvider, provider_from_node
 
@@ -329,7 +329,7 @@ class Listings:
         if view is None or view.stale:
             return changed  # the next round is due at the usual time; the catalog logged why
         applied = {row.uuid: None if row.state is None else json.loads(row.state)
-                   for row in db_api.applied_providers(self._engine)}
+                   for row in db_providers.applied_providers(self._engine)}
         found = differing(view.nodes, applied)
         announce = to_announce(found, self._differing, ANNOUNCE_PER_ROUND)
         self._differing = found

@@ -48,7 +48,7 @@ from sqlalchemy.engine import Engine
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import DriverError
-from computed.db import api as db_api
+from computed.db import providers as db_providers
 
 LOG = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class FleetNodes:
             self._provider_reads += 1
             read = self._provider_reads
         try:
-            providers = frozenset(db_api.provider_uuids(self._engine))
+            providers = frozenset(db_providers.provider_uuids(self._engine))
         except Exception as exc:  # the database is a hint here: keep the last set
             LOG.warning("cannot read known providers: %s", exc)
             return

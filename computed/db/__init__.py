@@ -1,4 +1,10 @@
-"""computed's own database: schema (:mod:`.models`), queries (:mod:`.api`), migrations.
+"""computed's own database: schema (:mod:`.models`), connection (:mod:`.engine`), queries,
+migrations.
+
+The queries are one module per aggregate, each owning the statements on its tables:
+:mod:`.providers` (the reports applied to Placement), :mod:`.instances`, :mod:`.flavors`,
+:mod:`.quotas` (limits and build reservations), :mod:`.key_pairs`; :mod:`.common` holds what they
+share (the base error, the deadlock retry).
 
 Owns bringing a database to the current schema. :func:`sync` upgrades a
 database to the newest migration (or to a given one: the expansions only, see
@@ -6,8 +12,8 @@ database to the newest migration (or to a given one: the expansions only, see
 it is); :func:`current_revision` and :func:`head_revision` say where a
 database is and where the code is. Alembic is configured here in code, from
 the migrations shipped inside this package: no alembic.ini at run time.
-Alembic is imported by these functions only: the daemon and the reporter, which use :mod:`.api`
-alone, do not carry it (about 12 MB of RSS each).
+Alembic is imported by these functions only: the daemon and the reporter, which use the query
+modules alone, do not carry it (about 12 MB of RSS each).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from computed.db import api
+from computed.db import engine as db_engine
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -44,7 +50,7 @@ def sync(url: str, revision: str = "head") -> str | None:
     returns the revision it is at."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         with engine.connect() as connection:
             config = alembic_config(url)
@@ -59,7 +65,7 @@ def sync(url: str, revision: str = "head") -> str | None:
 def current_revision(url: str) -> str | None:
     """The migration the database at ``url`` is at; None for an empty database."""
     from alembic.runtime.migration import MigrationContext
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         with engine.connect() as connection:
             return MigrationContext.configure(connection).get_current_revision()

@@ -4,7 +4,8 @@ Owns how computed connects to its database, for every dialect it supports, and w
 call: :func:`engine_from_conf` builds the engine a service uses from ``[database]``,
 :func:`engine_from_url` the same from a URL with explicit bounds (defaults from
 :mod:`computed.conf.database`), :func:`transaction` runs one transaction. The statements
-themselves are :mod:`computed.db.api`'s.
+themselves are the aggregate modules' (:mod:`computed.db.providers`, :mod:`.instances`,
+:mod:`.flavors`, :mod:`.quotas`, :mod:`.key_pairs`).
 
 Bounds (why: a stalled or unreachable database must give its caller an error, never hold a
 thread for ever, and never stop a daemon's ZooKeeper session, lease or work on other nodes,

@@ -8,7 +8,7 @@ autogenerate's compare and expects no difference).
 has applied to Placement, with the (claim epoch, sequence) of the last
 applied report. A report is applied only when its (claim_epoch, seq) is
 strictly greater, lexicographically, than the stored pair (see
-:func:`computed.db.api.apply_report_if_newer`), and Placement's generation of
+:func:`computed.db.providers.apply_report_if_newer`), and Placement's generation of
 the provider after computed's last write to it (what the resync compares with
 Placement's listing, :mod:`computed.reporter.resync`).
 
@@ -23,7 +23,8 @@ limits (instances, or a resource class), overriding the ``[quota]``
 defaults. ``quota_projects``: one row per project that ever built, only to be locked, so that
 the quota decisions of one project's builds are taken one at a time; ``quota_reservations``:
 the builds admitted by quota whose instance row does not exist yet (a build in flight between
-the decision and its row), counted with the live rows (see :func:`computed.db.api.reserve_quota`).
+the decision and its row), counted with the live rows (see
+:func:`computed.db.quotas.reserve_quota`).
 ``key_pairs``: each user's key pairs (``os-keypairs``), one name per user.
 
 Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
@@ -48,7 +49,7 @@ the rule in one row and one statement: there is no lease to forget to
 release, and no second table to keep in step with ``state``.
 
 States are the values of :class:`InstanceState`, stored as plain strings
-(validated by :mod:`computed.db.api`, not by a CHECK constraint, so adding a
+(validated by :mod:`computed.db.instances`, not by a CHECK constraint, so adding a
 state later needs no migration).
 """
 

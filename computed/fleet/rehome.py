@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.fleet.plan import Plan
 from hashring.ownership import Member, adopters
 
@@ -96,7 +96,7 @@ class Rehomer:
         new = {key: host for key, host in orphans.items() if key not in self._orphans}
         if new:
             now = self._clock()
-            for row in db_api.live_instances(self._engine):
+            for row in db_instances.live_instances(self._engine):
                 key = row.node_uuid or row.uuid
                 if key in new and row.host == new[key]:
                     self._orphans[key] = Orphan(row.uuid, row.host, row.member_epoch, now)
@@ -130,7 +130,7 @@ class Rehomer:
             # From (host, member epoch) as seen gone, not the row's now: the host may have come
             # back, or someone else adopted it since (the compare-and-set then fails, as it
             # should).
-            if orphan.member_epoch is not None and db_api.rehome_instance(
+            if orphan.member_epoch is not None and db_instances.rehome_instance(
                     self._engine, orphan.instance, orphan.host, orphan.member_epoch,
                     self._host, member_epoch):
                 LOG.warning("re-homed instance %s (%s) from %s, member epoch %s (gone for %.0fs "
@@ -151,7 +151,8 @@ class Rehomer:
         if now < self._next_nodeless:
             return self._nodeless
         self._next_nodeless = now + NODELESS_INTERVAL
-        self._nodeless = {row.uuid: row.host for row in db_api.nodeless_instances(self._engine)
+        self._nodeless = {row.uuid: row.host
+                          for row in db_instances.nodeless_instances(self._engine)
                           if row.host is not None and row.host not in live}
         return self._nodeless
 
@@ -159,10 +160,11 @@ class Rehomer:
 def readopt_own(engine: Any, host: str, member_epoch: int) -> list[str]:
     """Move this host's instances from its previous member epochs to the current one."""
     moved = []
-    for row in db_api.instances_by_host(engine, host):
+    for row in db_instances.instances_by_host(engine, host):
         if row.member_epoch == member_epoch:
             continue
-        if db_api.rehome_instance(engine, row.uuid, host, row.member_epoch, host, member_epoch):
+        if db_instances.rehome_instance(engine, row.uuid, host, row.member_epoch, host,
+                                        member_epoch):
             moved.append(row.uuid)
         else:
             LOG.info("instance %s changed hands while %s was away; leaving it", row.uuid, host)

@@ -26,7 +26,7 @@ import binascii
 import re
 from typing import Any
 
-from computed.db.api import InstanceRow
+from computed.db.instances import InstanceRow
 
 #: The one availability zone (computed.api.servers.ZONE).
 ZONE = 'nova'

@@ -27,7 +27,7 @@ What the transitions guarantee:
 
 * **Fenced.** Every write is a compare-and-set carrying ``expect_host``/``expect_member_epoch``
   (and the expected state): a daemon that lost the instance (re-homed to another daemon after it
-  was presumed dead) gets :class:`~computed.db.api.InstanceConflict` on its first write and
+  was presumed dead) gets :class:`~computed.db.instances.InstanceConflict` on its first write and
   stops; it never overwrites the new owner's state. An operation refuses to start on an
   instance that is not (host, member epoch)'s.
 * **Guarded on Ironic.** Every Ironic write (and every poll while waiting) of an operation is
@@ -84,9 +84,9 @@ from computed.baremetal.driver import (
     Node,
     WriteGuard,
 )
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
-from computed.db.api import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
+from computed.db.instances import ExpectedStates, InstanceConflict, InstanceNotFound, InstanceRow
 from computed.db.models import InstanceState
 from computed.instances import configdrive, reschedule, retries, scheduler
 from computed.placement import allocations
@@ -228,7 +228,7 @@ def resume_all(owner: Owner) -> list[InstanceRow]:
     """:func:`resume` every transitional instance of (host, member epoch); the rows after. One
     instance failing (a conflict: re-homed meanwhile) does not stop the others."""
     done = []
-    for row in db_api.instances_by_host(owner.engine, owner.host):
+    for row in db_instances.instances_by_host(owner.engine, owner.host):
         if row.state not in models.TRANSITIONAL_STATES or row.member_epoch != owner.member_epoch:
             continue
         try:
@@ -382,7 +382,7 @@ def _check_guard(owner: Owner) -> None:
 
 
 def _get(owner: Owner, instance_uuid: str) -> InstanceRow:
-    row = db_api.get_instance(owner.engine, instance_uuid)
+    row = db_instances.get_instance(owner.engine, instance_uuid)
     if row is None:
         raise InstanceNotFound(instance_uuid)
     return row
@@ -406,10 +406,10 @@ def _mine(owner: Owner, instance_uuid: str, states: set[InstanceState]) -> Insta
 
 def _set(owner: Owner, instance_uuid: str, state: InstanceState, *, expect: ExpectedStates,
          fault: str | None = None, release_node: bool = False) -> InstanceRow:
-    return db_api.set_instance_state(owner.engine, instance_uuid, state, fault,
-                                     expect_state=expect, expect_host=owner.host,
-                                     expect_member_epoch=owner.member_epoch,
-                                     release_node=release_node)
+    return db_instances.set_instance_state(owner.engine, instance_uuid, state, fault,
+                                           expect_state=expect, expect_host=owner.host,
+                                           expect_member_epoch=owner.member_epoch,
+                                           release_node=release_node)
 
 
 def _set_error(owner: Owner, instance_uuid: str, fault: str, *, expect: ExpectedStates,

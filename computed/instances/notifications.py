@@ -44,7 +44,7 @@ from typing import Any
 import oslo_messaging
 
 from computed.db import models
-from computed.db.api import InstanceRow
+from computed.db.instances import InstanceRow
 
 #: Operation (RPC method) -> Nova's action name in the event type.
 ACTIONS = {

@@ -17,7 +17,7 @@ Guarantees:
   live instance in the database, or an error): it is removed before the next is tried, and
   before an error leaves this module.
 * The move is fenced: a daemon that lost the instance (re-homed, deleted meanwhile) gets
-  :class:`~computed.db.api.InstanceConflict` and the new allocation is removed.
+  :class:`~computed.db.instances.InstanceConflict` and the new allocation is removed.
 * Nodes in ``exclude`` are never tried.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
-from computed.db.api import InstanceRow
+from computed.db.instances import InstanceRow
 from computed.instances import flavor_specs, scheduler
 from computed.instances.retries import NextAttempt
 from computed.placement import allocations
@@ -79,11 +79,11 @@ def next_node(placement: Any, engine: Engine, row: InstanceRow, decision: NextAt
                 allocations.remove(placement, row.uuid)
                 continue
             host, member_epoch = owner
-            moved = db_api.assign_node(engine, row.uuid, node, host, member_epoch,
-                                       expect_state=models.BUILDING, expect_host=row.host,
-                                       expect_member_epoch=row.member_epoch,
-                                       fault=decision.fault)
-        except db_api.NodeInUse:
+            moved = db_instances.assign_node(engine, row.uuid, node, host, member_epoch,
+                                             expect_state=models.BUILDING, expect_host=row.host,
+                                             expect_member_epoch=row.member_epoch,
+                                             fault=decision.fault)
+        except db_instances.NodeInUse:
             LOG.info('instance %s: node %s hosts a live instance, next candidate', row.uuid,
                      node)
             allocations.remove(placement, row.uuid)

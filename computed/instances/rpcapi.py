@@ -25,7 +25,8 @@ Guarantees (nothing a caller was told was sent is lost):
   build's row exists in BUILDING, and an action first moves the row to its transitional state
   (DELETING, REBOOTING, STOPPING, STARTING) with a compare-and-set on the state it may start
   from and on the (host, member epoch) the cast goes to. A request the instance's state does not
-  allow is refused at once (:class:`~computed.db.api.InstanceConflict`), never sent to be dropped.
+  allow is refused at once (:class:`~computed.db.instances.InstanceConflict`), never sent to be
+  dropped.
 * **Carried out, or a visible error.** oslo.messaging acknowledges a cast before the daemon runs
   it, and queues are not durable: a cast can be lost. The recorded transitional state is what
   makes the request durable: the owner resumes every transitional instance it is not already
@@ -45,9 +46,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
-from computed.db.api import InstanceNotFound, InstanceRow
+from computed.db.instances import InstanceNotFound, InstanceRow
 from computed.instances import lifecycle, scheduler
 from computed.placement import allocations
 from computed.runtime import rpc
@@ -187,7 +188,7 @@ class ServerAPI:
         except (scheduler.NoValidHost, scheduler.BadRequest) as exc:
             if not record_failure:
                 raise
-            return db_api.create_instance(
+            return db_instances.create_instance(
                 self._engine, instance_uuid, scheduler.placement_class(resource_class),
                 traits=traits, image=image, state=models.ERROR,
                 fault=f'{NO_VALID_HOST}: {exc}',
@@ -201,10 +202,11 @@ class ServerAPI:
     def abandon(self, row: InstanceRow) -> InstanceRow:
         """Undo :meth:`place` before the build was cast: the row DELETED (compare-and-set from
         BUILDING on its daemon, so a row some daemon took up meanwhile is left alone:
-        :class:`~computed.db.api.InstanceConflict`), then its allocation removed."""
-        deleted = db_api.set_instance_state(self._engine, row.uuid, models.DELETED,
-                                            expect_state=models.BUILDING, expect_host=row.host,
-                                            expect_member_epoch=row.member_epoch)
+        :class:`~computed.db.instances.InstanceConflict`), then its allocation removed."""
+        deleted = db_instances.set_instance_state(self._engine, row.uuid, models.DELETED,
+                                                  expect_state=models.BUILDING,
+                                                  expect_host=row.host,
+                                                  expect_member_epoch=row.member_epoch)
         allocations.remove(self._placement, row.uuid)
         return deleted
 
@@ -229,14 +231,14 @@ class ServerAPI:
             return row
         if action == 'delete' and row.host is None and row.node_uuid is None \
                 and row.state == models.ERROR:
-            return db_api.set_instance_state(self._engine, row.uuid, models.DELETED,
-                                             row.fault, expect_state=models.ERROR,
-                                             release_node=True)
+            return db_instances.set_instance_state(self._engine, row.uuid, models.DELETED,
+                                                   row.fault, expect_state=models.ERROR,
+                                                   release_node=True)
         if row.host is None:
             raise NoHost(row.uuid)
         if row.state != transitional:
             # A delete keeps the fault it deletes (what failed stays visible until DELETED).
-            row = db_api.set_instance_state(
+            row = db_instances.set_instance_state(
                 self._engine, row.uuid, transitional,
                 row.fault if action == 'delete' else None, expect_state=allowed,
                 expect_host=row.host, expect_member_epoch=row.member_epoch)
@@ -244,7 +246,7 @@ class ServerAPI:
         return row
 
     def get(self, instance_uuid: str) -> InstanceRow:
-        row = db_api.get_instance(self._engine, scheduler.check_uuid(instance_uuid))
+        row = db_instances.get_instance(self._engine, scheduler.check_uuid(instance_uuid))
         if row is None:
             raise InstanceNotFound(instance_uuid)
         return row

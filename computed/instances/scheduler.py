@@ -14,9 +14,9 @@ builds spread instead of all fighting for the first), and tries them in the orde
 each: claims it with an allocation for
 the instance (refused when another build took it: next candidate), finds the node's current
 owner in ZooKeeper (``owner_of``), and records the instance (BUILDING, node, owner host,
-owner's member epoch). If the database refuses the node (:class:`~computed.db.api.NodeInUse`: a
-live instance holds it, e.g. one in ERROR that kept its node) the allocation is removed and the
-next candidate tried.
+owner's member epoch). If the database refuses the node
+(:class:`~computed.db.instances.NodeInUse`: a live instance holds it, e.g. one in ERROR that kept
+its node) the allocation is removed and the next candidate tried.
 
 Guarantees:
 
@@ -53,7 +53,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from computed.fleet.claims import claims_path
 from computed.placement import allocations
@@ -121,7 +121,7 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
              name: str | None = None, metadata: dict[str, str] | None = None,
              flavor: dict[str, Any] | None = None, pipeline: Pipeline | None = None,
              hints: Mapping[str, Any] | None = None,
-             availability_zone: str | None = None) -> db_api.InstanceRow:
+             availability_zone: str | None = None) -> db_instances.InstanceRow:
     """Place a new instance on a free node; the BUILDING instance row (node, host and
     member_epoch set).
 
@@ -151,8 +151,8 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
         both = ','.join(sorted(set(traits) & set(forbidden)))
         raise BadRequest(f'traits both required and forbidden: {both}')
     record = InstanceRecord(image, project_id, user_id, name, metadata, flavor)
-    if db_api.get_instance(engine, instance_uuid) is not None:
-        raise db_api.InstanceExists(instance_uuid)
+    if db_instances.get_instance(engine, instance_uuid) is not None:
+        raise db_instances.InstanceExists(instance_uuid)
     pipeline = pipeline or default_pipeline()
     spec = RequestSpec(flavor, hints=hints, project_id=project_id, user_id=user_id,
                        instance_uuid=instance_uuid, availability_zone=availability_zone,
@@ -230,7 +230,7 @@ class InstanceRecord:
 
 def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[str, ...],
               instance_uuid: str, owner_of: OwnerOf,
-              record: InstanceRecord) -> db_api.InstanceRow | None:
+              record: InstanceRecord) -> db_instances.InstanceRow | None:
     """The instance on ``node``, or None (and no allocation left) if the node cannot take it."""
     if not allocations.put(placement, instance_uuid, node, rc, project_id=record.project_id,
                            user_id=record.user_id):
@@ -244,12 +244,12 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
             allocations.remove(placement, instance_uuid)
             return None
         host, member_epoch = owner
-        return db_api.create_instance(engine, instance_uuid, rc, node_uuid=node, host=host,
-                                      member_epoch=member_epoch, traits=traits,
-                                      image=record.image, project_id=record.project_id,
-                                      user_id=record.user_id, name=record.name,
-                                      metadata=record.metadata, flavor=record.flavor)
-    except db_api.NodeInUse:
+        return db_instances.create_instance(engine, instance_uuid, rc, node_uuid=node, host=host,
+                                            member_epoch=member_epoch, traits=traits,
+                                            image=record.image, project_id=record.project_id,
+                                            user_id=record.user_id, name=record.name,
+                                            metadata=record.metadata, flavor=record.flavor)
+    except db_instances.NodeInUse:
         LOG.info('instance %s: node %s hosts a live instance, next candidate', instance_uuid,
                  node)
         allocations.remove(placement, instance_uuid)

@@ -67,9 +67,9 @@ from typing import Any
 
 import oslo_messaging
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
-from computed.db.api import InstanceConflict, InstanceNotFound
+from computed.db.instances import InstanceConflict, InstanceNotFound
 from computed.fleet.claims import Claim, NotOurs
 from computed.fleet.membership import Membership
 from computed.instances import lifecycle, rpcapi
@@ -220,7 +220,7 @@ class InstanceWorker:
     def _run_locked(self, operation: str, instance_uuid: str, deadline: float | None) -> bool:
         """Run ``operation``; True when it was parked to wait for its node's claim."""
         owner = self._owner()
-        row = db_api.get_instance(owner.engine, instance_uuid)
+        row = db_instances.get_instance(owner.engine, instance_uuid)
         if row is None:
             LOG.error("%s: no instance %s", operation, instance_uuid)
             return False
@@ -243,7 +243,7 @@ class InstanceWorker:
         return False
 
     @staticmethod
-    def _ours(operation: str, owner: lifecycle.Owner, row: db_api.InstanceRow) -> bool:
+    def _ours(operation: str, owner: lifecycle.Owner, row: db_instances.InstanceRow) -> bool:
         """Whether the row says this daemon (this life of it) manages the instance; one line
         when not. Nothing else would run it: every write is a compare-and-set on them."""
         if (row.host, row.member_epoch) == (owner.host, owner.member_epoch):
@@ -303,7 +303,7 @@ class InstanceWorker:
                 self._parked = waiting + self._parked
 
     def _operate(self, operation: str, owner: lifecycle.Owner,
-                 before: db_api.InstanceRow) -> None:
+                 before: db_instances.InstanceRow) -> None:
         """Run ``operation`` between its start and end notifications, then hand a build moved
         to another node over."""
         if self._notifier is not None:
@@ -313,7 +313,7 @@ class InstanceWorker:
             self._notifier.end(operation, row)
         self._hand_over(row)
 
-    def _hand_over(self, row: db_api.InstanceRow) -> None:
+    def _hand_over(self, row: db_instances.InstanceRow) -> None:
         """Cast the build of an instance still BUILDING after an operation to its owner: the
         operation moved it to another node after a failed attempt."""
         if row.state != models.BUILDING:
@@ -333,7 +333,7 @@ class InstanceWorker:
         try:
             owner = self._owner()
             busy = self.busy()
-            for row in db_api.instances_by_host(owner.engine, owner.host):
+            for row in db_instances.instances_by_host(owner.engine, owner.host):
                 if row.member_epoch != owner.member_epoch or row.uuid in busy:
                     continue
                 if row.state not in models.TRANSITIONAL_STATES:

@@ -17,7 +17,7 @@ answers with an outcome per report. For each report, in this order:
    does not authenticate the sender; ``[messaging] signing_keys`` does, before a call reaches
    this code (:mod:`computed.runtime.rpc`): see docs/security.md.
 3. **Order** it: the batch's reports are applied in ONE database transaction
-   (:func:`computed.db.api.apply_reports_if_newer`) that locks their providers' rows in uuid
+   (:func:`computed.db.providers.apply_reports_if_newer`) that locks their providers' rows in uuid
    order; a report is applied only if its ``(claim_epoch, seq)`` is newer than the last one
    applied to its provider (duplicates and reordered reports answer ``stale``; of several
    reports of one provider in a call only the newest is applied, the older answer ``stale``, or
@@ -76,7 +76,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.db import api as db_api
+from computed.db import providers as db_providers
 from computed.fleet import claims
 from computed.placement.client import DeleteOutcome, PlacementClient
 from computed.placement.http import PlacementError, PlacementUnavailable
@@ -187,16 +187,16 @@ class ReportApplier:
     def _apply_batch(self, batch: list[tuple[Report, ProviderState | None]],
                      unanswered: threading.Event) -> dict[str, Outcome]:
         """Outcomes of a batch of reports of distinct providers, applied in one database
-        transaction (:func:`computed.db.api.apply_reports_if_newer`). A report whose row another
-        transaction holds (another replica applying the same provider) fails: waiting for that
-        row would hold this worker and the batch's other rows; its sender resends it."""
+        transaction (:func:`computed.db.providers.apply_reports_if_newer`). A report whose row
+        another transaction holds (another replica applying the same provider) fails: waiting for
+        that row would hold this worker and the batch's other rows; its sender resends it."""
         items = {report.uuid: (report, state) for report, state in batch}
-        keys = [db_api.ReportKey(report.uuid, report.claim_epoch, report.seq, report.host)
+        keys = [db_providers.ReportKey(report.uuid, report.claim_epoch, report.seq, report.host)
                 for report, _ in batch]
         outcomes: dict[str, Outcome] = {}
         with self._locks.hold(items):
             try:
-                result = db_api.apply_reports_if_newer(
+                result = db_providers.apply_reports_if_newer(
                     self._engine, keys, functools.partial(self._write_batch, items, outcomes,
                                                           unanswered))
             except Exception:
@@ -217,8 +217,8 @@ class ReportApplier:
 
     def _write_batch(self, items: dict[str, tuple[Report, ProviderState | None]],
                      outcomes: dict[str, Outcome], unanswered: threading.Event,
-                     newer: list[tuple[db_api.ReportKey, db_api.ProviderRow | None]],
-                     ) -> dict[str, db_api.Applied]:
+                     newer: list[tuple[db_providers.ReportKey, db_providers.ProviderRow | None]],
+                     ) -> dict[str, db_providers.Applied]:
         """Runs inside the batch's transaction, every row of ``newer`` locked: writes them to
         Placement and says which were applied. Providers never applied are created first (in
         parallel, with their traits), then their inventories set many a request
@@ -249,7 +249,7 @@ class ReportApplier:
         # What the reshaper did not set, one provider at a time (no request for the others:
         # the client remembers them complete).
         alone = [(items[state.uuid], None) for state in created] + alone
-        applied: dict[str, db_api.Applied] = {}
+        applied: dict[str, db_providers.Applied] = {}
         written = self._pool.map(functools.partial(self._write_one, unanswered=unanswered),
                                  alone)
         for ((report, _), _), (outcome, result) in zip(alone, written):
@@ -274,8 +274,8 @@ class ReportApplier:
             return outcome
 
     def _write_one(self, item: tuple[tuple[Report, ProviderState | None],
-                                     db_api.ProviderRow | None],
-                   unanswered: threading.Event) -> tuple[Outcome, db_api.Applied | None]:
+                                     db_providers.ProviderRow | None],
+                   unanswered: threading.Event) -> tuple[Outcome, db_providers.Applied | None]:
         (report, state), row = item
         if unanswered.is_set():
             return Outcome.FAILED, None
@@ -293,21 +293,21 @@ class ReportApplier:
         return self._locks.hold([uuid])
 
     def _write(self, report: Report, state: ProviderState | None,
-               row: db_api.ProviderRow | None) -> db_api.Applied:
+               row: db_providers.ProviderRow | None) -> db_providers.Applied:
         """Write one report to Placement; runs inside the ordering transaction, with the
         provider's row locked. Raises :class:`_Kept` when a delete was refused."""
         if state is None:
             if self._placement.delete(report.uuid) is DeleteOutcome.KEPT:
                 raise _Kept()
-            return db_api.Applied(None)
+            return db_providers.Applied(None)
         # A provider never applied before is most likely not in Placement yet. What the row
         # says was applied last (by any replica) decides whether this replica's cache of
         # Placement may be trusted.
         self._placement.apply(state, assume_new=row is None, last_applied=_last_applied(row))
         # The generation the resync compares with Placement's listing
         # (computed.reporter.resync): a later change by someone else bumps it.
-        return db_api.Applied(json.dumps(state.to_dict(), sort_keys=True),
-                              self._placement.generation(report.uuid))
+        return db_providers.Applied(json.dumps(state.to_dict(), sort_keys=True),
+                                    self._placement.generation(report.uuid))
 
     def _count(self, outcome: Outcome) -> str:
         with self._lock:
@@ -330,10 +330,10 @@ def newest_per_provider(reports: list[Report]) -> dict[str, int]:
     return newest
 
 
-def split_new(newer: list[tuple[db_api.ReportKey, db_api.ProviderRow | None]],
+def split_new(newer: list[tuple[db_providers.ReportKey, db_providers.ProviderRow | None]],
               states: dict[str, ProviderState | None]
-              ) -> tuple[list[db_api.ReportKey], list[tuple[db_api.ReportKey,
-                                                            db_api.ProviderRow | None]]]:
+              ) -> tuple[list[db_providers.ReportKey],
+                         list[tuple[db_providers.ReportKey, db_providers.ProviderRow | None]]]:
     """PURE: the reports to apply -> those of providers never applied that report a state
     (created, then their inventories set together) and the others (written one by one:
     providers applied before, deletes), each in the order given."""
@@ -388,7 +388,7 @@ class ProviderLocks:
                 self._cond.notify_all()
 
 
-def _last_applied(row: db_api.ProviderRow | None) -> ProviderState | None:
+def _last_applied(row: db_providers.ProviderRow | None) -> ProviderState | None:
     """The state the row says was applied last; None when none was (or the last was a delete)."""
     if row is None or row.state is None:
         return None

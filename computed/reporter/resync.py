@@ -18,7 +18,7 @@ round:
    allocations; the daemon's outbox retries that delete).
 2. **Repair**, ordered and fenced like a report (:class:`Resync`): per provider, under this
    process's provider lock and the database row lock
-   (:func:`computed.db.api.record_placement_generation`), only if the row still holds the
+   (:func:`computed.db.providers.record_placement_generation`), only if the row still holds the
    (claim_epoch, seq) the round read, and only if that claim epoch is still the live claim's
    (read from ZooKeeper, as the fence reads it): then the row's state is applied with
    ``verify=True`` (re-read, write only what differs) and the new generation recorded. A report
@@ -61,7 +61,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from computed.db import api as db_api
+from computed.db import providers as db_providers
 from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import ProviderState
 
@@ -113,7 +113,7 @@ class Plan:
 _ORDER = {Drift.MISSING: 0, Drift.CHANGED: 1, Drift.UNRECORDED: 2}
 
 
-def plan(rows: Iterable[db_api.ProviderRow], listing: Mapping[str, int],
+def plan(rows: Iterable[db_providers.ProviderRow], listing: Mapping[str, int],
          max_repairs: int) -> Plan:
     """PURE: the database's rows and Placement's ``{uuid: generation}`` -> what to repair.
 
@@ -263,7 +263,7 @@ class Resync:
     def _round(self) -> Round:
         started = time.monotonic()
         requests = self._placement.request_count
-        rows = db_api.applied_providers(self._engine)
+        rows = db_providers.applied_providers(self._engine)
         the_plan = plan(rows, self._placement.generations(), self._max_repairs)
         outcomes: collections.Counter[Outcome] = collections.Counter()
         for index, repair in enumerate(the_plan.repairs):
@@ -288,7 +288,7 @@ class Resync:
         uuid = repair.uuid
         changed = []
 
-        def fix(row: db_api.ProviderRow) -> int | None:
+        def fix(row: db_providers.ProviderRow) -> int | None:
             # Inside the row's transaction, the row locked and holding (claim_epoch, seq).
             # The same fence as a report's: the live claim has this claim epoch and this host.
             if self._claims.claim_holders([uuid]).get(uuid) != (row.claim_epoch, row.host):
@@ -300,8 +300,8 @@ class Resync:
         try:
             with self._provider_lock(uuid):
                 try:
-                    done = db_api.record_placement_generation(self._engine, uuid,
-                                                              repair.claim_epoch, repair.seq, fix)
+                    done = db_providers.record_placement_generation(
+                        self._engine, uuid, repair.claim_epoch, repair.seq, fix)
                 finally:
                     # Before the lock goes: an RPC worker that takes it next must not apply a
                     # report from the applier's view of the provider from before the repair.

@@ -2,7 +2,7 @@
 
 Every retry in computed goes through tenacity's public API (``tenacity.Retrying`` with its
 ``stop``, ``retry``, ``wait``, ``sleep`` and ``before_sleep`` arguments): the Ironic driver
-(:mod:`computed_ironic.retry`), the database's deadlock retries (:mod:`computed.db.api`), the
+(:mod:`computed_ironic.retry`), the database's deadlock retries (:mod:`computed.db.common`), the
 start of an RPC server (:class:`computed.runtime.rpc.Serving`) and the outbox's sends
 (:meth:`computed.providers.outbox.Outbox.run`). This module owns the one thing they share that
 tenacity does not give as computed needs it, the wait: :class:`Backoff`.

@@ -53,8 +53,10 @@ from tooz import utils as tooz_utils
 
 from computed import conf as computed_conf
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
 from computed.db import models
+from computed.db import providers as db_providers
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import ClaimRecord, read_claims
 from computed.fleet.membership import fleet_root
@@ -300,7 +302,7 @@ class Chaos:
         else:
             self.database = f"sqlite:///{self.workdir / 'computed.sqlite'}"
             db.sync(self.database)
-        self.engine = db_api.engine_from_url(self.database)
+        self.engine = db_engine.engine_from_url(self.database)
         conf_path = self.workdir / "client.conf"
         conf_path.write_text(self.stack.computed_conf(host="chaos-client",
                                                       database=self.database))
@@ -417,9 +419,9 @@ class Chaos:
 
     def expected_claims(self, ironic: dict[str, dict]) -> tuple[list, dict, dict]:
         members, claims = ownership_now(self.zk, self.group)
-        nodes = set(ironic) | db_api.provider_uuids(self.engine)
+        nodes = set(ironic) | db_providers.provider_uuids(self.engine)
         ownership = compute_ownership([m.as_ring_member() for m in members], nodes,
-                                      db_api.instance_hosts(self.engine))
+                                      db_instances.instance_hosts(self.engine))
         return members, claims, ownership
 
     def claims_converged(self) -> str | None:
@@ -624,7 +626,7 @@ class Chaos:
             # instance to account for. A row written before the failure (the cast failed:
             # RabbitMQ down) stays accounted for: the owner must resume its build.
             try:
-                exists = db_api.get_instance(self.engine, uuid) is not None
+                exists = db_instances.get_instance(self.engine, uuid) is not None
             except Exception:  # noqa: BLE001 - keep it: the final check looks again
                 exists = True
             if not exists:
@@ -633,7 +635,7 @@ class Chaos:
             raise
 
     def _op_delete(self, rng) -> None:
-        rows = [r for r in db_api.live_instances(self.engine)
+        rows = [r for r in db_instances.live_instances(self.engine)
                 if r.state in (models.ACTIVE, models.ERROR, models.STOPPED)
                 and r.uuid not in self.protected]
         if not rows:
@@ -641,7 +643,7 @@ class Chaos:
         self.api.action("delete", rng.choice(rows).uuid)  # NoHost (an orphan): counted
 
     def _free_nodes(self) -> list[str]:
-        hosting = set(db_api.instance_hosts(self.engine))
+        hosting = set(db_instances.instance_hosts(self.engine))
         return [n for n in self.nodes if n not in self.removed_nodes and n not in hosting
                 and n not in self.protected]
 
@@ -935,14 +937,14 @@ class Chaos:
         garbage): each refused in one line of that daemon's log, and nothing done to the
         instance nor its node."""
         members = {m.name: m.member_epoch for m in ownership_now(self.zk, self.group)[0]}
-        rows = [r for r in db_api.live_instances(self.engine)
+        rows = [r for r in db_instances.live_instances(self.engine)
                 if r.state in SETTLED and r.host in members and r.node_uuid]
         if not rows:
             return "no settled instance on a live member to forge casts for"
         picks = self.rng.sample(rows, min(2, len(rows)))
         self._protect({r.uuid for r in picks} | {r.node_uuid for r in picks})
         try:
-            picks = [r for r in (db_api.get_instance(self.engine, p.uuid) for p in picks)
+            picks = [r for r in (db_instances.get_instance(self.engine, p.uuid) for p in picks)
                      if r is not None and r.state in SETTLED]  # as protected
             before = {r.uuid: self._ironic("GET", f"/nodes/{r.node_uuid}") for r in picks}
             expected: dict[str, list[str]] = {}
@@ -976,7 +978,7 @@ class Chaos:
                                      f"log: {lines[0]}")
             time.sleep(hold)  # time for anything wrongly queued to show
             for row in picks:
-                now = db_api.get_instance(self.engine, row.uuid)
+                now = db_instances.get_instance(self.engine, row.uuid)
                 node = self._ironic("GET", f"/nodes/{row.node_uuid}")
                 was = before[row.uuid]
                 changed = [key for key in ("provision_state", "power_state", "instance_uuid")
@@ -1096,8 +1098,8 @@ class Chaos:
         # Every instance manageable: its host a live member.
         def unmanageable() -> list[str]:
             members = {m.name for m in ownership_now(self.zk, self.group)[0]}
-            return [f"{r.uuid} ({r.state}) on {r.host}" for r in db_api.live_instances(self.engine)
-                    if r.host not in members]
+            return [f"{r.uuid} ({r.state}) on {r.host}"
+                    for r in db_instances.live_instances(self.engine) if r.host not in members]
         deadline = stopped + bound + MANAGEABLE_SLACK
         while unmanageable() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -1117,18 +1119,19 @@ class Chaos:
 
         # No build lost or stuck: nothing transitional after a resume interval.
         def transitional():
-            return [f"{r.uuid} {r.state} on {r.host}" for r in db_api.live_instances(self.engine)
+            return [f"{r.uuid} {r.state} on {r.host}"
+                    for r in db_instances.live_instances(self.engine)
                     if r.state in models.TRANSITIONAL_STATES]
         deadline = time.monotonic() + self.conf.fleet.resume_interval + 30
         while transitional() and time.monotonic() < deadline:
             time.sleep(1)
         stuck = transitional()
-        lost = [u for u in self.created if db_api.get_instance(self.engine, u) is None]
+        lost = [u for u in self.created if db_instances.get_instance(self.engine, u) is None]
         res.check("no build lost or stuck (no transitional state after a resume interval)",
                   not stuck and not lost,
                   f"stuck {stuck[:5]}, lost {lost[:5]}" if stuck or lost else
                   f"{len(self.created)} instance(s) created, all settled")
-        rows = [db_api.get_instance(self.engine, u) for u in self.created]
+        rows = [db_instances.get_instance(self.engine, u) for u in self.created]
         states: dict[str, int] = {}
         for row in rows:
             if row is not None:
@@ -1152,7 +1155,7 @@ class Chaos:
                   f"{len(self._seen_providers)} providers tracked every {SAMPLE_INTERVAL:.0f}s")
 
         # No allocation lost, none left over.
-        live = {r.uuid: r for r in db_api.live_instances(self.engine)}
+        live = {r.uuid: r for r in db_instances.live_instances(self.engine)}
         problems = []
         consumers: dict[str, dict] = {}
         for provider in self.all_providers():

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import ClaimRecord, read_claims
@@ -77,9 +77,10 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
         chaos.ironic("PUT", f"/nodes/{node}/states/power", {"target": "power on"})
         wait_for(lambda: chaos.ironic("GET", f"/nodes/{node}")["power_state"] == "power on",
                  60, f"node {node} powered on")
-        row = db_api.create_instance(chaos.engine, str(uuid.uuid4()), chaos.rc, node_uuid=node,
-                                     host="c1", member_epoch=record.member_epoch,
-                                     state=models.ACTIVE)
+        row = db_instances.create_instance(chaos.engine, str(uuid.uuid4()), chaos.rc,
+                                           node_uuid=node,
+                                           host="c1", member_epoch=record.member_epoch,
+                                           state=models.ACTIVE)
 
         def writes_to_node(since: float = 0.0) -> list[tuple[float, str, str]]:
             return [r for r in list(proxy.arrived) if r[1] != "GET" and node in r[2]
@@ -92,13 +93,13 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
         # c1 runs on and reaches Ironic; the fence must stop its retries once the claim may be
         # gone, and the peer takes the instance over when the session expired.
         victim.wait_log(f"stop_instance of instance {row.uuid} stopped", timeout=60)
-        wait_for(lambda: db_api.get_instance(chaos.engine, row.uuid).host == "c2", 60,
+        wait_for(lambda: db_instances.get_instance(chaos.engine, row.uuid).host == "c2", 60,
                  "instance re-homed to c2", [victim, peer])
         proxy.fail_writes = False  # from now on a write of c1 would reach Ironic
-        wait_for(lambda: db_api.get_instance(chaos.engine, row.uuid).state == models.STOPPED,
+        wait_for(lambda: db_instances.get_instance(chaos.engine, row.uuid).state == models.STOPPED,
                  60, "c2 finished the stop", [victim, peer])
         chaos.api.action("start", row.uuid)
-        wait_for(lambda: db_api.get_instance(chaos.engine, row.uuid).state == models.ACTIVE,
+        wait_for(lambda: db_instances.get_instance(chaos.engine, row.uuid).state == models.ACTIVE,
                  60, "c2 started it", [victim, peer])
         time.sleep(SESSION + 2)  # c1, still cut, had every chance to write again
         assert victim.alive, "c1 must have run (cut, not frozen) all along"
@@ -125,7 +126,7 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
         chaos.network.hosts["c1"].heal()
         assert chaos.wait_converged(60, placement_too=False) is not None, chaos.tails()
         assert writes_to_node(since=taken) == []
-        final = db_api.get_instance(chaos.engine, row.uuid)
+        final = db_instances.get_instance(chaos.engine, row.uuid)
         assert (final.state, final.host) == (models.ACTIVE, "c2")
         assert chaos.ironic("GET", f"/nodes/{node}")["power_state"] == "power on"
     finally:

@@ -17,7 +17,7 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class
 from computed.runtime import keystone
@@ -139,7 +139,7 @@ def world(stack, tmp_path, request):
             return process
 
     world = World()
-    world.engine = db_api.engine_from_url(database)
+    world.engine = db_engine.engine_from_url(database)
     yield world
     world.engine.dispose()
     for process in world.processes:

@@ -24,7 +24,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from computed import db
-from computed.db import api, models
+from computed.db import engine as db_engine
+from computed.db import models
 from tests.unit.db import checks, hammer, upgrades
 
 MYSQL_PORT = 3306
@@ -103,7 +104,7 @@ def url(request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(url):
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     yield engine
     engine.dispose()
 
@@ -159,7 +160,7 @@ def test_manage_db_sync(stack, tmp_path_factory, request, tmp_path):
         assert manage("sync").returncode == 0
         assert manage("version").stdout.strip() == \
             f"current: {db.head_revision()}, head: {db.head_revision()}"
-        engine = api.engine_from_url(url)
+        engine = db_engine.engine_from_url(url)
         try:
             assert {"providers", "instances"} <= set(sa.inspect(engine).get_table_names())
         finally:

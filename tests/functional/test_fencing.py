@@ -31,7 +31,7 @@ import requests
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import fleet_root
@@ -153,8 +153,8 @@ def powered(stack, node, state):
 
 def instance_on(world, node, host, member_epoch, state=models.ACTIVE):
     """An instance recorded on ``node``, managed by (host, member epoch)."""
-    return db_api.create_instance(world.engine, str(uuid.uuid4()), world.rc, node_uuid=node,
-                                  host=host, member_epoch=member_epoch, state=state)
+    return db_instances.create_instance(world.engine, str(uuid.uuid4()), world.rc, node_uuid=node,
+                                        host=host, member_epoch=member_epoch, state=state)
 
 
 def test_a_daemon_frozen_past_its_session_never_writes_to_ironic_after_waking(

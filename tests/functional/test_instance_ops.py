@@ -26,7 +26,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from computed import db
-from computed.db import api, models
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
+from computed.db import models
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
 from computed.instances import lifecycle, scheduler
@@ -50,7 +52,7 @@ def world(stack, computed_config, tmp_path):
     else:
         url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
     db.sync(url)
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     adapter = keystone.load_adapter(computed_config, "placement")
     driver = IronicDriver.for_endpoint(stack["ironic"].url)
     zk = KazooClient(hosts=stack["zookeeper"].hosts)
@@ -96,7 +98,7 @@ def world(stack, computed_config, tmp_path):
 
     world = World()
     yield world
-    for row in api.live_instances(engine):
+    for row in db_instances.live_instances(engine):
         allocations.remove(adapter, row.uuid)
     for node in world.nodes:
         try:
@@ -183,10 +185,10 @@ def test_two_builds_racing_for_the_last_node_never_share_it(stack, world):
             thread.start()
         for thread in threads:
             thread.join()
-        rows = [r for r in results if isinstance(r, api.InstanceRow)]
+        rows = [r for r in results if isinstance(r, db_instances.InstanceRow)]
         assert len(results) == 2 and len(rows) == 1, results
         assert rows[0].node_uuid == node
-        loser = next(r for r in results if not isinstance(r, api.InstanceRow))
+        loser = next(r for r in results if not isinstance(r, db_instances.InstanceRow))
         assert isinstance(loser, scheduler.NoValidHost)
         usage = world.placement.get(f"/resource_providers/{node}/allocations", headers={
             "OpenStack-API-Version": "placement 1.39"}).json()["allocations"]
@@ -205,8 +207,8 @@ def test_resume_after_the_daemon_died_mid_build_and_mid_delete(stack, world):
     assert lifecycle.resume(world.owner, second.uuid).state == models.ACTIVE
     assert node_of(stack, second.node_uuid)["instance_uuid"] == second.uuid
     # died after DELETING was written
-    api.set_instance_state(world.engine, first.uuid, models.DELETING,
-                           expect_host=HOST, expect_member_epoch=EPOCH)
+    db_instances.set_instance_state(world.engine, first.uuid, models.DELETING,
+                                    expect_host=HOST, expect_member_epoch=EPOCH)
     assert lifecycle.resume(world.owner, first.uuid).state == models.DELETED
     assert node_of(stack, first.node_uuid)["provision_state"] == "available"
     assert allocations.read(world.placement, first.uuid) == {}

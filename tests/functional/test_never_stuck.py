@@ -16,7 +16,7 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed.baremetal.driver import DriverUnavailable
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.placement.client import PlacementClient
 from computed.placement.http import PlacementUnavailable
 from computed.providers.state import ProviderState
@@ -307,8 +307,8 @@ def test_a_readoption_that_fails_at_rejoin_is_retried_until_the_database_is_back
     assert "postgres" in stack, "this test needs the PostgreSQL harness"
     database = world.engine.url
     instance = str(uuid.uuid4())
-    db_api.create_instance(world.engine, instance, world.rc, node_uuid=world.nodes[0],
-                           host="c1", member_epoch=1, state="ACTIVE")
+    db_instances.create_instance(world.engine, instance, world.rc, node_uuid=world.nodes[0],
+                                 host="c1", member_epoch=1, state="ACTIVE")
     forwarder = Forwarder((database.host, database.port))
     forwarder.start()
     try:
@@ -318,7 +318,7 @@ def test_a_readoption_that_fails_at_rejoin_is_retried_until_the_database_is_back
         world.processes.append(daemon)
 
         def member_epoch() -> int:
-            return db_api.get_instance(world.engine, instance).member_epoch
+            return db_instances.get_instance(world.engine, instance).member_epoch
 
         first = wait_for(lambda: member_epoch() != 1 and member_epoch(), HANG,
                          "the instance re-adopted at the first join", [daemon])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import uuid
 
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import providers as db_providers
 from computed.placement.client import PlacementClient
 from computed.providers.report import Outcome, Report
 from computed.reporter.applier import ReportApplier
@@ -26,7 +27,7 @@ class OneClaim:
 
 
 def test_replicas_never_skip_a_write_another_replica_made_stale(computed_config, tmp_path):
-    engine = db_api.engine_from_url(fleet_database(tmp_path))
+    engine = db_engine.engine_from_url(fleet_database(tmp_path))
     replicas = [ReportApplier(PlacementClient(keystone.load_adapter(computed_config,
                                                                      "placement")),
                               OneClaim(), engine, workers=1) for _ in range(2)]
@@ -46,7 +47,7 @@ def test_replicas_never_skip_a_write_another_replica_made_stale(computed_config,
         report(0, 3, reserved=1)  # replica 0's cache still says 1 from seq 1
         placement = PlacementClient(keystone.load_adapter(computed_config, "placement"))
         assert seen(placement, node).reserved == 1
-        assert db_api.get_provider(engine, node).seq == 3
+        assert db_providers.get_provider(engine, node).seq == 3
     finally:
         for replica in replicas:
             replica.close()

@@ -8,7 +8,7 @@ import uuid as uuidlib
 import pytest
 
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
 from computed.instances import flavor_specs, scheduler
 from computed.placement import allocations
 from computed.placement.client import PlacementClient
@@ -41,7 +41,7 @@ def fleet(computed_config, tmp_path):
                                           traits=capability_traits(capabilities)))
     url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
     db.sync(url)
-    engine = db_api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     built: list[str] = []
 
     def build(specs, **kwargs):

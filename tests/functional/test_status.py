@@ -113,22 +113,23 @@ def test_exit_status_is_nova_statuss():
 
 
 def _conf_and_engine(write_conf):
-    from computed.db import api
+    from computed.db import engine as db_engine
     path = write_conf()
     url = [line.split(' = ', 1)[1] for line in open(path).read().splitlines()
            if line.startswith('connection = ')][0]
-    return path, api.engine_from_url(url)
+    return path, db_engine.engine_from_url(url)
 
 
 def test_rows_the_previous_release_wrote_are_pending_until_migrated(write_conf, tmp_path):
-    from computed.db import api, models
+    from computed.db import instances as db_instances
+    from computed.db import models
     path, engine = _conf_and_engine(write_conf)
     try:
         # As 0.1.0 records an instance (and computed-manage server create still does): no
         # reservation id.
         for _ in range(3):
-            api.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD', state=models.ERROR,
-                                fault='no valid host')
+            db_instances.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD',
+                                         state=models.ERROR, fault='no valid host')
     finally:
         engine.dispose()
     before = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',

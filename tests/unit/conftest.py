@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from computed import db
-from computed.db import api
+from computed.db import engine as db_engine
 
 #: The audit events of starting a process (multiprocessing's spawn, which starts its child with
 #: _posixsubprocess directly, raises none).
@@ -64,6 +64,6 @@ def engine(tmp_path):
     """A migrated sqlite database of computed's own, in the test's scratch directory."""
     url = f"sqlite:///{tmp_path / 'computed.sqlite'}"
     db.sync(url)
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     yield engine
     engine.dispose()

@@ -35,7 +35,9 @@ from kazoo.client import KazooClient
 
 from bench.seed import make_template, seed_nodes
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
+from computed.db import providers as db_providers
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root, read_members
 from computed.providers.state import normalise_resource_class
@@ -208,7 +210,7 @@ class LocalFleet:
         else:
             database = f"sqlite:///{self.workdir / 'computed.sqlite'}"
         db.sync(database)
-        self.engine = db_api.engine_from_url(database)
+        self.engine = db_engine.engine_from_url(database)
         self.conf.write_text(
             "# The local fleet's configuration, shared by every process of tools/run-local and\n"
             "# usable as is by computed-manage; each process adds its own small file\n"
@@ -255,7 +257,7 @@ class LocalFleet:
 
     def kill(self) -> None:
         # A daemon hosting an instance when there is one: its re-homing is the thing to watch.
-        hosting = {row.host for row in db_api.live_instances(self.engine)}
+        hosting = {row.host for row in db_instances.live_instances(self.engine)}
         candidates = [d for d in self.running_daemons() if d.name in hosting] or \
             self.running_daemons()
         if candidates:
@@ -311,7 +313,7 @@ class LocalFleet:
         outsiders = [view.ProcessRow(m.name, "draining" if m.draining else "member",
                                      m.member_epoch, per_host.get(m.name, 0))
                      for m in members if m.name not in ours]
-        instances = db_api.live_instances(self.engine)
+        instances = db_instances.live_instances(self.engine)
         states: dict[str, int] = {}
         for row in instances:
             states[row.state] = states.get(row.state, 0) + 1
@@ -339,7 +341,7 @@ class LocalFleet:
             services=self.services, processes=processes, outsiders=outsiders,
             claimed=len(self.nodes) - len(unclaimed), unclaimed=len(unclaimed),
             waiting=waiting, rehome_grace=REHOME_GRACE,
-            applied=len(db_api.provider_uuids(self.engine)),
+            applied=len(db_providers.provider_uuids(self.engine)),
             providers=None if listed is None or free is None else
             len(listed["resource_providers"]),
             free=None if free is None else len(free["resource_providers"]),

@@ -8,7 +8,8 @@ no alembic.ini is needed), or else on an engine built from the
 
 from alembic import context
 
-from computed.db import api, models
+from computed.db import engine as db_engine
+from computed.db import models
 
 config = context.config
 
@@ -25,7 +26,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = api.engine_from_url(config.get_main_option("sqlalchemy.url"))
+    engine = db_engine.engine_from_url(config.get_main_option("sqlalchemy.url"))
     try:
         with engine.connect() as connection:
             _run(connection)

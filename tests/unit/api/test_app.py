@@ -246,28 +246,28 @@ def test_a_build_admitted_elsewhere_counts_before_its_row_exists(api):
     """Another API process admitted a build of p1 (its reservation recorded) that has no row
     nor allocation yet: ours is refused rather than both staying over the limit; once that
     build's reservation is released without a row (it failed), ours fits."""
-    from computed.db import api as db_api
+    from computed.db import quotas as db_quotas
     flavor_id = flavor(api)
     api.as_(ADMIN)('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {'instances': 1}})
     other = '99999999-9999-9999-9999-999999999999'
-    db_api.reserve_quota(api.engine, 'p1', other, RC, lambda usage: None, ttl=600)
+    db_quotas.reserve_quota(api.engine, 'p1', other, RC, lambda usage: None, ttl=600)
     kind, message = error_of(create(api, flavor_id), 403)
     assert message == 'Quota exceeded for instances: requested 1, but already used 1 of 1 ' \
                       'instances'
     assert api.placement.allocations == {} and api.casts.sent == []
-    db_api.release_quota_reservation(api.engine, other)
+    db_quotas.release_quota_reservation(api.engine, other)
     assert create(api, flavor_id).status_int == 202
-    assert db_api.quota_reservations(api.engine, 'p1') == []
+    assert db_quotas.quota_reservations(api.engine, 'p1') == []
 
 
 def test_a_stale_reservation_stops_counting(api):
     """The reservation of a process that died mid-build counts for RESERVATION_TTL only."""
     from computed.api import quotas
-    from computed.db import api as db_api
+    from computed.db import quotas as db_quotas
     flavor_id = flavor(api)
     api.as_(ADMIN)('PUT', '/v2.1/os-quota-sets/p1', {'quota_set': {'instances': 1}})
-    db_api.reserve_quota(api.engine, 'p1', '99999999-9999-9999-9999-999999999999', RC,
-                         lambda usage: None, ttl=600)
+    db_quotas.reserve_quota(api.engine, 'p1', '99999999-9999-9999-9999-999999999999', RC,
+                            lambda usage: None, ttl=600)
     ttl, quotas.RESERVATION_TTL = quotas.RESERVATION_TTL, -1
     try:
         assert create(api, flavor_id).status_int == 202

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from computed.api import hypervisors, microversion, services
-from computed.db import api as db_api
+from computed.db import instances as db_instances
+from computed.db import providers as db_providers
 from computed.providers.state import ProviderState
 from tests.unit.api.conftest import NODES, RC
 from tests.unit.api.test_app import ADMIN, error_of, flavor
@@ -21,8 +22,8 @@ DAEMONS = [{'host': 'c1', 'up': True, 'disabled': False, 'reason': None},
 
 def report(engine, node, host, reserved=0):
     state = ProviderState(uuid=node, name=node, resource_class=RC, reserved=reserved)
-    assert db_api.apply_report_if_newer(engine, node, 1, 1, host,
-                                        lambda _previous: json.dumps(state.to_dict()))
+    assert db_providers.apply_report_if_newer(engine, node, 1, 1, host,
+                                              lambda _previous: json.dumps(state.to_dict()))
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def fleet(api, engine, monkeypatch):
     api.engine = engine
     monkeypatch.setattr(services, '_services', lambda backends: [dict(d) for d in DAEMONS])
     server_id = active(api, flavor(api, flavor_id='gold'))
-    node = db_api.get_instance(engine, server_id).node_uuid
+    node = db_instances.get_instance(engine, server_id).node_uuid
     others = [n for n in NODES if n != node]
     report(engine, node, 'c1', reserved=1)
     report(engine, others[0], 'c1')

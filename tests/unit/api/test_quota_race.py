@@ -19,8 +19,10 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
 from computed.db import models
+from computed.db import quotas as db_quotas
 from tests.unit.api.conftest import RC
 from tests.unit.api.test_app import ADMIN, GOLD, create, error_of, flavor
 from tests.unit.instance.fakes import Response
@@ -111,14 +113,14 @@ class Interleaver:
         if response.status_int != 202:
             error_of(response, response.status_int)
 
-    def live(self) -> list[db_api.InstanceRow]:
-        return db_api.list_instances(self.api.engine, project_id=self.project)
+    def live(self) -> list[db_instances.InstanceRow]:
+        return db_instances.list_instances(self.api.engine, project_id=self.project)
 
-    def finish_delete(self, row: db_api.InstanceRow) -> None:
+    def finish_delete(self, row: db_instances.InstanceRow) -> None:
         """The owner deletes the server and its daemon completes the delete."""
         assert self.member('DELETE', f'/v2.1/servers/{row.uuid}').status_int == 204
-        if db_api.get_instance(self.api.engine, row.uuid).state != models.DELETED:
-            db_api.set_instance_state(self.api.engine, row.uuid, models.DELETED)
+        if db_instances.get_instance(self.api.engine, row.uuid).state != models.DELETED:
+            db_instances.set_instance_state(self.api.engine, row.uuid, models.DELETED)
         self.api.placement.allocations.pop(row.uuid, None)
 
     def check(self, instances: int, units: int) -> None:
@@ -156,7 +158,7 @@ def test_no_interleaving_keeps_more_than_the_limit(api, tree, instances, units):
         for operation in tree:
             interleaver.run(operation)
             interleaver.check(instances, units)
-        assert db_api.quota_reservations(api.engine, project) == []
+        assert db_quotas.quota_reservations(api.engine, project) == []
     finally:
         interleaver.close()
         # Free the nodes for the next example: every server of the project gone.
@@ -199,7 +201,7 @@ def postgres_engine():
     url = f'postgresql+psycopg2://postgres@127.0.0.1:{postgres.SHARED_PORT}/{name}'
     try:
         db.sync(url)
-        engine = db_api.engine_from_url(url, pool_size=20, max_overflow=40)
+        engine = db_engine.engine_from_url(url, pool_size=20, max_overflow=40)
         yield engine
         engine.dispose()
     finally:
@@ -216,7 +218,7 @@ def test_fifty_concurrent_decisions_on_postgresql_admit_ten(postgres_engine):
     barrier = threading.Barrier(50)
     outcomes: list[str] = []
 
-    def decide(usage: db_api.QuotaUsage) -> None:
+    def decide(usage: db_quotas.QuotaUsage) -> None:
         if quota_rules.over({'instances': limit}, {'instances': usage.instances},
                             {'instances': 1}):
             raise PermissionError('over quota')
@@ -225,16 +227,16 @@ def test_fifty_concurrent_decisions_on_postgresql_admit_ten(postgres_engine):
         instance = str(uuid.uuid4())
         barrier.wait()
         try:
-            db_api.reserve_quota(postgres_engine, 'p1', instance, RC, decide, ttl=600)
+            db_quotas.reserve_quota(postgres_engine, 'p1', instance, RC, decide, ttl=600)
         except PermissionError:
             outcomes.append('refused')
             return
         try:
-            db_api.create_instance(postgres_engine, instance, RC, state=models.ERROR,
-                                   fault='No valid host was found', project_id='p1')
+            db_instances.create_instance(postgres_engine, instance, RC, state=models.ERROR,
+                                         fault='No valid host was found', project_id='p1')
             outcomes.append('admitted')
         finally:
-            db_api.release_quota_reservation(postgres_engine, instance)
+            db_quotas.release_quota_reservation(postgres_engine, instance)
 
     threads = [threading.Thread(target=build) for _ in range(50)]
     for thread in threads:
@@ -242,5 +244,5 @@ def test_fifty_concurrent_decisions_on_postgresql_admit_ten(postgres_engine):
     for thread in threads:
         thread.join()
     assert (outcomes.count('admitted'), outcomes.count('refused')) == (limit, 40)
-    assert len(db_api.list_instances(postgres_engine, project_id='p1')) == limit
-    assert db_api.quota_reservations(postgres_engine, 'p1') == []
+    assert len(db_instances.list_instances(postgres_engine, project_id='p1')) == limit
+    assert db_quotas.quota_reservations(postgres_engine, 'p1') == []

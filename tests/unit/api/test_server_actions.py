@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from tests.unit.api.test_app import ADMIN, create, error_of, flavor
 
@@ -23,7 +23,7 @@ def active(api, flavor_id, **extra):
     made = create(api, flavor_id, **extra)
     assert made.status_int == 202, made.text
     server_id = made.document['server']['id']
-    db_api.set_instance_state(api.engine, server_id, models.ACTIVE)
+    db_instances.set_instance_state(api.engine, server_id, models.ACTIVE)
     return server_id
 
 
@@ -32,7 +32,7 @@ def act(client, server_id, body):
 
 
 def state(api, server_id):
-    return db_api.get_instance(api.engine, server_id).state
+    return db_instances.get_instance(api.engine, server_id).state
 
 
 # -- Nova's actions computed does not serve -------------------------------------------------
@@ -60,7 +60,7 @@ def test_migrate_in_a_state_nova_takes_is_a_400_saying_why_and_changes_nothing(a
     assert "'migrate' is not supported" in message and 'node' in message
     assert state(api, server_id) == models.ACTIVE.value and api.casts.sent == cast
     # A state Nova refuses migrate in is a 409 first (rebooting: a task).
-    db_api.set_instance_state(api.engine, server_id, models.REBOOTING)
+    db_instances.set_instance_state(api.engine, server_id, models.REBOOTING)
     error_of(act(api.as_(ADMIN), server_id, {'migrate': None}), 409)
 
 
@@ -91,7 +91,7 @@ def test_removing_and_adding_the_default_group_is_taken(api, gold):
     made = create(api, gold)
     server_id = made.document['server']['id']
     (group,) = made.document['server']['security_groups']
-    db_api.set_instance_state(api.engine, server_id, models.ACTIVE)
+    db_instances.set_instance_state(api.engine, server_id, models.ACTIVE)
     response = act(api, server_id, {'removeSecurityGroup': {'name': group['name']}})
     assert response.status_int == 202, response.text
     assert 'security_groups' not in api('GET', f'/v2.1/servers/{server_id}').document['server']
@@ -135,7 +135,7 @@ def test_the_update_answer_is_novas_without_the_extension_attributes(api, gold):
 def test_progress_is_shown_in_novas_progress_statuses_only(api, gold):
     server_id = active(api, gold)
     assert api('GET', f'/v2.1/servers/{server_id}').document['server']['progress'] == 100
-    db_api.set_instance_state(api.engine, server_id, models.STOPPED)
+    db_instances.set_instance_state(api.engine, server_id, models.STOPPED)
     assert 'progress' not in api('GET', f'/v2.1/servers/{server_id}').document['server']
 
 
@@ -148,7 +148,7 @@ def test_access_addresses_are_shown_in_their_normal_form(api, gold):
     server_id = made.document['server']['id']
     shown = api('GET', f'/v2.1/servers/{server_id}').document['server']
     assert (shown['accessIPv4'], shown['accessIPv6']) == ('192.0.2.1', '::babe:dc0c:1602')
-    db_api.set_instance_state(api.engine, server_id, models.ACTIVE)
+    db_instances.set_instance_state(api.engine, server_id, models.ACTIVE)
     updated = api('PUT', f'/v2.1/servers/{server_id}',
                   {'server': {'accessIPv6': '2001:0DB8:0000::0001'}}).document['server']
     assert updated['accessIPv6'] == '2001:db8::1'

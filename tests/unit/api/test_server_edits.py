@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from tests.unit.api.test_app import ADMIN, create, error_of, flavor
 from tests.unit.api.test_servers import active
@@ -27,7 +27,7 @@ def url(server_id, suffix=''):
 
 
 def row(api, server_id):
-    return db_api.get_instance(api.engine, server_id)
+    return db_instances.get_instance(api.engine, server_id)
 
 
 # -- PUT /servers/{id} ----------------------------------------------------------------------
@@ -137,13 +137,13 @@ def test_more_metadata_items_than_the_quota_is_a_403_as_novas(api, gold):
 def test_metadata_of_a_server_in_a_transition_or_error_is_a_409(api, gold):
     server_id = active(api, gold, metadata={'a': '1'})
     for state in (models.REBOOTING, models.ERROR):
-        db_api.set_instance_state(api.engine, server_id, state)
+        db_instances.set_instance_state(api.engine, server_id, state)
         kind, message = error_of(api('POST', url(server_id, '/metadata'),
                                      {'metadata': {'b': '2'}}), 409)
         assert server_id in message
         error_of(api('DELETE', url(server_id, '/metadata/a')), 409)
     assert api('GET', url(server_id, '/metadata')).document == {'metadata': {'a': '1'}}
-    db_api.set_instance_state(api.engine, server_id, models.STOPPED)
+    db_instances.set_instance_state(api.engine, server_id, models.STOPPED)
     assert api('POST', url(server_id, '/metadata'), {'metadata': {'b': '2'}}).status_int \
         == 200
 
@@ -166,7 +166,7 @@ def reset(client, server_id, state):
 
 def test_reset_state_is_an_admins_and_sets_active_or_error(api, gold):
     server_id = active(api, gold)
-    db_api.set_instance_state(api.engine, server_id, models.REBOOTING)
+    db_instances.set_instance_state(api.engine, server_id, models.REBOOTING)
     admin = api.as_(ADMIN)
     assert reset(admin, server_id, 'error').status_int == 202
     shown = admin('GET', url(server_id)).document['server']
@@ -191,8 +191,8 @@ def test_bad_reset_state_bodies_are_a_400(api, gold, body):
 
 def test_reset_to_active_needs_a_node(api, gold):
     server_id = active(api, gold)
-    db_api.set_instance_state(api.engine, server_id, models.ERROR, 'No valid host',
-                              release_node=True)
+    db_instances.set_instance_state(api.engine, server_id, models.ERROR, 'No valid host',
+                                    release_node=True)
     error_of(reset(api.as_(ADMIN), server_id, 'active'), 409)
     assert row(api, server_id).state == models.ERROR.value
 
@@ -246,7 +246,7 @@ def test_tags_of_another_project_or_a_server_in_error(api, gold):
     server_id = active(api, gold)
     at = api.as_(version='2.26')
     error_of(api.as_('bob:p2', version='2.26')('PUT', url(server_id, '/tags/x')), 404)
-    db_api.set_instance_state(api.engine, server_id, models.ERROR)
+    db_instances.set_instance_state(api.engine, server_id, models.ERROR)
     error_of(at('PUT', url(server_id, '/tags/x')), 409)
     assert row(api, server_id).tags == ()
 

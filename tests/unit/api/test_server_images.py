@@ -14,7 +14,7 @@ from oslo_config import cfg
 
 from computed import conf as computed_conf
 from computed.api import glance, images
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from tests.unit.api.test_app import ADMIN, IMAGE, create, error_of, flavor
 
 # Fixed, not drawn: the id is part of parametrized test ids, which every xdist worker must
@@ -63,12 +63,12 @@ def made(api, gold, ref, token=None):
 def test_an_active_public_glance_image_is_recorded_and_shown_as_nova_shows_it(api, gold):
     api.backends.glance = FakeGlance({ACTIVE: image()})
     server_id = made(api, gold, ACTIVE)
-    assert db_api.get_instance(api.engine, server_id).image == ACTIVE  # Ironic's image_source
+    assert db_instances.get_instance(api.engine, server_id).image == ACTIVE  # Ironic's image_source
     shown = api('GET', f'/v2.1/servers/{server_id}').document['server']['image']
     assert shown == {'id': ACTIVE, 'links': [{'rel': 'bookmark',
                                               'href': f'http://localhost/images/{ACTIVE}'}]}
     # Hyphenless, as Nova's is_uuid_like takes it: recorded in the canonical form.
-    assert db_api.get_instance(api.engine, made(api, gold, ACTIVE.replace('-', ''))).image \
+    assert db_instances.get_instance(api.engine, made(api, gold, ACTIVE.replace('-', ''))).image \
         == ACTIVE
 
 

@@ -9,7 +9,7 @@ import base64
 
 import pytest
 
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from tests.unit.api.test_app import ADMIN, create, error_of, flavor
 from tests.unit.api.test_keypairs import public_key
 
@@ -38,7 +38,7 @@ def test_a_server_keeps_its_key_pair_and_user_data(api, gold):
     made = create(api, gold, key_name='k1', user_data=user_data, config_drive=True)
     assert made.status_int == 202, made.text
     server_id = made.document['server']['id']
-    row = db_api.get_instance(api.engine, server_id)
+    row = db_instances.get_instance(api.engine, server_id)
     assert (row.key_name, row.key_type, row.key_data, row.user_data, row.config_drive) == \
         ('k1', 'ssh', key, user_data, True)
     shown = api('GET', f'/v2.1/servers/{server_id}').document['server']
@@ -50,7 +50,7 @@ def test_a_server_keeps_its_key_pair_and_user_data(api, gold):
         api.as_(ADMIN, '2.2')('GET', f'/v2.1/servers/{server_id}').document['server']
     # The server keeps its copy once the key pair is gone.
     assert api('DELETE', '/v2.1/os-keypairs/k1').status_int == 202
-    assert db_api.get_instance(api.engine, server_id).key_data == key
+    assert db_instances.get_instance(api.engine, server_id).key_data == key
 
 
 def test_without_a_key_every_server_still_gets_a_config_drive(api, gold):

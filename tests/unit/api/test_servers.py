@@ -10,7 +10,7 @@ import urllib.parse
 import pytest
 
 from computed.api import servers as servers_api
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from tests.unit.api.test_app import ADMIN, IMAGE, create, error_of, flavor
 
@@ -29,7 +29,7 @@ def active(api, flavor_id, token=None, **extra):
     made = create(api.as_(token) if token else api, flavor_id, **extra)
     assert made.status_int == 202, made.text
     server_id = made.document['server']['id']
-    db_api.set_instance_state(api.engine, server_id, models.ACTIVE)
+    db_instances.set_instance_state(api.engine, server_id, models.ACTIVE)
     return server_id
 
 
@@ -56,7 +56,7 @@ def test_a_request_racing_another_on_the_same_server_is_a_409(api, gold, monkeyp
 
     def read_before_the_other(call, server):
         row = stale(call, server)
-        return db_api.InstanceRow(**{**row.__dict__, 'state': models.ACTIVE.value})
+        return db_instances.InstanceRow(**{**row.__dict__, 'state': models.ACTIVE.value})
 
     def send(action):
         if action == 'delete':
@@ -100,7 +100,7 @@ def test_os_stop_and_os_start_take_null_or_an_empty_object(api, gold, body):
     server_id = active(api, gold)
     assert api('POST', f'/v2.1/servers/{server_id}/action', {'os-stop': body}).status_int \
         == 202
-    db_api.set_instance_state(api.engine, server_id, models.STOPPED)
+    db_instances.set_instance_state(api.engine, server_id, models.STOPPED)
     assert api('POST', f'/v2.1/servers/{server_id}/action', {'os-start': body}).status_int \
         == 202
     assert [sent[0] for sent in api.casts.sent[-2:]] == ['stop_instance', 'start_instance']

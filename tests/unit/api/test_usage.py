@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from computed.api import usage
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.db import models
 from tests.unit.api.test_app import ADMIN, error_of, flavor
 from tests.unit.api.test_servers import active, more_quota
@@ -118,8 +118,8 @@ def test_nova_time_formats():
 
 
 def test_a_server_that_never_had_a_node_never_launched(api, servers):
-    db_api.set_instance_state(api.engine, servers['running'], models.ERROR, 'no host',
-                              release_node=True)
+    db_instances.set_instance_state(api.engine, servers['running'], models.ERROR, 'no host',
+                                    release_node=True)
     items = api('GET', f'/v2.1/os-simple-tenant-usage/p1?{period(0, 24)}').document[
         'tenant_usage']['server_usages']
     assert {item['name']: item['hours'] for item in items}['running'] == 0

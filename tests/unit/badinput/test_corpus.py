@@ -36,7 +36,8 @@ import pytest
 from computed import db
 from computed.conf import loader
 from computed.conf import reporter as reporter_opts
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
 from computed.db import models
 from computed.instances import lifecycle
 from computed.instances.worker import InstanceWorker
@@ -100,7 +101,7 @@ def template_db(tmp_path_factory):
 def engine_path(template_db, tmp_path):
     path = tmp_path / 'computed.sqlite'
     shutil.copy(template_db, path)
-    engine = db_api.engine_from_url(f'sqlite:///{path}')
+    engine = db_engine.engine_from_url(f'sqlite:///{path}')
     yield engine, path
     engine.dispose()
 
@@ -164,10 +165,10 @@ def test_every_program_refuses_at_start(name, args, tmp_path):
 def cli_world(tmp_path_factory, template_db):
     tmp = tmp_path_factory.mktemp('cli')
     shutil.copy(template_db, tmp / 'computed.sqlite')
-    engine = db_api.engine_from_url(f"sqlite:///{tmp / 'computed.sqlite'}")
+    engine = db_engine.engine_from_url(f"sqlite:///{tmp / 'computed.sqlite'}")
     names = {}
     for state in (models.ACTIVE, models.STOPPED, models.DELETED):
-        row = db_api.create_instance(
+        row = db_instances.create_instance(
             engine, str(uuid_lib.uuid4()), 'CUSTOM_GOLD', host='c1', member_epoch=1,
             node_uuid=None if state == models.DELETED else str(uuid_lib.uuid4()), state=state)
         names[state.value.lower()] = row.uuid
@@ -279,9 +280,9 @@ def worker_world(engine_path):
                               ('deleted', models.DELETED, None),
                               ('building', models.BUILDING, nodes[3]),
                               ('elsewhere', models.ACTIVE, nodes[2])):
-        names[name] = db_api.create_instance(engine, str(uuid_lib.uuid4()), 'CUSTOM_GOLD',
-                                             node_uuid=node, host='c1', member_epoch=7,
-                                             state=state).uuid
+        names[name] = db_instances.create_instance(engine, str(uuid_lib.uuid4()), 'CUSTOM_GOLD',
+                                                   node_uuid=node, host='c1', member_epoch=7,
+                                                   state=state).uuid
     names.update(ACTIVE=names['active'].upper(), stopped_hex=names['stopped'].replace('-', ''),
                  missing=str(uuid_lib.uuid4()))
     driver = FakeDriver(*nodes)

@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from computed import db
-from computed.db import api as db_api
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
 from computed.db import models
 from tests import cli
 from tests.unit.cmd.test_scripts import GOOD, run, write_conf
@@ -124,10 +125,10 @@ def test_server_create_with_zookeeper_down_names_it(tmp_path):
 def instance_db(tmp_path):
     url = f"sqlite:///{tmp_path / 'c.sqlite'}"
     db.sync(url)
-    engine = db_api.engine_from_url(url)
-    row = db_api.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD',
-                                 node_uuid=str(uuid.uuid4()), host='c1', member_epoch=1,
-                                 state=models.ACTIVE)
+    engine = db_engine.engine_from_url(url)
+    row = db_instances.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD',
+                                       node_uuid=str(uuid.uuid4()), host='c1', member_epoch=1,
+                                       state=models.ACTIVE)
     conf = write_conf(tmp_path, GOOD + f'[database]\nconnection = {url}\n')
     yield engine, row, conf
     engine.dispose()
@@ -135,10 +136,10 @@ def instance_db(tmp_path):
 
 def test_an_action_the_state_does_not_allow_is_refused_in_one_line(tmp_path, instance_db):
     engine, row, conf = instance_db
-    row = db_api.set_instance_state(engine, row.uuid, models.DELETED)
+    row = db_instances.set_instance_state(engine, row.uuid, models.DELETED)
     result = run(tmp_path, 'computed-manage', 'server', 'start', row.uuid, '--config-file', conf)
     one_line(result, 1, f'instance {row.uuid} is DELETED: start needs STOPPED')
-    assert db_api.get_instance(engine, row.uuid) == row
+    assert db_instances.get_instance(engine, row.uuid) == row
 
 
 def test_an_action_already_done_is_a_no_op_as_in_the_lifecycle(tmp_path, instance_db):
@@ -147,7 +148,7 @@ def test_an_action_already_done_is_a_no_op_as_in_the_lifecycle(tmp_path, instanc
                  '--config-file', conf)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f'instance {row.uuid}: already active\n'
-    assert db_api.get_instance(engine, row.uuid) == row
+    assert db_instances.get_instance(engine, row.uuid) == row
 
 
 @pytest.mark.parametrize('action, steps, final, status', [
@@ -172,11 +173,11 @@ def test_actions_wait_until_the_instance_settles(tmp_path, instance_db, action, 
             time.sleep(0.5)
             assert not running.done, running.stderr
             fault = 'power failed' if status and state == steps[-1] else None
-            db_api.set_instance_state(engine, row.uuid, state, fault)
+            db_instances.set_instance_state(engine, row.uuid, state, fault)
         result = running.wait(60)
     except BaseException:
         if not running.done:  # a settled state ends the command's wait, and the run's hold on
-            db_api.set_instance_state(engine, row.uuid, models.ERROR, 'test failed')
+            db_instances.set_instance_state(engine, row.uuid, models.ERROR, 'test failed')
         running.wait(60)  # the process's streams
         raise
     assert result.returncode == status, result.stderr

@@ -7,7 +7,7 @@ import types
 import pytest
 
 from computed.daemon.hosting import Hosting
-from computed.db import api as db_api
+from computed.db import instances as db_instances
 from computed.fleet import audit as audit_log
 from computed.fleet.audit import AuditLog
 from computed.fleet.plan import compute_plan
@@ -92,13 +92,13 @@ def test_instance_hosts_keep_the_last_answer_when_the_database_fails(engine, aud
                                                                      monkeypatch):
     host = hosting(engine, audit_path)
     assert host.hosts() == {}
-    monkeypatch.setattr(db_api, "instance_hosts", lambda engine: {"n1": "c2"})
+    monkeypatch.setattr(db_instances, "instance_hosts", lambda engine: {"n1": "c2"})
     assert host.hosts() == {"n1": "c2"}
 
     def unreachable(engine):
         raise ConnectionError("database away")
 
-    monkeypatch.setattr(db_api, "instance_hosts", unreachable)
+    monkeypatch.setattr(db_instances, "instance_hosts", unreachable)
     assert host.hosts() == {"n1": "c2"}  # dropping stickiness would move n1 away from c2
 
 
@@ -109,7 +109,7 @@ INSTANCE = "11111111-0000-0000-0000-000000000001"
 
 def flaky(monkeypatch, failures: int):
     """Make ``instances_by_host`` (the first read of re-adoption) fail ``failures`` times."""
-    real = db_api.instances_by_host
+    real = db_instances.instances_by_host
     calls = []
 
     def instances_by_host(engine, host):
@@ -118,21 +118,21 @@ def flaky(monkeypatch, failures: int):
             raise ConnectionError("database away")
         return real(engine, host)
 
-    monkeypatch.setattr(db_api, "instances_by_host", instances_by_host)
+    monkeypatch.setattr(db_instances, "instances_by_host", instances_by_host)
     return calls
 
 
 def test_a_failed_readoption_is_retried_until_it_succeeds(engine, audit_path, monkeypatch,
                                                           caplog):
-    db_api.create_instance(engine, INSTANCE, "CUSTOM_GOLD", node_uuid="n1", host="c1",
-                           member_epoch=41)
+    db_instances.create_instance(engine, INSTANCE, "CUSTOM_GOLD", node_uuid="n1", host="c1",
+                                 member_epoch=41)
     clock = Clock()
     host = hosting(engine, audit_path, clock=clock)
     calls = flaky(monkeypatch, failures=2)
     host.joined(member_epoch=43)  # does not raise: the fleet goes on, re-adoption is pending
     assert "database away" in caplog.text
     assert host.readopt_failures == 1 and host.readopt_pending
-    assert db_api.get_instance(engine, INSTANCE).member_epoch == 41
+    assert db_instances.get_instance(engine, INSTANCE).member_epoch == 41
     # Nothing of this host is resumed before its instances are under the new member epoch.
     assert not host.resume_due()
     assert not host.readopt()  # not due yet: backoff
@@ -146,21 +146,21 @@ def test_a_failed_readoption_is_retried_until_it_succeeds(engine, audit_path, mo
     clock.now += 1
     assert host.readopt()
     assert not host.readopt_pending
-    assert db_api.get_instance(engine, INSTANCE).member_epoch == 43
+    assert db_instances.get_instance(engine, INSTANCE).member_epoch == 43
     assert host.resume_due()
     assert host.readopt() and len(calls) == 3  # nothing pending: no more database reads
 
 
 def test_a_later_join_replaces_a_pending_readoption(engine, audit_path, monkeypatch):
-    db_api.create_instance(engine, INSTANCE, "CUSTOM_GOLD", node_uuid="n1", host="c1",
-                           member_epoch=41)
+    db_instances.create_instance(engine, INSTANCE, "CUSTOM_GOLD", node_uuid="n1", host="c1",
+                                 member_epoch=41)
     clock = Clock()
     host = hosting(engine, audit_path, clock=clock)
     flaky(monkeypatch, failures=1)
     host.joined(member_epoch=43)
     host.joined(member_epoch=44)  # the session was lost again meanwhile: a new epoch, at once
     assert not host.readopt_pending
-    assert db_api.get_instance(engine, INSTANCE).member_epoch == 44
+    assert db_instances.get_instance(engine, INSTANCE).member_epoch == 44
 
 
 def test_readoption_backoff_is_capped():

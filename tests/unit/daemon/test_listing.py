@@ -343,7 +343,7 @@ def listings(monkeypatch, watch, applied=()):
     zk = ZooKeeper()
     notifier = Notifier()
     rows = [type("Row", (), {"uuid": u, "state": json.dumps(s)}) for u, s in applied]
-    monkeypatch.setattr("computed.db.api.applied_providers", lambda engine: rows)
+    monkeypatch.setattr("computed.db.providers.applied_providers", lambda engine: rows)
     result = Listings(nodes, catalog, None, 30.0, 600.0, watch,
                       None if watch is None else ListingRound(zk, "/r", "c1", wall=clock),
                       Heartbeat(notifier, "c1"), clock=clock)
@@ -418,7 +418,7 @@ def started(monkeypatch, seconds=80.0):
     nodes = SlowNodes(catalog, clock, wall, watch, seconds)
     rows = [type("Row", (), {"uuid": n.uuid, "state": json.dumps(state(n))})
             for n in (node(N1), node(N2))]  # every report applied
-    monkeypatch.setattr("computed.db.api.applied_providers", lambda engine: rows)
+    monkeypatch.setattr("computed.db.providers.applied_providers", lambda engine: rows)
     notifier = Notifier()
     lister = Listings(nodes, catalog, None, 30.0, 600.0, watch,
                       ListingRound(ZooKeeper(), "/r", "c1", wall=wall),

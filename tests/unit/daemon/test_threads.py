@@ -9,7 +9,7 @@ import threading
 from computed.baremetal.catalog import NodeCatalog
 from computed.daemon.nodes import FleetNodes
 from computed.daemon.sync import NodeSync, ReportGate
-from computed.db import api as db_api
+from computed.db import providers as db_providers
 from computed.providers.outbox import Outbox
 from tests.unit.daemon.fakes import Clock, Fleet, Ironic, KnownProviders, open_fence
 from tests.unit.daemon.test_sync import N1, N2, UPDATE, node
@@ -87,7 +87,7 @@ def test_an_older_read_of_the_providers_finishing_last_does_not_replace_a_newer_
             assert newer_done.wait(HANG)
         return answers.get(name, frozenset())
 
-    monkeypatch.setattr(db_api, "provider_uuids", provider_uuids)
+    monkeypatch.setattr(db_providers, "provider_uuids", provider_uuids)
     nodes = FleetNodes(NodeCatalog(Ironic(node(N1))), engine=None)
     assert nodes.refresh()
     listing = threading.Thread(target=nodes.refresh_providers, name="listing")

@@ -1,5 +1,5 @@
-"""Backend-neutral checks of :mod:`computed.db.api`, run on sqlite by the unit tests and on
-PostgreSQL and MySQL/MariaDB by tests/functional/test_db.py.
+"""Backend-neutral checks of computed's database modules (:mod:`computed.db`), run on sqlite by
+the unit tests and on PostgreSQL and MySQL/MariaDB by tests/functional/test_db.py.
 
 Each check takes an engine on a synced database that other checks may share, so every check
 makes its own uuids and looks only at its own rows.
@@ -12,7 +12,9 @@ import uuid as uuidlib
 
 import pytest
 
-from computed.db import api, models
+from computed.db import instances as db_instances
+from computed.db import models
+from computed.db import providers as db_providers
 
 
 def new_uuid() -> str:
@@ -24,9 +26,9 @@ class Recorder:
 
     def __init__(self, state: str | None = '{"reserved": 0}'):
         self.state = state
-        self.calls: list[api.ProviderRow | None] = []
+        self.calls: list[db_providers.ProviderRow | None] = []
 
-    def __call__(self, row: api.ProviderRow | None) -> str | None:
+    def __call__(self, row: db_providers.ProviderRow | None) -> str | None:
         self.calls.append(row)
         return self.state
 
@@ -36,44 +38,44 @@ class Recorder:
 def check_report_order(engine) -> None:
     uuid = new_uuid()
     first = Recorder('{"v": 1}')
-    assert api.apply_report_if_newer(engine, uuid, 5, 3, "h1", first)
+    assert db_providers.apply_report_if_newer(engine, uuid, 5, 3, "h1", first)
     assert first.calls == [None]
-    stored = api.get_provider(engine, uuid)
+    stored = db_providers.get_provider(engine, uuid)
     assert (stored.claim_epoch, stored.seq, stored.host, stored.state, stored.deleted) == \
         (5, 3, "h1", '{"v": 1}', False)
 
     # Same or older: refused, apply not called.
     for claim_epoch, seq in [(5, 3), (5, 2), (4, 99), (0, 0)]:
         refused = Recorder()
-        assert not api.apply_report_if_newer(engine, uuid, claim_epoch, seq, "h2", refused)
+        assert not db_providers.apply_report_if_newer(engine, uuid, claim_epoch, seq, "h2", refused)
         assert refused.calls == []
-    assert api.get_provider(engine, uuid) == stored
+    assert db_providers.get_provider(engine, uuid) == stored
 
     newer = Recorder('{"v": 2}')
-    assert api.apply_report_if_newer(engine, uuid, 5, 4, "h1", newer)
+    assert db_providers.apply_report_if_newer(engine, uuid, 5, 4, "h1", newer)
     assert newer.calls == [stored]
     # A new claim epoch (a new owner's claim) wins whatever its sequence.
     owner = Recorder('{"v": 3}')
-    assert api.apply_report_if_newer(engine, uuid, 6, 0, "h2", owner)
+    assert db_providers.apply_report_if_newer(engine, uuid, 6, 0, "h2", owner)
     assert owner.calls[0].seq == 4
-    assert (api.get_provider(engine, uuid).claim_epoch,
-            api.get_provider(engine, uuid).host) == (6, "h2")
-    assert uuid in api.provider_uuids(engine)
+    assert (db_providers.get_provider(engine, uuid).claim_epoch,
+            db_providers.get_provider(engine, uuid).host) == (6, "h2")
+    assert uuid in db_providers.provider_uuids(engine)
 
 
 def check_report_delete_and_revive(engine) -> None:
     uuid = new_uuid()
-    assert api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
-    assert api.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder(None))
-    deleted = api.get_provider(engine, uuid)
+    assert db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    assert db_providers.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder(None))
+    deleted = db_providers.get_provider(engine, uuid)
     assert deleted.deleted and deleted.state is None
     assert (deleted.claim_epoch, deleted.seq) == (1, 1)
-    assert uuid not in api.provider_uuids(engine)
-    assert not api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    assert uuid not in db_providers.provider_uuids(engine)
+    assert not db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
     revive = Recorder('{"v": 9}')
-    assert api.apply_report_if_newer(engine, uuid, 1, 2, "h", revive)
+    assert db_providers.apply_report_if_newer(engine, uuid, 1, 2, "h", revive)
     assert revive.calls == [deleted]
-    assert uuid in api.provider_uuids(engine)
+    assert uuid in db_providers.provider_uuids(engine)
 
 
 def check_report_apply_failure_stores_nothing(engine) -> None:
@@ -83,38 +85,38 @@ def check_report_apply_failure_stores_nothing(engine) -> None:
         raise RuntimeError("placement down")
 
     with pytest.raises(RuntimeError):
-        api.apply_report_if_newer(engine, uuid, 1, 0, "h", boom)
-    assert api.get_provider(engine, uuid) is None
-    assert uuid not in api.provider_uuids(engine)
-    assert api.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+        db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", boom)
+    assert db_providers.get_provider(engine, uuid) is None
+    assert uuid not in db_providers.provider_uuids(engine)
+    assert db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
     with pytest.raises(RuntimeError):
-        api.apply_report_if_newer(engine, uuid, 1, 1, "h", boom)
-    assert api.get_provider(engine, uuid).seq == 0
+        db_providers.apply_report_if_newer(engine, uuid, 1, 1, "h", boom)
+    assert db_providers.get_provider(engine, uuid).seq == 0
     # The failed report was not recorded, so it can be applied again.
-    assert api.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder())
+    assert db_providers.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder())
 
 
 def check_mark_deleted(engine) -> None:
     uuid = new_uuid()
-    assert not api.mark_deleted(engine, uuid)
-    assert api.apply_report_if_newer(engine, uuid, 2, 7, "h", Recorder())
-    assert api.mark_deleted(engine, uuid)
-    assert not api.mark_deleted(engine, uuid)
-    row = api.get_provider(engine, uuid)
+    assert not db_providers.mark_deleted(engine, uuid)
+    assert db_providers.apply_report_if_newer(engine, uuid, 2, 7, "h", Recorder())
+    assert db_providers.mark_deleted(engine, uuid)
+    assert not db_providers.mark_deleted(engine, uuid)
+    row = db_providers.get_provider(engine, uuid)
     assert row.deleted and row.state is None and (row.claim_epoch, row.seq) == (2, 7)
-    assert not api.apply_report_if_newer(engine, uuid, 2, 6, "h", Recorder())
+    assert not db_providers.apply_report_if_newer(engine, uuid, 2, 6, "h", Recorder())
     with pytest.raises(ValueError, match=uuid):
-        api.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
+        db_providers.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
 
 
 def check_placement_generation(engine) -> None:
     uuid = new_uuid()
-    assert api.apply_report_if_newer(engine, uuid, 3, 1, "h",
-                                     lambda row: api.Applied('{"v": 1}', 7))
-    assert api.get_provider(engine, uuid).placement_generation == 7
+    assert db_providers.apply_report_if_newer(engine, uuid, 3, 1, "h",
+                                              lambda row: db_providers.Applied('{"v": 1}', 7))
+    assert db_providers.get_provider(engine, uuid).placement_generation == 7
     # A plain state (no generation known) clears it: a stale generation is never kept.
-    assert api.apply_report_if_newer(engine, uuid, 3, 2, "h", Recorder('{"v": 2}'))
-    assert api.get_provider(engine, uuid).placement_generation is None
+    assert db_providers.apply_report_if_newer(engine, uuid, 3, 2, "h", Recorder('{"v": 2}'))
+    assert db_providers.get_provider(engine, uuid).placement_generation is None
 
     seen = []
 
@@ -123,28 +125,28 @@ def check_placement_generation(engine) -> None:
         return 9
 
     # A repair of a row that moved on (another (claim_epoch, seq)) changes nothing.
-    assert not api.record_placement_generation(engine, uuid, 3, 1, repair)
-    assert not api.record_placement_generation(engine, new_uuid(), 0, 0, repair)
+    assert not db_providers.record_placement_generation(engine, uuid, 3, 1, repair)
+    assert not db_providers.record_placement_generation(engine, new_uuid(), 0, 0, repair)
     assert seen == []
-    before = api.get_provider(engine, uuid)
-    assert api.record_placement_generation(engine, uuid, 3, 2, repair)
+    before = db_providers.get_provider(engine, uuid)
+    assert db_providers.record_placement_generation(engine, uuid, 3, 2, repair)
     assert seen == [before]
-    after = api.get_provider(engine, uuid)
+    after = db_providers.get_provider(engine, uuid)
     assert after.placement_generation == 9
     assert (after.claim_epoch, after.seq, after.state, after.host) == \
         (before.claim_epoch, before.seq, before.state, before.host)
-    assert uuid in {row.uuid for row in api.applied_providers(engine)}
+    assert uuid in {row.uuid for row in db_providers.applied_providers(engine)}
 
     def boom(row):
         raise RuntimeError("placement down")
 
     with pytest.raises(RuntimeError):
-        api.record_placement_generation(engine, uuid, 3, 2, boom)
-    assert api.get_provider(engine, uuid).placement_generation == 9
+        db_providers.record_placement_generation(engine, uuid, 3, 2, boom)
+    assert db_providers.get_provider(engine, uuid).placement_generation == 9
     # A deleted provider is never repaired.
-    assert api.apply_report_if_newer(engine, uuid, 3, 3, "h", Recorder(None))
-    assert api.get_provider(engine, uuid).placement_generation is None
-    assert not api.record_placement_generation(engine, uuid, 3, 3, repair)
+    assert db_providers.apply_report_if_newer(engine, uuid, 3, 3, "h", Recorder(None))
+    assert db_providers.get_provider(engine, uuid).placement_generation is None
+    assert not db_providers.record_placement_generation(engine, uuid, 3, 3, repair)
     assert len(seen) == 1
 
 
@@ -152,83 +154,89 @@ def check_placement_generation(engine) -> None:
 
 def check_instance_lifecycle(engine) -> None:
     uuid, node = new_uuid(), new_uuid()
-    row = api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h1",
-                              member_epoch=7, traits=["CUSTOM_B", "CUSTOM_A", "CUSTOM_B"],
-                              image="http://img")
+    row = db_instances.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h1",
+                                       member_epoch=7, traits=["CUSTOM_B", "CUSTOM_A", "CUSTOM_B"],
+                                       image="http://img")
     assert (row.state, row.node_uuid, row.host, row.member_epoch, row.traits, row.image,
             row.live) == \
         (models.BUILDING, node, "h1", 7, ("CUSTOM_A", "CUSTOM_B"), "http://img", True)
-    assert api.get_instance(engine, uuid) == row
-    assert api.get_instance(engine, new_uuid()) is None
-    with pytest.raises(api.InstanceExists) as exists:
-        api.create_instance(engine, uuid, "CUSTOM_GOLD")
+    assert db_instances.get_instance(engine, uuid) == row
+    assert db_instances.get_instance(engine, new_uuid()) is None
+    with pytest.raises(db_instances.InstanceExists) as exists:
+        db_instances.create_instance(engine, uuid, "CUSTOM_GOLD")
     assert exists.value.instance_uuid == uuid
 
-    active = api.set_instance_state(engine, uuid, models.ACTIVE, expect_state=models.BUILDING)
+    active = db_instances.set_instance_state(engine, uuid, models.ACTIVE,
+                                             expect_state=models.BUILDING)
     assert active.state == models.ACTIVE and active.fault is None
-    with pytest.raises(api.InstanceConflict) as conflict:
-        api.set_instance_state(engine, uuid, models.ACTIVE, expect_state=models.BUILDING)
+    with pytest.raises(db_instances.InstanceConflict) as conflict:
+        db_instances.set_instance_state(engine, uuid, models.ACTIVE, expect_state=models.BUILDING)
     assert conflict.value.instance_uuid == uuid and "ACTIVE" in str(conflict.value)
-    with pytest.raises(api.InstanceConflict):  # fenced: held by another (host, member epoch)
-        api.set_instance_state(engine, uuid, models.REBOOTING, expect_host="h1",
-                               expect_member_epoch=6)
-    failed = api.set_instance_state(engine, uuid, models.ERROR, fault="deploy failed",
-                                    expect_state=[models.ACTIVE, models.REBOOTING],
-                                    expect_host="h1", expect_member_epoch=7)
+    # fenced: held by another (host, member epoch)
+    with pytest.raises(db_instances.InstanceConflict):
+        db_instances.set_instance_state(engine, uuid, models.REBOOTING, expect_host="h1",
+                                        expect_member_epoch=6)
+    failed = db_instances.set_instance_state(engine, uuid, models.ERROR, fault="deploy failed",
+                                             expect_state=[models.ACTIVE, models.REBOOTING],
+                                             expect_host="h1", expect_member_epoch=7)
     assert (failed.state, failed.fault) == (models.ERROR, "deploy failed")
-    with pytest.raises(api.InstanceNotFound) as missing:
-        api.set_instance_state(engine, new_uuid(), models.ACTIVE)
+    with pytest.raises(db_instances.InstanceNotFound) as missing:
+        db_instances.set_instance_state(engine, new_uuid(), models.ACTIVE)
     assert missing.value.instance_uuid in str(missing.value)
     with pytest.raises(ValueError, match="SLEEPING"):
-        api.set_instance_state(engine, uuid, "SLEEPING")
-    gone = api.set_instance_state(engine, uuid, models.DELETED)
+        db_instances.set_instance_state(engine, uuid, "SLEEPING")
+    gone = db_instances.set_instance_state(engine, uuid, models.DELETED)
     assert gone.deleted_at is not None and not gone.live
 
 
 def check_one_live_instance_per_node(engine) -> None:
     node = new_uuid()
     first = new_uuid()
-    api.create_instance(engine, first, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
+    db_instances.create_instance(engine, first, "CUSTOM_GOLD", node_uuid=node, host="h",
+                                 member_epoch=1)
     second = new_uuid()
-    with pytest.raises(api.NodeInUse) as in_use:
-        api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
+    with pytest.raises(db_instances.NodeInUse) as in_use:
+        db_instances.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h",
+                                     member_epoch=1)
     assert in_use.value.node_uuid == node and node in str(in_use.value)
-    assert api.get_instance(engine, second) is None
+    assert db_instances.get_instance(engine, second) is None
 
     # Through scheduling too, and on every live state.
-    pending = api.create_instance(engine, new_uuid(), "CUSTOM_GOLD")
+    pending = db_instances.create_instance(engine, new_uuid(), "CUSTOM_GOLD")
     for state in sorted(models.LIVE_STATES):
-        api.set_instance_state(engine, first, state)
-        with pytest.raises(api.NodeInUse):
-            api.assign_node(engine, pending.uuid, node, "h", 1)
+        db_instances.set_instance_state(engine, first, state)
+        with pytest.raises(db_instances.NodeInUse):
+            db_instances.assign_node(engine, pending.uuid, node, "h", 1)
     # Unscheduled instances do not count: any number may have no node.
-    api.create_instance(engine, new_uuid(), "CUSTOM_GOLD")
+    db_instances.create_instance(engine, new_uuid(), "CUSTOM_GOLD")
 
-    api.set_instance_state(engine, first, models.DELETED)
-    placed = api.assign_node(engine, pending.uuid, node, "h2", 3)
+    db_instances.set_instance_state(engine, first, models.DELETED)
+    placed = db_instances.assign_node(engine, pending.uuid, node, "h2", 3)
     assert (placed.node_uuid, placed.host, placed.member_epoch) == (node, "h2", 3)
-    api.set_instance_state(engine, pending.uuid, models.DELETED)
+    db_instances.set_instance_state(engine, pending.uuid, models.DELETED)
     # Deleted instances on a node do not count either.
-    api.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=1)
+    db_instances.create_instance(engine, second, "CUSTOM_GOLD", node_uuid=node, host="h",
+                                 member_epoch=1)
 
 
 def check_error_releasing_the_node(engine) -> None:
     node, uuid = new_uuid(), new_uuid()
-    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h", member_epoch=3)
-    with pytest.raises(api.InstanceConflict):  # fenced like every write: nothing changes
-        api.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
-                               expect_state=models.BUILDING, expect_host="h",
-                               expect_member_epoch=2, release_node=True)
-    assert api.get_instance(engine, uuid).node_uuid == node
-    failed = api.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
-                                    expect_state=models.BUILDING, expect_host="h",
-                                    expect_member_epoch=3, release_node=True)
+    db_instances.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=node, host="h",
+                                 member_epoch=3)
+    with pytest.raises(db_instances.InstanceConflict):  # fenced like every write: nothing changes
+        db_instances.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
+                                        expect_state=models.BUILDING, expect_host="h",
+                                        expect_member_epoch=2, release_node=True)
+    assert db_instances.get_instance(engine, uuid).node_uuid == node
+    failed = db_instances.set_instance_state(engine, uuid, models.ERROR, "deploy failed",
+                                             expect_state=models.BUILDING, expect_host="h",
+                                             expect_member_epoch=3, release_node=True)
     assert (failed.state, failed.fault, failed.node_uuid, failed.live) == \
         (models.ERROR, "deploy failed", None, True)
     # The node is free for the next instance while the failed one stays, live, in ERROR.
-    api.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
-                        member_epoch=3)
-    assert uuid in {row.uuid for row in api.nodeless_instances(engine)}
+    db_instances.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
+                                 member_epoch=3)
+    assert uuid in {row.uuid for row in db_instances.nodeless_instances(engine)}
 
 
 def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
@@ -239,10 +247,11 @@ def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
     def build():
         barrier.wait()
         try:
-            api.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node, host="h",
-                                member_epoch=1)
+            db_instances.create_instance(engine, new_uuid(), "CUSTOM_GOLD", node_uuid=node,
+                                         host="h",
+                                         member_epoch=1)
             outcomes.append("created")
-        except api.NodeInUse:
+        except db_instances.NodeInUse:
             outcomes.append("in use")
 
     threads = [threading.Thread(target=build) for _ in range(racers)]
@@ -255,29 +264,31 @@ def check_racing_creates_one_wins(engine, racers: int = 8) -> None:
 
 def check_rehome_compare_and_set(engine) -> None:
     uuid = new_uuid()
-    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead",
-                        member_epoch=4)
-    assert not api.rehome_instance(engine, uuid, "dead", 3, "live", 9)  # wrong member epoch
-    assert not api.rehome_instance(engine, uuid, "other", 4, "live", 9)  # wrong host
-    assert not api.rehome_instance(engine, new_uuid(), "dead", 4, "live", 9)
-    assert api.rehome_instance(engine, uuid, "dead", 4, "live", 9)
-    assert not api.rehome_instance(engine, uuid, "dead", 4, "late", 10)  # the returning daemon
-    row = api.get_instance(engine, uuid)
+    db_instances.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead",
+                                 member_epoch=4)
+    assert not db_instances.rehome_instance(engine, uuid, "dead", 3, "live",
+                                            9)  # wrong member epoch
+    assert not db_instances.rehome_instance(engine, uuid, "other", 4, "live", 9)  # wrong host
+    assert not db_instances.rehome_instance(engine, new_uuid(), "dead", 4, "live", 9)
+    assert db_instances.rehome_instance(engine, uuid, "dead", 4, "live", 9)
+    assert not db_instances.rehome_instance(engine, uuid, "dead", 4, "late",
+                                            10)  # the returning daemon
+    row = db_instances.get_instance(engine, uuid)
     assert (row.host, row.member_epoch) == ("live", 9)
-    api.set_instance_state(engine, uuid, models.DELETED)
-    assert not api.rehome_instance(engine, uuid, "live", 9, "again", 11)
+    db_instances.set_instance_state(engine, uuid, models.DELETED)
+    assert not db_instances.rehome_instance(engine, uuid, "live", 9, "again", 11)
 
 
 def check_racing_rehomes_one_wins(engine, racers: int = 8) -> None:
     uuid = new_uuid()
-    api.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead",
-                        member_epoch=1)
+    db_instances.create_instance(engine, uuid, "CUSTOM_GOLD", node_uuid=new_uuid(), host="dead",
+                                 member_epoch=1)
     barrier = threading.Barrier(racers)
     winners: list[str] = []
 
     def adopt(host):
         barrier.wait()
-        if api.rehome_instance(engine, uuid, "dead", 1, host, 2):
+        if db_instances.rehome_instance(engine, uuid, "dead", 1, host, 2):
             winners.append(host)
 
     threads = [threading.Thread(target=adopt, args=(f"h{i}",)) for i in range(racers)]
@@ -286,23 +297,27 @@ def check_racing_rehomes_one_wins(engine, racers: int = 8) -> None:
     for thread in threads:
         thread.join()
     assert len(winners) == 1
-    assert api.get_instance(engine, uuid).host == winners[0]
+    assert db_instances.get_instance(engine, uuid).host == winners[0]
 
 
 def check_instance_queries(engine) -> None:
     host, other = f"host-{new_uuid()}", f"host-{new_uuid()}"
     nodes = [new_uuid() for _ in range(3)]
-    a = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[0], host=host, member_epoch=1)
-    b = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[1], host=other, member_epoch=1)
-    c = api.create_instance(engine, new_uuid(), "C", node_uuid=nodes[2], host=host, member_epoch=1)
-    unscheduled = api.create_instance(engine, new_uuid(), "C", host=host, member_epoch=1)
-    api.set_instance_state(engine, c.uuid, models.DELETED)
+    a = db_instances.create_instance(engine, new_uuid(), "C", node_uuid=nodes[0], host=host,
+                                     member_epoch=1)
+    b = db_instances.create_instance(engine, new_uuid(), "C", node_uuid=nodes[1], host=other,
+                                     member_epoch=1)
+    c = db_instances.create_instance(engine, new_uuid(), "C", node_uuid=nodes[2], host=host,
+                                     member_epoch=1)
+    unscheduled = db_instances.create_instance(engine, new_uuid(), "C", host=host, member_epoch=1)
+    db_instances.set_instance_state(engine, c.uuid, models.DELETED)
 
-    assert {row.uuid for row in api.instances_by_host(engine, host)} == {a.uuid, unscheduled.uuid}
-    assert [row.uuid for row in api.instances_by_host(engine, other)] == [b.uuid]
-    live = {row.uuid for row in api.live_instances(engine)}
+    assert {row.uuid for row in db_instances.instances_by_host(engine, host)} == {a.uuid,
+                                                                                  unscheduled.uuid}
+    assert [row.uuid for row in db_instances.instances_by_host(engine, other)] == [b.uuid]
+    live = {row.uuid for row in db_instances.live_instances(engine)}
     assert {a.uuid, b.uuid, unscheduled.uuid} <= live and c.uuid not in live
-    hosts = api.instance_hosts(engine)
+    hosts = db_instances.instance_hosts(engine)
     assert (hosts[nodes[0]], hosts[nodes[1]]) == (host, other)
     assert nodes[2] not in hosts
 

@@ -3,7 +3,7 @@
 import pytest
 
 from computed import db
-from computed.db import api
+from computed.db import engine as db_engine
 
 
 @pytest.fixture
@@ -14,6 +14,6 @@ def url(tmp_path):
 @pytest.fixture
 def engine(url):
     db.sync(url)
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     yield engine
     engine.dispose()

@@ -1,4 +1,4 @@
-"""computed.db.api on sqlite: the backend-neutral checks (see checks.py)."""
+"""computed's database modules on sqlite: the backend-neutral checks (see checks.py)."""
 
 import pytest
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from computed.db import api
+from computed.db import providers as db_providers
 
 A = "aaaaaaaa-0000-0000-0000-000000000000"
 B = "bbbbbbbb-0000-0000-0000-000000000000"
@@ -10,35 +10,37 @@ C = "cccccccc-0000-0000-0000-000000000000"
 
 
 def key(uuid, claim_epoch=5, seq=1):
-    return api.ReportKey(uuid, claim_epoch, seq, "c1")
+    return db_providers.ReportKey(uuid, claim_epoch, seq, "c1")
 
 
 def pair(engine, uuid):
-    row = api.get_provider(engine, uuid)
+    row = db_providers.get_provider(engine, uuid)
     return None if row is None else (row.claim_epoch, row.seq)
 
 
 def test_newer_reports_go_to_one_apply_call_in_uuid_order_and_only_applied_ones_are_stored(
         engine):
-    assert api.apply_report_if_newer(engine, B, 5, 3, "c1", lambda row: '{"b": 3}')
+    assert db_providers.apply_report_if_newer(engine, B, 5, 3, "c1", lambda row: '{"b": 3}')
     calls = []
 
     def apply(newer):
         calls.append([(k.uuid, None if row is None else row.seq) for k, row in newer])
-        return {A: api.Applied('{"a": 1}', 7)}  # C "failed": not returned
+        return {A: db_providers.Applied('{"a": 1}', 7)}  # C "failed": not returned
 
-    result = api.apply_reports_if_newer(engine, [key(C), key(B, seq=2), key(A)], apply)
+    result = db_providers.apply_reports_if_newer(engine, [key(C), key(B, seq=2), key(A)], apply)
     assert calls == [[(A, None), (C, None)]]  # B is stale: never offered
-    assert result == api.BatchResult(frozenset({A}), frozenset({B}), ())
+    assert result == db_providers.BatchResult(frozenset({A}), frozenset({B}), ())
     assert (pair(engine, A), pair(engine, B), pair(engine, C)) == ((5, 1), (5, 3), None)
-    assert api.get_provider(engine, A).placement_generation == 7
-    assert api.get_provider(engine, A).state == '{"a": 1}'
+    assert db_providers.get_provider(engine, A).placement_generation == 7
+    assert db_providers.get_provider(engine, A).state == '{"a": 1}'
 
 
 def test_a_delete_is_stored_as_deleted(engine):
-    api.apply_reports_if_newer(engine, [key(A)], lambda newer: {A: api.Applied('{}', 1)})
-    api.apply_reports_if_newer(engine, [key(A, seq=2)], lambda newer: {A: api.Applied(None)})
-    row = api.get_provider(engine, A)
+    db_providers.apply_reports_if_newer(engine, [key(A)],
+                                        lambda newer: {A: db_providers.Applied('{}', 1)})
+    db_providers.apply_reports_if_newer(engine, [key(A, seq=2)],
+                                        lambda newer: {A: db_providers.Applied(None)})
+    row = db_providers.get_provider(engine, A)
     assert row.deleted and row.state is None and row.seq == 2
 
 
@@ -47,10 +49,11 @@ def test_apply_raising_stores_nothing(engine):
         raise RuntimeError("placement")
 
     with pytest.raises(RuntimeError):
-        api.apply_reports_if_newer(engine, [key(A), key(B)], apply)
+        db_providers.apply_reports_if_newer(engine, [key(A), key(B)], apply)
     assert pair(engine, A) is None and pair(engine, B) is None
     # The rows inserted to be locked are not "applied": a later report applies.
-    assert api.apply_reports_if_newer(engine, [key(A)], lambda newer: {A: api.Applied('{}')}) \
+    assert db_providers.apply_reports_if_newer(engine, [key(A)],
+                                               lambda newer: {A: db_providers.Applied('{}')}) \
         .applied == {A}
 
 
@@ -60,10 +63,11 @@ def test_apply_raising_stores_nothing(engine):
 ])
 def test_bad_batches_are_refused_before_anything_is_written(engine, reports, message):
     with pytest.raises(ValueError, match=message):
-        api.apply_reports_if_newer(engine, reports, lambda newer: {})
+        db_providers.apply_reports_if_newer(engine, reports, lambda newer: {})
     assert pair(engine, A) is None
 
 
 def test_an_empty_batch_does_nothing(engine):
-    assert api.apply_reports_if_newer(engine, [], lambda newer: {}) == api.BatchResult(
+    assert db_providers.apply_reports_if_newer(engine, [],
+                                               lambda newer: {}) == db_providers.BatchResult(
         frozenset(), frozenset(), ())

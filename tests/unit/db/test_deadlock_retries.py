@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from computed.db import api
+from computed.db import common as db_common
+from computed.db import providers as db_providers
+from computed.db import quotas as db_quotas
 
 
 class _Orig(Exception):
@@ -27,8 +29,8 @@ def test_a_deadlock_before_the_write_is_retried_up_to_the_limit(engine):
         raise _db_error("40P01")  # deadlock detected
 
     with pytest.raises(sa_exc.DBAPIError):
-        api.reserve_quota(engine, "p1", "i1", "CUSTOM_X", decide, ttl=60)
-    assert len(calls) == api.DEADLOCK_RETRIES
+        db_quotas.reserve_quota(engine, "p1", "i1", "CUSTOM_X", decide, ttl=60)
+    assert len(calls) == db_common.DEADLOCK_RETRIES
 
 
 def test_a_deadlock_that_goes_away_is_not_seen(engine):
@@ -39,7 +41,7 @@ def test_a_deadlock_that_goes_away_is_not_seen(engine):
         if len(calls) < 3:
             raise _db_error("40001")  # serialization failure
 
-    api.reserve_quota(engine, "p1", "i1", "CUSTOM_X", decide, ttl=60)
+    db_quotas.reserve_quota(engine, "p1", "i1", "CUSTOM_X", decide, ttl=60)
     assert len(calls) == 3
 
 
@@ -51,7 +53,7 @@ def test_another_database_error_is_not_retried(engine):
         raise _db_error("23505")  # unique violation
 
     with pytest.raises(sa_exc.DBAPIError):
-        api.reserve_quota(engine, "p1", "i1", "CUSTOM_X", decide, ttl=60)
+        db_quotas.reserve_quota(engine, "p1", "i1", "CUSTOM_X", decide, ttl=60)
     assert len(calls) == 1
 
 
@@ -63,5 +65,5 @@ def test_a_deadlock_once_apply_ran_is_the_callers(engine):
         raise _db_error("40P01")
 
     with pytest.raises(sa_exc.DBAPIError):
-        api.apply_report_if_newer(engine, "u1", 1, 1, "c1", apply)
+        db_providers.apply_report_if_newer(engine, "u1", 1, 1, "c1", apply)
     assert len(calls) == 1

@@ -8,7 +8,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from computed import db
-from computed.db import api, models
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
+from computed.db import models
 from tests.unit.db import upgrades
 
 
@@ -16,16 +18,16 @@ def test_fresh_sync_creates_the_schema(url):
     assert db.current_revision(url) is None
     assert db.sync(url) == db.head_revision()
     assert db.current_revision(url) == db.head_revision()
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     tables = set(sa.inspect(engine).get_table_names())
     engine.dispose()
     assert {"providers", "instances", "alembic_version"} <= tables
 
 
 def test_resync_is_a_no_op(engine, url):
-    api.create_instance(engine, "i-1", "CUSTOM_GOLD", node_uuid="n-1")
+    db_instances.create_instance(engine, "i-1", "CUSTOM_GOLD", node_uuid="n-1")
     assert db.sync(url) == db.head_revision()
-    assert api.get_instance(engine, "i-1").node_uuid == "n-1"
+    assert db_instances.get_instance(engine, "i-1").node_uuid == "n-1"
 
 
 def test_models_match_migrations(engine):
@@ -37,7 +39,7 @@ def test_models_match_migrations(engine):
 def test_downgrade_and_upgrade_again(url):
     db.sync(url)
     upgrades.migrate(url, "base", down=True)
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     assert set(sa.inspect(engine).get_table_names()) == {"alembic_version"}
     engine.dispose()
     assert db.sync(url) == db.head_revision()

@@ -3,7 +3,8 @@ unit tests and on PostgreSQL and MySQL/MariaDB by tests/functional/test_db.py.
 
 Each check takes the URL of an empty database of its own. Rows are written the way the code of
 their revision wrote them (raw SQL in that revision's column names), then the database is
-migrated and read back through :mod:`computed.db.api`, the way the new code reads it.
+migrated and read back through computed's database modules (:mod:`computed.db`), the way the
+new code reads it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from computed import db
-from computed.db import api, models
+from computed.db import engine as db_engine
+from computed.db import flavors as db_flavors
+from computed.db import instances as db_instances
+from computed.db import key_pairs as db_key_pairs
+from computed.db import models
+from computed.db import providers as db_providers
 
 NODE, OTHER_NODE = "n-1", "n-2"
 T0 = datetime.datetime(2026, 5, 1, 12, 0, 0)
@@ -38,7 +44,7 @@ INSTANCES_0001 = [("i-live", NODE, "c1", 5, models.ACTIVE),
 
 def migrate(url: str, revision: str, *, down: bool = False) -> None:
     """Upgrade (or downgrade) the database at ``url`` to ``revision``, as db.sync runs it."""
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         with engine.connect() as conn:
             config = db.alembic_config(url)
@@ -70,7 +76,7 @@ def _fill_0001(engine: sa.Engine) -> None:
 def _database_at_0001(url: str) -> Iterator[sa.Engine]:
     """An engine on the database at ``url``, migrated to 0001 and holding 0001's rows."""
     migrate(url, "0001")
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         _fill_0001(engine)
         yield engine
@@ -100,37 +106,41 @@ def check_upgrade_from_0001_keeps_rows(url: str) -> None:
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
 
-        applied = api.get_provider(engine, "p-applied")
+        applied = db_providers.get_provider(engine, "p-applied")
         assert (applied.claim_epoch, applied.seq, applied.host, applied.deleted) == \
             (70, 3, "c1", False)
-        deleted = api.get_provider(engine, "p-deleted")
+        deleted = db_providers.get_provider(engine, "p-deleted")
         assert (deleted.claim_epoch, deleted.seq, deleted.deleted) == (71, 9, True)
-        assert api.get_provider(engine, "p-locked") is None  # still "never applied"
-        assert api.provider_uuids(engine) == {"p-applied"}
+        assert db_providers.get_provider(engine, "p-locked") is None  # still "never applied"
+        assert db_providers.provider_uuids(engine) == {"p-applied"}
         # The ordering reads the renamed column: older refused, newer applied.
-        assert not api.apply_report_if_newer(engine, "p-applied", 70, 3, "c1", lambda row: "{}")
-        assert api.apply_report_if_newer(engine, "p-applied", 70, 4, "c1", lambda row: "{}")
+        assert not db_providers.apply_report_if_newer(engine, "p-applied", 70, 3, "c1",
+                                                      lambda row: "{}")
+        assert db_providers.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
+                                                  lambda row: "{}")
 
         expected = {uuid: (node, host, epoch, state)
                     for uuid, node, host, epoch, state in INSTANCES_0001}
         for uuid, (node, host, epoch, state) in expected.items():
-            row = api.get_instance(engine, uuid)
+            row = db_instances.get_instance(engine, uuid)
             assert (row.node_uuid, row.host, row.member_epoch, row.state) == \
                 (node, host, epoch, state)
-        assert api.instance_hosts(engine) == {NODE: "c1"}
+        assert db_instances.instance_hosts(engine) == {NODE: "c1"}
         # The generated live_node_uuid column and its unique constraint survived the rename.
-        with pytest.raises(api.NodeInUse):
-            api.create_instance(engine, "i-second", "CUSTOM_GOLD", node_uuid=NODE, host="c1",
-                                member_epoch=5)
-        api.create_instance(engine, "i-other", "CUSTOM_GOLD", node_uuid=OTHER_NODE, host="c1",
-                            member_epoch=5)
+        with pytest.raises(db_instances.NodeInUse):
+            db_instances.create_instance(engine, "i-second", "CUSTOM_GOLD", node_uuid=NODE,
+                                         host="c1",
+                                         member_epoch=5)
+        db_instances.create_instance(engine, "i-other", "CUSTOM_GOLD", node_uuid=OTHER_NODE,
+                                     host="c1",
+                                     member_epoch=5)
         # Fencing reads the renamed column: the old member epoch is refused, re-homing moves it.
-        with pytest.raises(api.InstanceConflict):
-            api.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c1",
-                                   expect_member_epoch=4)
-        assert api.rehome_instance(engine, "i-live", "c1", 5, "c3", 8)
-        assert api.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c3",
-                                      expect_member_epoch=8).state == models.STOPPED
+        with pytest.raises(db_instances.InstanceConflict):
+            db_instances.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c1",
+                                            expect_member_epoch=4)
+        assert db_instances.rehome_instance(engine, "i-live", "c1", 5, "c3", 8)
+        assert db_instances.set_instance_state(engine, "i-live", models.STOPPED, expect_host="c3",
+                                               expect_member_epoch=8).state == models.STOPPED
 
 
 def check_downgrade_to_0001_keeps_rows(url: str) -> None:
@@ -143,8 +153,8 @@ def check_downgrade_to_0001_keeps_rows(url: str) -> None:
         assert _epochs_0001(engine) == before
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
-        assert api.get_provider(engine, "p-applied").claim_epoch == 70
-        assert api.get_instance(engine, "i-live").member_epoch == 5
+        assert db_providers.get_provider(engine, "p-applied").claim_epoch == 70
+        assert db_instances.get_instance(engine, "i-live").member_epoch == 5
 
 
 def _columns(engine: sa.Engine, table: str) -> list[str]:
@@ -159,16 +169,17 @@ def check_upgrade_to_0003_records_no_generation(url: str) -> None:
         assert "placement_generation" not in _columns(engine, "providers")
         migrate(url, "0003")
         assert db.current_revision(url) == "0003"
-        applied = api.get_provider(engine, "p-applied")
+        applied = db_providers.get_provider(engine, "p-applied")
         assert (applied.claim_epoch, applied.seq, applied.state, applied.placement_generation) \
             == (70, 3, '{"reserved": 0}', None)
-        assert api.get_provider(engine, "p-deleted").placement_generation is None
-        assert [row.uuid for row in api.applied_providers(engine)] == ["p-applied", "p-deleted"]
-        assert api.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 12)
-        assert api.get_provider(engine, "p-applied").placement_generation == 12
-        assert api.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
-                                         lambda row: api.Applied("{}", 13))
-        row = api.get_provider(engine, "p-applied")
+        assert db_providers.get_provider(engine, "p-deleted").placement_generation is None
+        assert [row.uuid for row in db_providers.applied_providers(engine)] == ["p-applied",
+                                                                                "p-deleted"]
+        assert db_providers.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 12)
+        assert db_providers.get_provider(engine, "p-applied").placement_generation == 12
+        assert db_providers.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
+                                                  lambda row: db_providers.Applied("{}", 13))
+        row = db_providers.get_provider(engine, "p-applied")
         assert (row.seq, row.state, row.placement_generation) == (4, "{}", 13)
 
 
@@ -176,7 +187,7 @@ def check_downgrade_from_0003_keeps_rows(url: str) -> None:
     """0003 -> 0002 -> 0003: the column goes and comes back empty; the reports stay."""
     with _database_at_0001(url) as engine:
         assert db.sync(url) == db.head_revision()
-        assert api.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 5)
+        assert db_providers.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 5)
         before = _epochs_0001_as_0002(engine)
         migrate(url, "0002", down=True)
         assert db.current_revision(url) == "0002"
@@ -187,7 +198,7 @@ def check_downgrade_from_0003_keeps_rows(url: str) -> None:
             conn.execute(sa.text("UPDATE providers SET seq = 4 WHERE uuid = 'p-applied'"))
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
-        row = api.get_provider(engine, "p-applied")
+        row = db_providers.get_provider(engine, "p-applied")
         assert (row.claim_epoch, row.seq, row.placement_generation) == (70, 4, None)
 
 
@@ -215,24 +226,24 @@ def check_upgrade_to_0004_gives_old_instances_the_built_in_project(url: str) -> 
         # The API reads rows as the models of the head revision have them.
         assert db.sync(url) == db.head_revision()
         for uuid, node, host, _epoch, state in INSTANCES_0001:
-            row = api.get_instance(engine, uuid)
+            row = db_instances.get_instance(engine, uuid)
             assert (row.node_uuid, row.host, row.state) == (node, host, state)
             assert (row.project_id, row.user_id, row.name, row.metadata, row.flavor) == \
                 ("computed", "computed", None, {}, None)
         # Newest first; all four rows share T0, so by uuid, descending.
-        assert [r.uuid for r in api.list_instances(engine, project_id="computed")] == \
+        assert [r.uuid for r in db_instances.list_instances(engine, project_id="computed")] == \
             ["i-unscheduled", "i-nodeless", "i-live"]
-        api.create_flavor(engine, "f-1", "bm.gold", vcpus=0, ram=0, disk=0,
-                          extra_specs={"resources:CUSTOM_GOLD": "1"})
-        assert api.get_flavor(engine, "f-1").extra_specs == {"resources:CUSTOM_GOLD": "1"}
+        db_flavors.create_flavor(engine, "f-1", "bm.gold", vcpus=0, ram=0, disk=0,
+                                 extra_specs={"resources:CUSTOM_GOLD": "1"})
+        assert db_flavors.get_flavor(engine, "f-1").extra_specs == {"resources:CUSTOM_GOLD": "1"}
 
 
 def check_downgrade_from_0004_keeps_instances(url: str) -> None:
     """0004 -> 0003 -> head: the API's columns and tables go; the instances stay."""
     with _database_at_0001(url) as engine:
         assert db.sync(url) == db.head_revision()
-        api.create_flavor(engine, "f-1", "bm.gold", vcpus=0, ram=0, disk=0,
-                          extra_specs={"trait:CUSTOM_X": "required"})
+        db_flavors.create_flavor(engine, "f-1", "bm.gold", vcpus=0, ram=0, disk=0,
+                                 extra_specs={"trait:CUSTOM_X": "required"})
         migrate(url, "0003", down=True)
         assert "project_id" not in _columns(engine, "instances")
         assert "flavors" not in sa.inspect(engine).get_table_names()
@@ -241,7 +252,7 @@ def check_downgrade_from_0004_keeps_instances(url: str) -> None:
                 == {uuid for uuid, *_ in INSTANCES_0001}
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
-        assert api.get_instance(engine, "i-live").project_id == "computed"
+        assert db_instances.get_instance(engine, "i-live").project_id == "computed"
 
 
 def check_upgrade_to_0006_keeps_instances_without_details(url: str) -> None:
@@ -252,12 +263,14 @@ def check_upgrade_to_0006_keeps_instances_without_details(url: str) -> None:
         migrate(url, "0005")
         assert "description" not in _columns(engine, "instances")
         assert db.sync(url) == db.head_revision()
-        row = api.get_instance(engine, "i-live")
+        row = db_instances.get_instance(engine, "i-live")
         assert (row.description, row.access_ip_v4, row.access_ip_v6, row.reservation_id) == \
             (None, None, None, None)
-        api.set_instance_details(engine, "i-live", description="d", access_ip_v4="192.0.2.1",
-                                 reservation_id="r-1")
-        assert [r.uuid for r in api.list_instances(engine, reservation_id="r-1")] == ["i-live"]
+        db_instances.set_instance_details(engine, "i-live", description="d",
+                                          access_ip_v4="192.0.2.1",
+                                          reservation_id="r-1")
+        assert [r.uuid for r in db_instances.list_instances(engine,
+                                                            reservation_id="r-1")] == ["i-live"]
         migrate(url, "0005", down=True)
         assert "reservation_id" not in _columns(engine, "instances")
         with engine.connect() as conn:
@@ -276,12 +289,12 @@ def check_upgrade_to_0007_leaves_old_instances_without_a_config_drive(url: str) 
         migrate(url, "0006")
         assert "key_name" not in _columns(engine, "instances")
         assert db.sync(url) == db.head_revision()
-        row = api.get_instance(engine, "i-live")
+        row = db_instances.get_instance(engine, "i-live")
         assert (row.key_name, row.key_data, row.user_data, row.config_drive) == \
             (None, None, None, None)
         assert configdrive.build(row) is None
-        api.create_key_pair(engine, "u1", "k1", "ssh", "ssh-ed25519 AAAA", "aa:bb")
-        assert [k.name for k in api.list_key_pairs(engine, "u1")] == ["k1"]
+        db_key_pairs.create_key_pair(engine, "u1", "k1", "ssh", "ssh-ed25519 AAAA", "aa:bb")
+        assert [k.name for k in db_key_pairs.list_key_pairs(engine, "u1")] == ["k1"]
         migrate(url, "0006", down=True)
         assert "key_name" not in _columns(engine, "instances")
         assert "key_pairs" not in sa.inspect(engine).get_table_names()

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from computed.baremetal.driver import DeployFailed
-from computed.db import api, models
+from computed.db import instances as db_instances
+from computed.db import models
 from computed.instances import lifecycle, scheduler
 from computed.instances.worker import InstanceWorker
 from tests.unit.instance.fakes import FakeDriver, FakePlacement
@@ -74,9 +75,9 @@ def test_the_old_owner_can_no_longer_touch_a_moved_build(engine):
     row = world.schedule()
     world.driver.fail_deploy[row.node_uuid] = 'boom'
     moved = lifecycle.build(world.owner(row.node_uuid), row.uuid)
-    with pytest.raises(api.InstanceConflict):
+    with pytest.raises(db_instances.InstanceConflict):
         lifecycle.build(world.owner(row.node_uuid), row.uuid)
-    assert api.get_instance(engine, row.uuid) == moved
+    assert db_instances.get_instance(engine, row.uuid) == moved
 
 
 def test_every_node_failing_ends_in_error_listing_each_attempt_and_no_allocation(engine):
@@ -170,7 +171,7 @@ def test_the_worker_casts_a_moved_build_to_the_new_nodes_owner(engine):
         assert compute.cast.wait(10)
     finally:
         worker.stop()
-    moved = api.get_instance(engine, row.uuid)
+    moved = db_instances.get_instance(engine, row.uuid)
     assert compute.casts == [(moved.host, row.uuid)] and moved.node_uuid != row.node_uuid
 
 
@@ -182,12 +183,13 @@ def test_the_worker_casts_nothing_after_a_build_that_ends(engine):
     try:
         worker.build_instance({}, row.uuid)
         deadline = time.monotonic() + 10
-        while api.get_instance(engine, row.uuid).state == models.BUILDING:
+        while db_instances.get_instance(engine, row.uuid).state == models.BUILDING:
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:
         worker.stop()
-    assert api.get_instance(engine, row.uuid).state == models.ACTIVE and compute.casts == []
+    assert db_instances.get_instance(engine,
+                                     row.uuid).state == models.ACTIVE and compute.casts == []
 
 
 class Notifier:

@@ -9,7 +9,8 @@ import base64
 
 import pytest
 
-from computed.db import api, models
+from computed.db import instances as db_instances
+from computed.db import models
 from computed.instances import configdrive, lifecycle
 from tests.unit.instance.test_instance import NODE, scheduled, world  # noqa: F401 - fixture
 
@@ -21,13 +22,13 @@ def with_login(owner, row, **extra):
     details = dict(key_name='k1', key_type='ssh', key_data=KEY, config_drive=True,
                    user_data=base64.b64encode(USER_DATA.encode()).decode())
     details.update(extra)
-    return api.set_instance_details(owner.engine, row.uuid, **details)
+    return db_instances.set_instance_details(owner.engine, row.uuid, **details)
 
 
 def test_the_drive_holds_what_nova_s_metadata_holds(world):  # noqa: F811
     row = with_login(world, scheduled(world))
-    row = api.InstanceRow(**{**row.__dict__, 'name': 'Web_01.example', 'project_id': 'p1',
-                             'metadata': {'role': 'db'}})
+    row = db_instances.InstanceRow(**{**row.__dict__, 'name': 'Web_01.example', 'project_id': 'p1',
+                                      'metadata': {'role': 'db'}})
     drive = configdrive.build(row)
     assert drive == {
         'meta_data': {'uuid': row.uuid, 'name': 'Web_01.example', 'hostname': 'web-01-example',
@@ -42,7 +43,7 @@ def test_no_key_no_user_data_still_a_drive_and_none_for_rows_before(world):  # n
                      user_data=None)
     drive = configdrive.build(row)
     assert set(drive) == {'meta_data'} and 'public_keys' not in drive['meta_data']
-    before = api.InstanceRow(**{**row.__dict__, 'config_drive': None})  # built before 0007
+    before = db_instances.InstanceRow(**{**row.__dict__, 'config_drive': None})  # built before 0007
     assert configdrive.build(before) is None
 
 

@@ -7,8 +7,9 @@ import uuid
 import pytest
 
 from computed.baremetal.driver import POWER_OFF, POWER_ON, REBOOT, DeployFailed
-from computed.db import api, models
-from computed.db.api import InstanceConflict, InstanceNotFound
+from computed.db import instances as db_instances
+from computed.db import models
+from computed.db.instances import InstanceConflict, InstanceNotFound
 from computed.instances import lifecycle, scheduler
 from tests.unit.instance.fakes import FakeDriver, FakePlacement, Guard, NotOurs
 
@@ -77,7 +78,7 @@ def test_build_by_another_daemon_or_epoch_is_refused_and_touches_nothing(world):
         with pytest.raises(InstanceConflict):
             lifecycle.build(other, row.uuid)
     assert world.driver.calls == []
-    assert api.get_instance(world.engine, row.uuid).state == models.BUILDING
+    assert db_instances.get_instance(world.engine, row.uuid).state == models.BUILDING
 
 
 def test_build_of_unknown_or_active_instance_is_refused(world):
@@ -90,11 +91,11 @@ def test_build_of_unknown_or_active_instance_is_refused(world):
 
 def test_a_rehomed_instance_is_left_to_its_new_owner(world):
     row = active(world)
-    assert api.rehome_instance(world.engine, row.uuid, 'c1', 7, 'c2', 9)
+    assert db_instances.rehome_instance(world.engine, row.uuid, 'c1', 7, 'c2', 9)
     for action in (lifecycle.reboot, lifecycle.stop, lifecycle.delete, lifecycle.resume):
         with pytest.raises(InstanceConflict):
             action(world, row.uuid)
-    assert api.get_instance(world.engine, row.uuid).state == models.ACTIVE
+    assert db_instances.get_instance(world.engine, row.uuid).state == models.ACTIVE
     new = lifecycle.Owner(world.engine, world.driver, world.placement, 'c2', 9)
     assert lifecycle.reboot(new, row.uuid).state == models.ACTIVE
 
@@ -168,7 +169,7 @@ def test_failed_power_action_lands_on_the_real_power_state_with_the_fault(world)
 
 
 def _force(owner, row, state):
-    return api.set_instance_state(owner.engine, row.uuid, state)
+    return db_instances.set_instance_state(owner.engine, row.uuid, state)
 
 
 def test_resume_building_whose_node_is_already_active_just_marks_active(world):
@@ -230,7 +231,7 @@ def test_resume_of_a_reboot_reboots_rather_than_only_powering_on(world):
 
 def test_resume_leaves_stable_states_alone_and_resume_all_takes_only_its_own(world):
     row = active(world)
-    assert lifecycle.resume(world, row.uuid) == api.get_instance(world.engine, row.uuid)
+    assert lifecycle.resume(world, row.uuid) == db_instances.get_instance(world.engine, row.uuid)
     _force(world, row, models.REBOOTING)
     assert [r.state for r in lifecycle.resume_all(world)] == [models.ACTIVE]
     other = lifecycle.Owner(world.engine, world.driver, world.placement, 'c1', 8)
@@ -250,7 +251,8 @@ def test_a_failed_build_whose_node_was_lost_meanwhile_does_not_wipe_it(world):
         lifecycle.build(dataclasses.replace(world, guard=guard), row.uuid)
     assert [c[0] for c in world.driver.calls] == ['deploy']  # no clear, no undeploy
     assert world.driver.nodes[NODE]['instance_uuid'] == row.uuid
-    assert api.get_instance(world.engine, row.uuid).state == models.BUILDING  # for the next owner
+    # BUILDING for the next owner
+    assert db_instances.get_instance(world.engine, row.uuid).state == models.BUILDING
     assert world.placement.allocations == {row.uuid: NODE}
 
 
@@ -265,4 +267,4 @@ def test_an_operation_whose_guard_refuses_writes_nothing_to_ironic(world, operat
     assert world.driver.nodes[NODE]['provision_state'] == 'active'
     assert world.placement.allocations == {row.uuid: NODE}
     # left in its transitional state, which the owner of the node resumes
-    assert api.get_instance(world.engine, row.uuid).state in models.TRANSITIONAL_STATES
+    assert db_instances.get_instance(world.engine, row.uuid).state in models.TRANSITIONAL_STATES

@@ -10,7 +10,7 @@ import pytest
 from oslo_config import cfg
 
 from computed.db import models
-from computed.db.api import InstanceRow
+from computed.db.instances import InstanceRow
 from computed.instances import notifications
 from computed.instances.notifications import InstanceNotifier, event_for, payload
 

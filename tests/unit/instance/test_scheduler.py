@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from computed.db import api, models
+from computed.db import instances as db_instances
+from computed.db import models
 from computed.instances import scheduler
 from computed.instances.rpcapi import ServerAPI
 from tests.unit.instance.fakes import FakePlacement
@@ -82,8 +83,9 @@ def test_node_in_use_in_the_database_removes_the_allocation_and_moves_on(engine)
     placement = FakePlacement()
     placement.add(A, RC)
     placement.add(B, RC)
-    api.create_instance(engine, str(uuid.uuid4()), RC, node_uuid=A, host='c1', member_epoch=1,
-                        state=models.ERROR)  # holds A without an allocation
+    db_instances.create_instance(engine, str(uuid.uuid4()), RC, node_uuid=A, host='c1',
+                                 member_epoch=1,
+                                 state=models.ERROR)  # holds A without an allocation
     row = scheduler.schedule(placement, engine, RC, owner_of=owners(),
                              rand=random.Random(0))
     assert row.node_uuid == B
@@ -105,7 +107,7 @@ def test_no_valid_host_leaves_no_row_and_no_allocation(engine):
         scheduler.schedule(placement, engine, RC, ['CUSTOM_X'], owner_of=owners())
     with pytest.raises(scheduler.NoValidHost, match='taken meanwhile or unowned'):
         scheduler.schedule(placement, engine, RC, owner_of=owners(missing={A}))
-    assert placement.allocations == {} and api.live_instances(engine) == []
+    assert placement.allocations == {} and db_instances.live_instances(engine) == []
 
 
 def test_bad_input_is_refused_before_anything_is_written(engine):
@@ -117,7 +119,7 @@ def test_bad_input_is_refused_before_anything_is_written(engine):
         scheduler.schedule(placement, engine, RC, instance_uuid='x', owner_of=owners())
     with pytest.raises(scheduler.BadRequest, match='not a trait'):
         scheduler.schedule(placement, engine, RC, ['lower'], owner_of=owners())
-    assert placement.allocations == {} and api.live_instances(engine) == []
+    assert placement.allocations == {} and db_instances.live_instances(engine) == []
 
 
 def test_an_existing_instance_uuid_is_refused(engine):
@@ -125,7 +127,7 @@ def test_an_existing_instance_uuid_is_refused(engine):
     placement.add(A, RC)
     placement.add(B, RC)
     row = scheduler.schedule(placement, engine, RC, owner_of=owners())
-    with pytest.raises(api.InstanceExists):
+    with pytest.raises(db_instances.InstanceExists):
         scheduler.schedule(placement, engine, RC, instance_uuid=row.uuid, owner_of=owners())
     assert placement.allocations == {row.uuid: row.node_uuid}
 
@@ -149,10 +151,10 @@ def test_racing_builds_for_the_last_node_never_share_it(engine):
             t.start()
         for t in threads:
             t.join()
-        rows = [r for r in results if isinstance(r, api.InstanceRow)]
+        rows = [r for r in results if isinstance(r, db_instances.InstanceRow)]
         assert len(rows) == 1 and len(results) == 2
         assert placement.allocations == {rows[0].uuid: node}
-        api.set_instance_state(engine, rows[0].uuid, models.DELETED)
+        db_instances.set_instance_state(engine, rows[0].uuid, models.DELETED)
 
 
 class RecordingCompute:
@@ -164,7 +166,7 @@ class RecordingCompute:
 
     def __getattr__(self, name):
         def cast(host, instance_uuid, member_epoch):
-            state = api.get_instance(self.engine, instance_uuid).state
+            state = db_instances.get_instance(self.engine, instance_uuid).state
             self.casts.append((name, host, instance_uuid, member_epoch, state))
         return cast
 
@@ -176,14 +178,14 @@ def test_server_api_casts_build_to_the_owner_and_actions_to_the_current_host(eng
     servers = ServerAPI(engine, placement, compute, owners('c1', 3))
     row = servers.create('gold')
     assert compute.casts == [('build_instance', 'c1', row.uuid, 3, 'BUILDING')]
-    api.set_instance_state(engine, row.uuid, models.ACTIVE)
-    api.rehome_instance(engine, row.uuid, 'c1', 3, 'c3', 5)
+    db_instances.set_instance_state(engine, row.uuid, models.ACTIVE)
+    db_instances.rehome_instance(engine, row.uuid, 'c1', 3, 'c3', 5)
     servers.action('reboot', row.uuid)
     assert compute.casts[-1] == ('reboot_instance', 'c3', row.uuid, 5, 'REBOOTING')
-    api.set_instance_state(engine, row.uuid, models.DELETED)
+    db_instances.set_instance_state(engine, row.uuid, models.DELETED)
     servers.action('delete', row.uuid)  # already deleted: nothing cast
     assert len(compute.casts) == 2
-    with pytest.raises(api.InstanceNotFound):
+    with pytest.raises(db_instances.InstanceNotFound):
         servers.action('stop', str(uuid.uuid4()))
     with pytest.raises(scheduler.BadRequest):
         servers.action('stop', 'not-a-uuid')
@@ -220,7 +222,7 @@ def test_an_action_is_recorded_as_a_transitional_state_before_it_is_cast(engine,
     compute = RecordingCompute(engine)
     servers = ServerAPI(engine, placement, compute, owners('c1', 3))
     row = servers.create('gold')
-    api.set_instance_state(engine, row.uuid, before, 'an old fault')
+    db_instances.set_instance_state(engine, row.uuid, before, 'an old fault')
     after = servers.action(action, row.uuid)
     assert after.state == recorded
     assert compute.casts[-1] == (f'{action}_instance', 'c1', row.uuid, 3, recorded)
@@ -237,11 +239,11 @@ def test_an_action_the_state_does_not_allow_is_refused_and_never_cast(engine, ac
     compute = RecordingCompute(engine)
     servers = ServerAPI(engine, placement, compute, owners('c1', 3))
     row = servers.create('gold')
-    api.set_instance_state(engine, row.uuid, state)
-    with pytest.raises(api.InstanceConflict, match=f'found state {state}'):
+    db_instances.set_instance_state(engine, row.uuid, state)
+    with pytest.raises(db_instances.InstanceConflict, match=f'found state {state}'):
         servers.action(action, row.uuid)
     assert [cast[0] for cast in compute.casts] == ['build_instance']
-    assert api.get_instance(engine, row.uuid).state == state
+    assert db_instances.get_instance(engine, row.uuid).state == state
 
 
 @pytest.mark.parametrize('action, state', [('stop', 'STOPPED'), ('start', 'ACTIVE'),
@@ -252,7 +254,7 @@ def test_an_action_with_nothing_to_do_records_and_casts_nothing(engine, action, 
     compute = RecordingCompute(engine)
     servers = ServerAPI(engine, placement, compute, owners('c1', 3))
     row = servers.create('gold')
-    api.set_instance_state(engine, row.uuid, state)
+    db_instances.set_instance_state(engine, row.uuid, state)
     assert servers.action(action, row.uuid).state == state
     assert [cast[0] for cast in compute.casts] == ['build_instance']
 
@@ -270,7 +272,7 @@ def test_the_api_records_a_build_without_host_in_error_and_can_delete_it(engine)
     servers = ServerAPI(engine, placement, Compute(), owners())
     with pytest.raises(scheduler.NoValidHost):
         servers.create(RC)
-    assert api.live_instances(engine) == []
+    assert db_instances.live_instances(engine) == []
     row = servers.create(RC, project_id='p1', user_id='u1', name='web', record_failure=True)
     assert (row.state, row.node_uuid, row.host, row.project_id, row.name) == \
         (models.ERROR, None, None, 'p1', 'web')

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from computed.db import api, models
+from computed.db import instances as db_instances
+from computed.db import models
 from computed.fleet.claims import Claim, NotOurs
 from computed.instances import lifecycle, scheduler
 from computed.instances.rpcapi import ServerAPI
@@ -77,7 +78,7 @@ def active(owner):
 def wait_state(owner, uuid, states, timeout=10):
     deadline = time.monotonic() + timeout
     while True:
-        row = api.get_instance(owner.engine, uuid)
+        row = db_instances.get_instance(owner.engine, uuid)
         if row.state in states or time.monotonic() > deadline:
             return row
         time.sleep(0.01)
@@ -93,7 +94,7 @@ def test_a_cast_for_another_member_epoch_is_refused_in_one_line(world, caplog):
     assert len(refusals) == 1 and row.uuid in refusals[0].getMessage()
     assert f'member epoch {EPOCH - 1}' in refusals[0].getMessage()
     assert refusals[0].exc_info is None
-    assert api.get_instance(owner.engine, row.uuid).state == models.ACTIVE
+    assert db_instances.get_instance(owner.engine, row.uuid).state == models.ACTIVE
 
 
 @pytest.mark.parametrize('epoch', ['7', 7.0, True, [7], {'e': 7}])
@@ -129,7 +130,7 @@ def test_an_operation_that_loses_its_claim_stops_writing_and_says_so(world, capl
     assert len(stopped) == 1 and stopped[0].exc_info is None
     assert 'no longer held' in stopped[0].getMessage()
     assert len(owner.driver.calls) == calls  # nothing written to Ironic
-    assert api.get_instance(owner.engine, row.uuid).state == models.DELETING  # resumable
+    assert db_instances.get_instance(owner.engine, row.uuid).state == models.DELETING  # resumable
 
 
 @pytest.mark.parametrize('action, final', [('stop', models.STOPPED), ('reboot', models.ACTIVE),
@@ -160,7 +161,7 @@ def test_a_lost_cast_whose_node_is_gone_ends_in_a_visible_error(world):
 def test_resume_leaves_alone_what_is_queued_or_running_here(world):
     owner, fleet, worker = world
     row = active(owner)
-    api.set_instance_state(owner.engine, row.uuid, models.STOPPING)
+    db_instances.set_instance_state(owner.engine, row.uuid, models.STOPPING)
     release = threading.Event()
     started = threading.Event()
     blocked = owner.driver.set_power
@@ -248,9 +249,9 @@ def test_casts_for_nodes_not_held_do_not_hold_up_the_others(engine, caplog):
     fleet = PartialFleet({NODE})
     worker = InstanceWorker(fleet, owner, workers=2, claim_wait=3)
     try:
-        waiting = [api.create_instance(engine, f'3333333{i}-3333-3333-3333-333333333333',
-                                       RC, node_uuid=node, host='c1', member_epoch=EPOCH,
-                                       state=models.STOPPING).uuid
+        waiting = [db_instances.create_instance(engine, f'3333333{i}-3333-3333-3333-333333333333',
+                                                RC, node_uuid=node, host='c1', member_epoch=EPOCH,
+                                                state=models.STOPPING).uuid
                    for i, node in enumerate(free)]
         placement.add(NODE, RC)
         row = active(owner)
@@ -273,7 +274,7 @@ def test_casts_for_nodes_not_held_do_not_hold_up_the_others(engine, caplog):
             time.sleep(0.05)
         gave_up = [r for r in caplog.records if 'does not hold node' in r.getMessage()]
         assert len(gave_up) == 1 and waiting[1] in gave_up[0].getMessage()
-        assert api.get_instance(engine, waiting[1]).state == models.STOPPING  # resumable
+        assert db_instances.get_instance(engine, waiting[1]).state == models.STOPPING  # resumable
     finally:
         worker.stop()
 
@@ -284,9 +285,9 @@ def test_an_instance_of_another_host_is_refused_at_once(engine, caplog):
     fleet = PartialFleet(set())
     worker = InstanceWorker(fleet, owner, workers=1, claim_wait=30)
     try:
-        other = api.create_instance(engine, '44444444-4444-4444-4444-444444444444', RC,
-                                    node_uuid=NODE, host='c2', member_epoch=3,
-                                    state=models.ACTIVE).uuid
+        other = db_instances.create_instance(engine, '44444444-4444-4444-4444-444444444444', RC,
+                                             node_uuid=NODE, host='c2', member_epoch=3,
+                                             state=models.ACTIVE).uuid
         caplog.set_level(logging.WARNING)
         started = time.monotonic()
         worker.delete_instance({}, instance_uuid=other)
@@ -296,6 +297,6 @@ def test_an_instance_of_another_host_is_refused_at_once(engine, caplog):
             time.sleep(0.02)
         assert time.monotonic() - started < 2
         assert fleet.acts == [] and driver.calls == []
-        assert api.get_instance(engine, other).state == models.ACTIVE
+        assert db_instances.get_instance(engine, other).state == models.ACTIVE
     finally:
         worker.stop()

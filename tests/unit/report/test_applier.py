@@ -3,7 +3,8 @@ fresh sqlite file."""
 
 import pytest
 
-from computed.db import api as db_api
+from computed.db import common as db_common
+from computed.db import providers as db_providers
 from computed.placement.client import DeleteOutcome
 from computed.placement.http import PlacementUnavailable
 from computed.providers.report import Report
@@ -75,7 +76,7 @@ class FakeClaims:
 
 
 def last_applied(engine, uuid):
-    row = db_api.get_provider(engine, uuid)
+    row = db_providers.get_provider(engine, uuid)
     return None if row is None else (row.claim_epoch, row.seq)
 
 
@@ -96,7 +97,7 @@ def test_applied_then_duplicate_and_older_are_stale(world):
     assert applier.apply([report(seq=5)]) == [[U1, 5, "applied"]]
     assert placement.providers[U1].resource_class == "CUSTOM_GOLD"
     # The generation Placement answered is recorded: the resync compares it with the listing.
-    assert db_api.get_provider(engine, U1).placement_generation == 1
+    assert db_providers.get_provider(engine, U1).placement_generation == 1
     assert applier.apply([report(seq=5), report(seq=4)]) == [[U1, 5, "stale"], [U1, 4, "stale"]]
 
 
@@ -249,7 +250,7 @@ def test_newest_per_provider_keeps_the_newest_report_of_each():
 
 def test_split_new_creates_only_never_applied_providers_with_a_state():
     rows = {U1: None, U2: None, U3: "a row"}
-    keys = [db_api.ReportKey(u, 7, 1, "c1") for u in (U1, U2, U3)]
+    keys = [db_providers.ReportKey(u, 7, 1, "c1") for u in (U1, U2, U3)]
     newer = [(key, rows[key.uuid]) for key in keys]
     fresh, alone = split_new(newer, {U1: "state", U2: None, U3: "state"})
     assert fresh == [keys[0]]
@@ -294,8 +295,8 @@ def test_a_batch_whose_commit_fails_answers_failed_and_records_nothing(world, mo
     placement, engine, _, applier = world
 
     def broken(*args, **kwargs):
-        raise db_api.DatabaseError("commit failed")
+        raise db_common.DatabaseError("commit failed")
 
-    monkeypatch.setattr(db_api, "apply_reports_if_newer", broken)
+    monkeypatch.setattr(db_providers, "apply_reports_if_newer", broken)
     assert applier.apply([report(U1), report(U2, epoch=9)]) == [[U1, 1, "failed"],
                                                                  [U2, 1, "failed"]]

@@ -11,7 +11,9 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from computed import db
-from computed.db import api, models
+from computed.db import engine as db_engine
+from computed.db import instances as db_instances
+from computed.db import models
 from computed.upgrade import data_migrations, migrations
 from computed.version import PREVIOUS_RELEASE
 
@@ -27,8 +29,8 @@ def _old_instances(engine, count: int) -> list[str]:
     no reservation id."""
     uuids = [str(uuid.uuid4()) for _ in range(count)]
     for instance_uuid in uuids:
-        api.create_instance(engine, instance_uuid, 'CUSTOM_GOLD', state=models.ERROR,
-                            fault='no valid host')
+        db_instances.create_instance(engine, instance_uuid, 'CUSTOM_GOLD', state=models.ERROR,
+                                     fault='no valid host')
     return uuids
 
 
@@ -40,12 +42,12 @@ def _reservations(engine) -> dict[str, str | None]:
 
 def check_real_migrations(url: str) -> None:
     db.sync(url)
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         old = _old_instances(engine, 7)
         kept = str(uuid.uuid4())
-        api.create_instance(engine, kept, 'CUSTOM_GOLD', state=models.ERROR, fault='x')
-        api.set_instance_details(engine, kept, reservation_id='r-0000abcd')
+        db_instances.create_instance(engine, kept, 'CUSTOM_GOLD', state=models.ERROR, fault='x')
+        db_instances.set_instance_details(engine, kept, reservation_id='r-0000abcd')
         assert data_migrations.pending(engine) == {'instance_reservation_ids': 7}
         bound = data_migrations.bound(engine)
         first = data_migrations.run(bound, max_count=3, batch=2)
@@ -73,7 +75,7 @@ def check_command(url: str, manage: Callable[..., object]) -> None:
     db *args`` against ``url`` and returns the result (returncode, stdout, stderr)."""
     synced = manage('sync')
     assert synced.returncode == 0, synced
-    engine = api.engine_from_url(url)
+    engine = db_engine.engine_from_url(url)
     try:
         _old_instances(engine, 5)
         limited = manage('online_data_migrations', '--max-count', '2')

@@ -8,7 +8,7 @@ Issue 23 item 1: concurrent builds of one project could all pass the quota check
 (ERROR servers were never rechecked). ``quota_projects`` holds one row per project, locked
 while a build's quota decision is taken (``SELECT ... FOR UPDATE``; sqlite's write lock);
 ``quota_reservations`` records each build admitted before its instance row exists, so the next
-decision counts it (see :func:`computed.db.api.reserve_quota`). Both start empty.
+decision counts it (see :func:`computed.db.quotas.reserve_quota`). Both start empty.
 """
 
 import sqlalchemy as sa

@@ -1,0 +1,345 @@
+"""computed's record of the provider reports it applied to Placement: one row per node.
+
+Owns every statement on the ``providers`` table. Each public function takes the ``Engine`` to
+use (from :mod:`computed.db.engine`, which also bounds every call), runs in its own transaction
+and returns plain frozen dataclasses (:class:`ProviderRow`), not ORM objects.
+
+Guarantees:
+
+* :func:`apply_report_if_newer` applies the reports of one provider in
+  strictly increasing (claim_epoch, seq) order, across threads and processes:
+  the provider's row is locked for the whole read-compare-apply-store
+  (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
+  write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
+  both apply, and an older report is never applied after a newer one.
+* :func:`apply_reports_if_newer` does the same for a batch of providers in one transaction,
+  locking their rows in uuid order and skipping (never waiting for) rows another transaction
+  holds; rows are inserted beforehand in a short transaction of their own, so the batch's
+  transaction waits on no other.
+* :func:`record_placement_generation` (the resync's repair) runs under the same row lock and
+  changes nothing unless the row still holds the (claim_epoch, seq) the caller read: a repair
+  never overtakes, nor undoes, a report.
+
+Threads: any thread; the ordering above holds across threads because it is the database's row
+lock that decides, not anything in this process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Collection
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from computed.db import models
+from computed.db.common import deadlock_retries
+from computed.db.engine import transaction as _transaction
+from computed.db.models import Provider
+
+# (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0.
+_UNAPPLIED = -1
+
+_providers = Provider.__table__
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderRow:
+    uuid: str
+    claim_epoch: int
+    seq: int
+    host: str
+    state: str | None
+    deleted: bool
+    updated_at: datetime.datetime
+    # Placement's generation of the provider after computed's last write to it (None: not known,
+    # e.g. written before revision 0003, or deleted).
+    placement_generation: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What an ``apply`` callback of :func:`apply_report_if_newer` may return: the new state's
+    JSON (None: the provider was deleted) and Placement's generation after the write."""
+
+    state: str | None
+    placement_generation: int | None = None
+
+
+def _provider_row(row: Any) -> ProviderRow:
+    return ProviderRow(uuid=row.uuid, claim_epoch=row.claim_epoch, seq=row.seq, host=row.host,
+                       state=row.state, deleted=bool(row.deleted), updated_at=row.updated_at,
+                       placement_generation=row.placement_generation)
+
+
+def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
+    """Make sure the provider has a row to lock, without failing if a racer made it first."""
+    values = dict(uuid=uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=host, state=None,
+                  deleted=True, updated_at=models.utcnow())
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+        stmt = postgresql.insert(_providers).values(**values).on_conflict_do_nothing()
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+        stmt = sqlite.insert(_providers).values(**values).on_conflict_do_nothing()
+    elif dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+        insert = mysql.insert(_providers).values(**values)
+        # A no-op update rather than INSERT IGNORE: on a duplicate it takes the row's exclusive
+        # lock at once; IGNORE would take a shared one, and two transactions upgrading shared
+        # locks for the FOR UPDATE below deadlock.
+        stmt = insert.on_duplicate_key_update(uuid=insert.inserted.uuid)
+    else:
+        if conn.execute(sa.select(_providers.c.uuid).where(_providers.c.uuid == uuid)
+                        .with_for_update()).first() is not None:
+            return
+        stmt = sa.insert(_providers).values(**values)
+    conn.execute(stmt)
+
+
+def _lock_provider(conn: Connection, uuid: str) -> ProviderRow | None:
+    """Lock the provider's row (inserted beforehand) for this transaction; None when no report
+    was applied yet."""
+    row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
+                       .with_for_update()).one()
+    return None if row.claim_epoch == _UNAPPLIED else _provider_row(row)
+
+
+def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int, host: str,
+                          apply: Callable[[ProviderRow | None], str | Applied | None]) -> bool:
+    """Apply one provider report if it is newer than the last applied; True if applied.
+
+    In one transaction, with the provider's row locked: compare (claim_epoch,
+    seq) with the stored pair; if not strictly greater, return False without
+    calling ``apply``. Otherwise call ``apply(row)`` (``row`` is the last
+    applied state, None for a provider never applied) — it writes Placement and
+    returns the new state's JSON, or None when it deleted the provider, or an
+    :class:`Applied` that also carries Placement's generation after the write — and
+    store (claim_epoch, seq, host, state, placement generation). If ``apply`` raises, nothing is
+    stored and the exception propagates. If the commit itself fails after ``apply``
+    the report is not recorded and a later report re-applies: Placement writes
+    must be idempotent.
+    """
+    if claim_epoch < 0 or seq < 0:
+        raise ValueError(f"provider {uuid}: claim_epoch and seq must be >= 0, "
+                         f"got ({claim_epoch}, {seq})")
+    # A deadlock can only come from taking the lock, before apply ran; retrying then is safe.
+    # After apply it is the caller's failure to see.
+    applied = False
+    attempts = deadlock_retries(lambda: not applied)
+    for attempt in attempts:
+        applied = False
+        with attempt:
+            # Inserted and committed apart: no transaction that writes Placement holds an
+            # uncommitted insert another (a batch's) would have to wait for.
+            with _transaction(engine, write=True) as conn:
+                _insert_unapplied(conn, uuid, host)
+            with _transaction(engine, write=True) as conn:
+                row = _lock_provider(conn, uuid)
+                if row is not None and (row.claim_epoch, row.seq) >= (claim_epoch, seq):
+                    return False
+                applied = True
+                result = apply(row)
+                if not isinstance(result, Applied):
+                    result = Applied(result)
+                conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
+                    claim_epoch=claim_epoch, seq=seq, host=host, state=result.state,
+                    deleted=result.state is None,
+                    placement_generation=result.placement_generation,
+                    updated_at=models.utcnow()))
+            return True
+    raise AssertionError("unreachable")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportKey:
+    """What orders one report of a batch (:func:`apply_reports_if_newer`)."""
+
+    uuid: str
+    claim_epoch: int
+    seq: int
+    host: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    """What :func:`apply_reports_if_newer` did: the uuids whose report was ``applied`` (and
+    stored), those whose report was ``stale`` (not newer than the stored one), and those left
+    ``busy`` because another transaction held their row (not looked at: apply them alone)."""
+
+    applied: frozenset[str]
+    stale: frozenset[str]
+    busy: tuple[str, ...]
+
+
+def _insert_unapplied_many(conn: Connection, reports: list[ReportKey]) -> None:
+    """Rows to lock for every report's provider that has none, in one statement where the
+    backend allows (in the order given)."""
+    now = models.utcnow()
+    values = [dict(uuid=report.uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=report.host,
+                   state=None, deleted=True, updated_at=now) for report in reports]
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+        conn.execute(postgresql.insert(_providers).values(values).on_conflict_do_nothing())
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+        conn.execute(sqlite.insert(_providers).values(values).on_conflict_do_nothing())
+    else:
+        for report in reports:
+            _insert_unapplied(conn, report.uuid, report.host)
+
+
+def apply_reports_if_newer(
+        engine: Engine, reports: Collection[ReportKey],
+        apply: Callable[[list[tuple[ReportKey, ProviderRow | None]]], dict[str, Applied]],
+) -> BatchResult:
+    """Apply a batch of reports, each only if newer than its provider's last applied one, in ONE
+    transaction: :func:`apply_report_if_newer` for many providers at once.
+
+    The uuids must be distinct. Rows missing are first inserted (unapplied) and committed in a
+    short transaction of their own, so that the batch's transaction never waits on another's
+    insert. Then, in one transaction, the batch's rows are locked in uuid order, skipping those
+    another transaction holds (``FOR UPDATE SKIP LOCKED`` on PostgreSQL and MySQL; sqlite's
+    write lock, taken by ``BEGIN IMMEDIATE``, holds them all): the skipped are returned as
+    ``busy``, untouched. Each locked report not strictly newer than its row is ``stale``. The
+    newer ones go to ONE call ``apply([(report, row), ...])`` (``row`` None: never applied),
+    which writes Placement and returns ``{uuid: Applied}`` for the reports it applied; those
+    rows are stored (claim_epoch, seq, host, state, generation), the others are left as they
+    were (their reports failed: the sender retries). If ``apply`` raises, nothing is stored
+    and the exception propagates; if the commit fails, none of the batch is recorded and later
+    reports re-apply (Placement writes must be idempotent).
+    """
+    by_uuid = {report.uuid: report for report in reports}
+    if len(by_uuid) != len(reports):
+        raise ValueError("a batch of reports names a provider more than once")
+    for report in reports:
+        if report.claim_epoch < 0 or report.seq < 0:
+            raise ValueError(f"provider {report.uuid}: claim_epoch and seq must be >= 0, "
+                             f"got ({report.claim_epoch}, {report.seq})")
+    uuids = sorted(by_uuid)
+    if not uuids:
+        return BatchResult(frozenset(), frozenset(), ())
+    applied = False
+    attempts = deadlock_retries(lambda: not applied)
+    for attempt in attempts:
+        applied = False
+        with attempt:
+            with _transaction(engine, write=True) as conn:
+                _insert_unapplied_many(conn, [by_uuid[uuid] for uuid in uuids])
+            with _transaction(engine, write=True) as conn:
+                rows = {row.uuid: row for row in conn.execute(
+                    sa.select(_providers).where(_providers.c.uuid.in_(uuids))
+                    .order_by(_providers.c.uuid).with_for_update(skip_locked=True))}
+                stale, newer = set(), []
+                for uuid in uuids:
+                    raw = rows.get(uuid)
+                    if raw is None:
+                        continue  # held by another transaction
+                    report = by_uuid[uuid]
+                    row = None if raw.claim_epoch == _UNAPPLIED else _provider_row(raw)
+                    if row is not None and (row.claim_epoch, row.seq) >= (report.claim_epoch,
+                                                                          report.seq):
+                        stale.add(uuid)
+                    else:
+                        newer.append((report, row))
+                applied = True
+                results = apply(newer) if newer else {}
+                done = {report.uuid for report, _ in newer if report.uuid in results}
+                if done:
+                    now = models.utcnow()
+                    conn.execute(
+                        sa.update(_providers).where(_providers.c.uuid == sa.bindparam("b_uuid"))
+                        .values(claim_epoch=sa.bindparam("b_claim_epoch"),
+                                seq=sa.bindparam("b_seq"), host=sa.bindparam("b_host"),
+                                state=sa.bindparam("b_state"),
+                                deleted=sa.bindparam("b_deleted"),
+                                placement_generation=sa.bindparam("b_generation"),
+                                updated_at=now),
+                        [dict(b_uuid=uuid, b_claim_epoch=by_uuid[uuid].claim_epoch,
+                              b_seq=by_uuid[uuid].seq, b_host=by_uuid[uuid].host,
+                              b_state=results[uuid].state,
+                              b_deleted=results[uuid].state is None,
+                              b_generation=results[uuid].placement_generation)
+                         for uuid in sorted(done)])
+            return BatchResult(frozenset(done), frozenset(stale),
+                               tuple(uuid for uuid in uuids if uuid not in rows))
+    raise AssertionError("unreachable")
+
+
+def record_placement_generation(engine: Engine, uuid: str, claim_epoch: int, seq: int,
+                                repair: Callable[[ProviderRow], int | None]) -> bool:
+    """Repair one provider if its row still holds (claim_epoch, seq); True if ``repair`` ran.
+
+    In one transaction, with the provider's row locked as :func:`apply_report_if_newer` locks
+    it: when the row is gone, deleted, or holds another (claim_epoch, seq) (a report was applied
+    since the caller read it), return False without calling ``repair``. Otherwise call
+    ``repair(row)`` — it makes Placement hold the row's state again and returns Placement's
+    generation after that — and store the generation; the report columns are left as they are.
+    If ``repair`` raises, nothing is stored and the exception propagates.
+    """
+    repaired = False
+    attempts = deadlock_retries(lambda: not repaired)
+    for attempt in attempts:
+        repaired = False
+        with attempt:
+            with _transaction(engine, write=True) as conn:
+                raw = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
+                                   .with_for_update()).first()
+                if raw is None or raw.deleted or raw.state is None or \
+                        (raw.claim_epoch, raw.seq) != (claim_epoch, seq):
+                    return False
+                repaired = True
+                generation = repair(_provider_row(raw))
+                conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
+                    placement_generation=generation))
+            return True
+    raise AssertionError("unreachable")
+
+
+def applied_providers(engine: Engine) -> list[ProviderRow]:
+    """Every provider a report was applied to (deleted ones too), in uuid order: what the
+    resync compares with Placement."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_providers).where(
+            _providers.c.claim_epoch != _UNAPPLIED).order_by(_providers.c.uuid))
+        return [_provider_row(row) for row in rows]
+
+
+def get_provider(engine: Engine, uuid: str) -> ProviderRow | None:
+    """The provider's last applied report, deleted or not; None if never applied."""
+    with _transaction(engine) as conn:
+        row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)).first()
+    return None if row is None or row.claim_epoch == _UNAPPLIED else _provider_row(row)
+
+
+def provider_uuids(engine: Engine) -> set[str]:
+    """Uuids of the providers applied and not deleted."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_providers.c.uuid).where(
+            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED))
+        return {row.uuid for row in rows}
+
+
+def live_providers(engine: Engine) -> list[ProviderRow]:
+    """The providers applied and not deleted, with their last applied state, in uuid order:
+    the nodes as the compute API shows them (``os-hypervisors``)."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_providers).where(
+            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED)
+            .order_by(_providers.c.uuid))
+        return [_provider_row(row) for row in rows]
+
+
+def mark_deleted(engine: Engine, uuid: str) -> bool:
+    """Record that the provider is gone (state cleared), keeping its (claim_epoch, seq) so that
+    an older report is still refused. True if it was not already deleted."""
+    with _transaction(engine, write=True) as conn:
+        result = conn.execute(sa.update(_providers).where(
+            _providers.c.uuid == uuid, _providers.c.deleted == sa.false()).values(
+            deleted=True, state=None, placement_generation=None, updated_at=models.utcnow()))
+        return result.rowcount == 1
+

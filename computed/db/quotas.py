@@ -1,0 +1,165 @@
+"""computed's quotas: the limits projects have of their own, the reservations of admitted builds.
+
+Owns every statement on the ``quota_limits``, ``quota_projects`` and ``quota_reservations``
+tables, and the count of a project's instances its quota decisions read. Each public function
+takes the ``Engine`` to use (from :mod:`computed.db.engine`, which also bounds every call) and
+runs in its own transaction.
+
+Guarantees: :func:`reserve_quota` takes the quota decisions of one project one at a time (its
+``quota_projects`` row locked; sqlite's write lock) and counts, in one statement, every build
+that may stay: live instance rows, and reservations whose row does not exist yet. A build it
+admits is counted by every later decision until its row is DELETED, so admitted builds never
+exceed the limit, however they interleave with failures and deletes.
+
+Threads: any thread; the project's row lock is the database's, so decisions are serialised
+across threads and processes alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from computed.db import models
+from computed.db.common import deadlock_retries
+from computed.db.engine import transaction as _transaction
+from computed.db.models import Instance, QuotaLimit, QuotaProject, QuotaReservation
+
+_instances = Instance.__table__
+_quota_limits = QuotaLimit.__table__
+_quota_projects = QuotaProject.__table__
+_quota_reservations = QuotaReservation.__table__
+
+
+def quota_limits(engine: Engine, project_id: str) -> dict[str, int]:
+    """``{resource: hard limit}`` the project has of its own (no defaults)."""
+    with _transaction(engine) as conn:
+        return {row.resource: row.hard_limit for row in conn.execute(
+            sa.select(_quota_limits).where(_quota_limits.c.project_id == project_id))}
+
+
+def set_quota_limits(engine: Engine, project_id: str, limits: dict[str, int]) -> dict[str, int]:
+    """Set the project's own limits for the given resources; all its own limits after."""
+    with _transaction(engine, write=True) as conn:
+        for resource, hard_limit in limits.items():
+            conn.execute(sa.delete(_quota_limits).where(
+                _quota_limits.c.project_id == project_id,
+                _quota_limits.c.resource == resource))
+            conn.execute(sa.insert(_quota_limits).values(
+                project_id=project_id, resource=resource, hard_limit=hard_limit))
+        return {row.resource: row.hard_limit for row in conn.execute(
+            sa.select(_quota_limits).where(_quota_limits.c.project_id == project_id))}
+
+
+def delete_quota_limits(engine: Engine, project_id: str) -> None:
+    """Forget the project's own limits (the defaults apply again)."""
+    with _transaction(engine, write=True) as conn:
+        conn.execute(sa.delete(_quota_limits).where(_quota_limits.c.project_id == project_id))
+
+
+# -- quota reservations ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class QuotaUsage:
+    """What a project's builds hold or may hold, counted in computed's database: ``instances``
+    (live rows, ERROR ones included, plus admitted builds without a row yet) and
+    ``resource_class`` units (live rows holding a node of that class, plus admitted builds of
+    that class without a row yet)."""
+
+    instances: int
+    resource_class: int
+
+
+def _insert_quota_project(conn: Connection, project_id: str) -> None:
+    """Make sure the project has a row to lock, without failing if a racer made it first."""
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+        stmt = postgresql.insert(_quota_projects).values(
+            project_id=project_id).on_conflict_do_nothing()
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+        stmt = sqlite.insert(_quota_projects).values(
+            project_id=project_id).on_conflict_do_nothing()
+    elif dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+        insert = mysql.insert(_quota_projects).values(project_id=project_id)
+        # As providers._insert_unapplied: takes the exclusive lock at once on a duplicate.
+        stmt = insert.on_duplicate_key_update(project_id=insert.inserted.project_id)
+    else:
+        if conn.execute(sa.select(_quota_projects.c.project_id).where(
+                _quota_projects.c.project_id == project_id).with_for_update()).first():
+            return
+        stmt = sa.insert(_quota_projects).values(project_id=project_id)
+    conn.execute(stmt)
+
+
+def _quota_usage(conn: Connection, project_id: str, resource_class: str,
+                 expired_before: datetime.datetime) -> QuotaUsage:
+    # One statement, so one snapshot even at READ COMMITTED: a build whose row appears
+    # meanwhile is counted either by its reservation or by its row, never by neither.
+    live = sa.and_(_instances.c.project_id == project_id,
+                   _instances.c.state != models.DELETED)
+    holds_class = sa.and_(live, _instances.c.resource_class == resource_class,
+                          _instances.c.node_uuid.is_not(None))
+    rowless = sa.and_(
+        _quota_reservations.c.project_id == project_id,
+        _quota_reservations.c.created_at >= expired_before,
+        ~sa.exists().where(_instances.c.uuid == _quota_reservations.c.instance_uuid))
+    pending_class = sa.and_(rowless, _quota_reservations.c.resource_class == resource_class)
+
+    def count(table: sa.Table, condition: Any) -> Any:
+        return sa.select(sa.func.count()).select_from(table).where(condition).scalar_subquery()
+    row = conn.execute(sa.select(
+        count(_instances, live).label("rows"),
+        count(_instances, holds_class).label("class_rows"),
+        count(_quota_reservations, rowless).label("pending"),
+        count(_quota_reservations, pending_class).label("pending_class"))).one()
+    return QuotaUsage(instances=row.rows + row.pending,
+                      resource_class=row.class_rows + row.pending_class)
+
+
+def reserve_quota(engine: Engine, project_id: str, instance_uuid: str, resource_class: str,
+                  decide: Callable[[QuotaUsage], None], *, ttl: float) -> None:
+    """Take one quota decision for a build of ``project_id``: ``decide`` gets the project's
+    usage (:class:`QuotaUsage`, counted under the project's lock) and raises to refuse; if it
+    returns, a reservation of ``instance_uuid`` is recorded in the same transaction, so the
+    next decision counts this build until its instance row exists (then the row counts it)
+    and after (:func:`release_quota_reservation`). Reservations older than ``ttl`` seconds (a
+    process that died mid-build) are no longer counted and are removed."""
+    expired_before = models.utcnow() - datetime.timedelta(seconds=ttl)
+    for attempt in deadlock_retries():
+        with attempt:
+            with _transaction(engine, write=True) as conn:
+                _insert_quota_project(conn, project_id)
+                conn.execute(sa.select(_quota_projects.c.project_id).where(
+                    _quota_projects.c.project_id == project_id).with_for_update()).one()
+                conn.execute(sa.delete(_quota_reservations).where(
+                    _quota_reservations.c.project_id == project_id,
+                    _quota_reservations.c.created_at < expired_before))
+                decide(_quota_usage(conn, project_id, resource_class, expired_before))
+                conn.execute(sa.insert(_quota_reservations).values(
+                    instance_uuid=instance_uuid, project_id=project_id,
+                    resource_class=resource_class, created_at=models.utcnow()))
+                return
+
+
+def release_quota_reservation(engine: Engine, instance_uuid: str) -> None:
+    """Forget the reservation of a build whose instance row now exists (or never will)."""
+    with _transaction(engine, write=True) as conn:
+        conn.execute(sa.delete(_quota_reservations).where(
+            _quota_reservations.c.instance_uuid == instance_uuid))
+
+
+def quota_reservations(engine: Engine, project_id: str) -> list[str]:
+    """The instance uuids of the project's reservations (tests, diagnostics)."""
+    with _transaction(engine) as conn:
+        return [row.instance_uuid for row in conn.execute(
+            sa.select(_quota_reservations.c.instance_uuid).where(
+                _quota_reservations.c.project_id == project_id))]
+
