@@ -10,9 +10,12 @@ run under them; whatever removes or narrows is a *contraction*, marked in its sc
 
 An expansion is, operation by operation (:func:`judge`):
 
-* a new table (its columns, keys, indexes and constraints are free: no old code uses it), and
-  rows bulk-inserted into a table made by the same revision;
-* a new column that is nullable or has a server default (old code's INSERTs leave it out);
+* a new table (its columns, keys, indexes and constraints are free: no old code uses it, but a
+  foreign key to an existing table must say ON DELETE CASCADE or SET NULL, or old code could not
+  delete a row new code refers to), and rows bulk-inserted into a table made by the same
+  revision;
+* a new column that is nullable or has a server default (old code's INSERTs leave it out), with
+  the same rule for a foreign key;
 * a new non-unique index; a unique index or a constraint only on a table made by the same
   revision (on an existing table it could refuse what old code writes);
 * an altered column that only widens: NOT NULL -> NULL, a longer string, a wider integer, a
@@ -92,11 +95,38 @@ def _widens(old: Any, new: Any) -> bool:
     return False
 
 
+def _foreign_keys(items: Iterable[Any]) -> list[tuple[str, str | None]]:
+    """``(referenced table, ondelete)`` of every foreign key among columns and constraints."""
+    found = []
+    for item in items:
+        if isinstance(item, sa.ForeignKeyConstraint):
+            found += [(element.target_fullname.split('.')[0], item.ondelete)
+                      for element in item.elements]
+        elif isinstance(item, sa.Column):
+            found += [(key.target_fullname.split('.')[0], key.ondelete)
+                      for key in item.foreign_keys]
+    return found
+
+
+def _blocking_references(items: Iterable[Any], new_tables: frozenset[str]) -> str:
+    """A foreign key to an existing table that would refuse old code's delete of a row new code
+    refers to (neither ON DELETE CASCADE nor SET NULL)."""
+    blocking = sorted({table for table, ondelete in _foreign_keys(items)
+                       if table not in new_tables
+                       and (ondelete or '').upper() not in ('CASCADE', 'SET NULL')})
+    if not blocking:
+        return ''
+    return (f"refers to existing table(s) {', '.join(blocking)} without ON DELETE CASCADE or "
+            f"SET NULL (old code deleting a row that new code refers to would be refused)")
+
+
 def judge(operation: ops.MigrateOperation, new_tables: frozenset[str]) -> str:
     """Why ``operation`` is not an expansion ('' when it is). ``new_tables``: the tables the
-    same revision creates (what is done to them no old code can notice)."""
+    same revision creates (what is done to them no old code can notice, but for foreign keys
+    to existing tables: see :func:`_blocking_references`)."""
     if isinstance(operation, ops.CreateTableOp):
-        return ''
+        blocking = _blocking_references(operation.columns, new_tables)
+        return f'creates table {operation.table_name}: {blocking}' if blocking else ''
     table = getattr(operation, 'table_name', None)
     if isinstance(operation, ops.BulkInsertOp):
         name = getattr(operation.table, 'name', operation.table)
@@ -105,6 +135,9 @@ def judge(operation: ops.MigrateOperation, new_tables: frozenset[str]) -> str:
         return ''
     if isinstance(operation, ops.AddColumnOp):
         column = operation.column
+        blocking = _blocking_references([column], new_tables)
+        if blocking:
+            return f'adds column {table}.{column.name}: {blocking}'
         if column.nullable or column.server_default is not None:
             return ''
         return (f'adds NOT NULL column {table}.{column.name} without a server default (old '
@@ -230,6 +263,25 @@ def at_least(revisions: Sequence[Revision], current: str | None, wanted: str) ->
 
 def _root(revisions: Sequence[Revision]) -> str:
     return next(r.revision for r in revisions if r.down_revision is None)
+
+
+def touched(revisions: Iterable[Revision]) -> set[str]:
+    """The schema objects the operations of ``revisions`` name: tables, ``table.column``,
+    indexes and constraints (what a database waiting for them may lack or still hold)."""
+    names: set[str] = set()
+    for revision in revisions:
+        for operation in revision.operations:
+            table = getattr(operation, 'table_name', None)
+            if table:
+                names.add(table)
+            for attribute in ('index_name', 'constraint_name'):
+                if getattr(operation, attribute, None):
+                    names.add(str(getattr(operation, attribute)))
+            column = getattr(operation, 'column', None)
+            column_name = getattr(column, 'name', None) or getattr(operation, 'column_name', None)
+            if table and column_name:
+                names.add(f'{table}.{column_name}')
+    return names
 
 
 def contractions(revisions: Sequence[Revision], base: str) -> list[str]:

@@ -112,12 +112,15 @@ def test_exit_status_is_nova_statuss():
     assert status.EXIT_ERROR == 255
 
 
+def _url_of(path: str) -> str:
+    return [line.split(' = ', 1)[1] for line in open(path).read().splitlines()
+            if line.startswith('connection = ')][0]
+
+
 def _conf_and_engine(write_conf):
     from computed.db import engine as db_engine
     path = write_conf()
-    url = [line.split(' = ', 1)[1] for line in open(path).read().splitlines()
-           if line.startswith('connection = ')][0]
-    return path, db_engine.engine_from_url(url)
+    return path, db_engine.engine_from_url(_url_of(path))
 
 
 def test_rows_the_previous_release_wrote_are_pending_until_migrated(write_conf, tmp_path):
@@ -172,4 +175,57 @@ def test_a_database_of_a_newer_release_fails(write_conf, tmp_path):
     assert found['Database schema'].startswith(
         'Failure: the database is at revision 0999, which this release does not know')
     assert found['Data migrations'].startswith('Warning: not counted')
+    assert result.returncode == 2
+
+
+def _marked(monkeypatch, contraction: str) -> None:
+    """As if revision ``contraction`` were a contraction of this release (this release has
+    none; the checks read the marks through computed.upgrade.migrations.read_revisions)."""
+    import dataclasses
+
+    from computed.upgrade import migrations
+    real = migrations.read_revisions()
+    marked = [dataclasses.replace(r, contraction=r.revision == contraction) for r in real]
+    monkeypatch.setattr(migrations, 'read_revisions', lambda directory=None: marked)
+
+
+def test_a_waiting_contraction_is_due_once_no_old_service_is_live(write_conf, tmp_path,
+                                                                  monkeypatch, stack):
+    _marked(monkeypatch, '0008')
+    group = f'g{uuid.uuid4().hex[:6]}'
+    path = write_conf(synced=False, extra=f'[coordination]\ngroup = {group}\n')
+    db.sync(_url_of(path), '0007')  # the expansions only, as db sync leaves it
+    found = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
+                             home=tmp_path))
+    assert found['Database schema'] == \
+        "Success: at 0007, this release's expansions (contractions to 0008 wait)"
+    assert found['Schema changes'] == (
+        "Warning: contraction(s) 0008 wait and no service of 0.1.0 is live: run "
+        "'computed-manage db sync --contract'")
+
+
+def test_a_contraction_applied_while_an_old_daemon_is_live_fails(write_conf, tmp_path,
+                                                                 monkeypatch, stack):
+    from tooz import coordination
+    _marked(monkeypatch, '0008')
+    group = f'g{uuid.uuid4().hex[:6]}'
+    path = write_conf(extra=f'[coordination]\ngroup = {group}\n')  # at head: 0008 applied
+    # A daemon of 0.1.0: a member of the group whose capabilities carry no version.
+    old = coordination.get_coordinator(f"{stack['zookeeper'].url}?timeout=10", b'old-c1')
+    old.start()
+    try:
+        try:
+            old.create_group(group.encode()).get()
+        except coordination.GroupAlreadyExist:
+            pass
+        old.join_group(group.encode(), capabilities={'host': 'old-c1', 'weight': 1}).get()
+        result = cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
+                         home=tmp_path)
+    finally:
+        old.stop()
+    found = lines_of(result)
+    assert found['Schema changes'] == (
+        'Failure: contraction(s) 0008 applied while services of 0.1.0 are live, which may use '
+        'what they removed: upgrade them now (computed on old-c1: 0.1.0 (publishes no '
+        'version))')
     assert result.returncode == 2

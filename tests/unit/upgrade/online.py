@@ -16,8 +16,18 @@ from computed.db import instances as db_instances
 from computed.db import models
 from computed.upgrade import data_migrations, migrations
 from computed.version import PREVIOUS_RELEASE
+from tests import cli
 
 RESERVATION = re.compile(r'r-[0-9a-f]{8}')
+
+
+def manage(tmp_path, url: str, *args: str):
+    """``computed-manage db *args`` in-process against ``url`` (no ZooKeeper, no broker)."""
+    conf = tmp_path / 'computed.conf'
+    conf.write_text(f'[DEFAULT]\ntransport_url = fake://\n[coordination]\nbackend_url = '
+                    f'file://{tmp_path}/coordination\n[database]\nconnection = {url}\n')
+    return cli.run('computed-manage', '--config-file', conf, 'db', *args, home=tmp_path,
+                   env={'PATH': '/usr/bin:/bin'})
 
 
 def expand_head() -> str:

@@ -9,7 +9,6 @@ import pytest
 
 from computed.upgrade import data_migrations
 from computed.upgrade.data_migrations import EXIT_DONE, EXIT_ERRORS, EXIT_MORE
-from tests import cli
 from tests.unit.upgrade import online
 
 
@@ -80,12 +79,7 @@ def test_the_real_migrations_on_sqlite(tmp_path):
     online.check_real_migrations(f'sqlite:///{tmp_path / "computed.sqlite"}')
 
 
-def manage(tmp_path, url, *args):
-    conf = tmp_path / 'computed.conf'
-    conf.write_text(f'[DEFAULT]\ntransport_url = fake://\n[coordination]\nbackend_url = '
-                    f'file://{tmp_path}/coordination\n[database]\nconnection = {url}\n')
-    return cli.run('computed-manage', '--config-file', conf, 'db', *args, home=tmp_path,
-                   env={'PATH': '/usr/bin:/bin'})
+manage = online.manage
 
 
 def test_the_command_on_sqlite(tmp_path):
@@ -112,3 +106,4 @@ def test_a_database_behind_is_refused_in_one_line(tmp_path):
         f"computed-manage: error: database sqlite:///{tmp_path}/empty.sqlite is at revision "
         f"none, the migrations need {online.expand_head()}: run 'computed-manage db sync' "
         f"first"]
+

@@ -76,6 +76,25 @@ def test_anything_goes_on_a_table_the_revision_creates():
     assert 'drops table' in migrations.judge(ops.DropTableOp('quota_classes'), new)
 
 
+def test_a_reference_to_an_existing_table_must_not_block_old_deletes():
+    def table(*items):
+        return ops.CreateTableOp('flavor_projects', [column('flavor_id', sa.String(255)),
+                                                     *items])
+    for ok in ('CASCADE', 'SET NULL', 'cascade'):
+        assert migrations.judge(table(sa.ForeignKeyConstraint(
+            ['flavor_id'], ['flavors.id'], ondelete=ok)), NONE) == ''
+    said = migrations.judge(table(sa.ForeignKeyConstraint(['flavor_id'], ['flavors.id'])), NONE)
+    assert said.startswith('creates table flavor_projects: refers to existing table(s) '
+                           'flavors without ON DELETE CASCADE or SET NULL')
+    # A reference between tables the revision creates is theirs alone.
+    assert migrations.judge(table(sa.ForeignKeyConstraint(['flavor_id'], ['flavors.id'])),
+                            frozenset({'flavors', 'flavor_projects'})) == ''
+    added = ops.AddColumnOp('instances', column('flavor_id', sa.String(255),
+                                                sa.ForeignKey('flavors.id'), nullable=True))
+    assert 'adds column instances.flavor_id: refers to existing table(s) flavors' in \
+        migrations.judge(added, NONE)
+
+
 def rev(revision, down, *operations, contraction=False):
     return Revision(revision, down, contraction, tuple(operations))
 
@@ -160,3 +179,10 @@ def test_where_db_sync_goes():
     assert migrations.at_least(history, '3', '2') and not migrations.at_least(history, '1', '2')
     assert not migrations.at_least(history, None, '1')
     assert not migrations.at_least(history, '9', '1')
+
+
+def test_touched_names_what_operations_change():
+    history = [rev('1', None),
+               rev('2', '1', DROP, ops.CreateIndexOp('uq_x', 't', ['x'], unique=True),
+                   ops.AlterColumnOp('t', 'y', modify_nullable=False), contraction=True)]
+    assert migrations.touched(history) == {'t', 't.old', 'uq_x', 't.y'}
