@@ -8,7 +8,7 @@ autogenerate's compare and expects no difference).
 has applied to Placement, with the (claim epoch, sequence) of the last
 applied report. A report is applied only when its (claim_epoch, seq) is
 strictly greater, lexicographically, than the stored pair (see
-:func:`computed.db.providers.apply_report_if_newer`), and Placement's generation of
+:func:`computed.db.providers.apply_reports_if_newer`), and Placement's generation of
 the provider after computed's last write to it (what the resync compares with
 Placement's listing, :mod:`computed.reporter.resync`).
 

@@ -6,16 +6,14 @@ and returns plain frozen dataclasses (:class:`ProviderRow`), not ORM objects.
 
 Guarantees:
 
-* :func:`apply_report_if_newer` applies the reports of one provider in
-  strictly increasing (claim_epoch, seq) order, across threads and processes:
-  the provider's row is locked for the whole read-compare-apply-store
-  (``SELECT ... FOR UPDATE`` on PostgreSQL and MySQL; on sqlite the database
-  write lock, taken up front by ``BEGIN IMMEDIATE``), so two reporters never
-  both apply, and an older report is never applied after a newer one.
-* :func:`apply_reports_if_newer` does the same for a batch of providers in one transaction,
-  locking their rows in uuid order and skipping (never waiting for) rows another transaction
-  holds; rows are inserted beforehand in a short transaction of their own, so the batch's
-  transaction waits on no other.
+* :func:`apply_reports_if_newer` applies the reports of each provider in strictly increasing
+  (claim_epoch, seq) order, across threads and processes: the batch's rows are locked (in uuid
+  order) for the whole read-compare-apply-store (``SELECT ... FOR UPDATE SKIP LOCKED`` on
+  PostgreSQL and MySQL; on sqlite the database write lock, taken up front by ``BEGIN
+  IMMEDIATE``), so two reporters never both apply one report, and an older report is never
+  applied after a newer one. A row another transaction holds is skipped (never waited for)
+  and answered busy; rows are inserted beforehand in a short transaction of their own, so the
+  batch's transaction waits on no other.
 * :func:`record_placement_generation` (the resync's repair) runs under the same row lock and
   changes nothing unless the row still holds the (claim_epoch, seq) the caller read: a repair
   never overtakes, nor undoes, a report.
@@ -61,8 +59,9 @@ class ProviderRow:
 
 @dataclasses.dataclass(frozen=True)
 class Applied:
-    """What an ``apply`` callback of :func:`apply_report_if_newer` may return: the new state's
-    JSON (None: the provider was deleted) and Placement's generation after the write."""
+    """What the ``apply`` callback of :func:`apply_reports_if_newer` answers for each report it
+    applied: the new state's JSON (None: the provider was deleted) and Placement's generation
+    after the write."""
 
     state: str | None
     placement_generation: int | None = None
@@ -98,60 +97,6 @@ def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
             return
         stmt = sa.insert(_providers).values(**values)
     conn.execute(stmt)
-
-
-def _lock_provider(conn: Connection, uuid: str) -> ProviderRow | None:
-    """Lock the provider's row (inserted beforehand) for this transaction; None when no report
-    was applied yet."""
-    row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)
-                       .with_for_update()).one()
-    return None if row.claim_epoch == _UNAPPLIED else _provider_row(row)
-
-
-def apply_report_if_newer(engine: Engine, uuid: str, claim_epoch: int, seq: int, host: str,
-                          apply: Callable[[ProviderRow | None], str | Applied | None]) -> bool:
-    """Apply one provider report if it is newer than the last applied; True if applied.
-
-    In one transaction, with the provider's row locked: compare (claim_epoch,
-    seq) with the stored pair; if not strictly greater, return False without
-    calling ``apply``. Otherwise call ``apply(row)`` (``row`` is the last
-    applied state, None for a provider never applied) — it writes Placement and
-    returns the new state's JSON, or None when it deleted the provider, or an
-    :class:`Applied` that also carries Placement's generation after the write — and
-    store (claim_epoch, seq, host, state, placement generation). If ``apply`` raises, nothing is
-    stored and the exception propagates. If the commit itself fails after ``apply``
-    the report is not recorded and a later report re-applies: Placement writes
-    must be idempotent.
-    """
-    if claim_epoch < 0 or seq < 0:
-        raise ValueError(f"provider {uuid}: claim_epoch and seq must be >= 0, "
-                         f"got ({claim_epoch}, {seq})")
-    # A deadlock can only come from taking the lock, before apply ran; retrying then is safe.
-    # After apply it is the caller's failure to see.
-    applied = False
-    attempts = deadlock_retries(lambda: not applied)
-    for attempt in attempts:
-        applied = False
-        with attempt:
-            # Inserted and committed apart: no transaction that writes Placement holds an
-            # uncommitted insert another (a batch's) would have to wait for.
-            with _transaction(engine, write=True) as conn:
-                _insert_unapplied(conn, uuid, host)
-            with _transaction(engine, write=True) as conn:
-                row = _lock_provider(conn, uuid)
-                if row is not None and (row.claim_epoch, row.seq) >= (claim_epoch, seq):
-                    return False
-                applied = True
-                result = apply(row)
-                if not isinstance(result, Applied):
-                    result = Applied(result)
-                conn.execute(sa.update(_providers).where(_providers.c.uuid == uuid).values(
-                    claim_epoch=claim_epoch, seq=seq, host=host, state=result.state,
-                    deleted=result.state is None,
-                    placement_generation=result.placement_generation,
-                    updated_at=models.utcnow()))
-            return True
-    raise AssertionError("unreachable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,8 +142,8 @@ def apply_reports_if_newer(
         engine: Engine, reports: Collection[ReportKey],
         apply: Callable[[list[tuple[ReportKey, ProviderRow | None]]], dict[str, Applied]],
 ) -> BatchResult:
-    """Apply a batch of reports, each only if newer than its provider's last applied one, in ONE
-    transaction: :func:`apply_report_if_newer` for many providers at once.
+    """Apply a batch of reports, each only if newer (a strictly greater (claim_epoch, seq)) than
+    its provider's last applied one, in ONE transaction.
 
     The uuids must be distinct. Rows missing are first inserted (unapplied) and committed in a
     short transaction of their own, so that the batch's transaction never waits on another's
@@ -274,11 +219,12 @@ def record_placement_generation(engine: Engine, uuid: str, claim_epoch: int, seq
                                 repair: Callable[[ProviderRow], int | None]) -> bool:
     """Repair one provider if its row still holds (claim_epoch, seq); True if ``repair`` ran.
 
-    In one transaction, with the provider's row locked as :func:`apply_report_if_newer` locks
-    it: when the row is gone, deleted, or holds another (claim_epoch, seq) (a report was applied
-    since the caller read it), return False without calling ``repair``. Otherwise call
-    ``repair(row)`` — it makes Placement hold the row's state again and returns Placement's
-    generation after that — and store the generation; the report columns are left as they are.
+    In one transaction, with the provider's row locked (``FOR UPDATE``, waiting for a batch of
+    :func:`apply_reports_if_newer` that holds it): when the row is gone, deleted, or holds
+    another (claim_epoch, seq) (a report was applied since the caller read it), return False
+    without calling ``repair``. Otherwise call ``repair(row)`` — it makes Placement hold the
+    row's state again and returns Placement's generation after that — and store the
+    generation; the report columns are left as they are.
     If ``repair`` raises, nothing is stored and the exception propagates.
     """
     repaired = False
@@ -309,13 +255,6 @@ def applied_providers(engine: Engine) -> list[ProviderRow]:
         return [_provider_row(row) for row in rows]
 
 
-def get_provider(engine: Engine, uuid: str) -> ProviderRow | None:
-    """The provider's last applied report, deleted or not; None if never applied."""
-    with _transaction(engine) as conn:
-        row = conn.execute(sa.select(_providers).where(_providers.c.uuid == uuid)).first()
-    return None if row is None or row.claim_epoch == _UNAPPLIED else _provider_row(row)
-
-
 def provider_uuids(engine: Engine) -> set[str]:
     """Uuids of the providers applied and not deleted."""
     with _transaction(engine) as conn:
@@ -332,14 +271,3 @@ def live_providers(engine: Engine) -> list[ProviderRow]:
             _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED)
             .order_by(_providers.c.uuid))
         return [_provider_row(row) for row in rows]
-
-
-def mark_deleted(engine: Engine, uuid: str) -> bool:
-    """Record that the provider is gone (state cleared), keeping its (claim_epoch, seq) so that
-    an older report is still refused. True if it was not already deleted."""
-    with _transaction(engine, write=True) as conn:
-        result = conn.execute(sa.update(_providers).where(
-            _providers.c.uuid == uuid, _providers.c.deleted == sa.false()).values(
-            deleted=True, state=None, placement_generation=None, updated_at=models.utcnow()))
-        return result.rowcount == 1
-

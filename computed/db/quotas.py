@@ -154,12 +154,3 @@ def release_quota_reservation(engine: Engine, instance_uuid: str) -> None:
     with _transaction(engine, write=True) as conn:
         conn.execute(sa.delete(_quota_reservations).where(
             _quota_reservations.c.instance_uuid == instance_uuid))
-
-
-def quota_reservations(engine: Engine, project_id: str) -> list[str]:
-    """The instance uuids of the project's reservations (tests, diagnostics)."""
-    with _transaction(engine) as conn:
-        return [row.instance_uuid for row in conn.execute(
-            sa.select(_quota_reservations.c.instance_uuid).where(
-                _quota_reservations.c.project_id == project_id))]
-

@@ -16,12 +16,12 @@ import pytest
 
 from computed import db
 from computed.db import engine as db_engine
-from computed.db import providers as db_providers
 from computed.placement.client import PlacementClient
 from computed.providers.report import Outcome, Report
 from computed.providers.state import ProviderState
 from computed.reporter.applier import ReportApplier
 from computed.runtime import keystone
+from tests import database
 from tests.functional.daemons import fleet_database, seen
 
 
@@ -85,7 +85,7 @@ def test_new_providers_cost_one_request_each_and_one_reshape(computed_config, en
         assert got == ProviderState(uuid=node, name=node, resource_class=klass,
                                     reserved=i % 2,
                                     traits=("CUSTOM_BATCHED",) if i < 2 else ()), node
-        row = db_providers.get_provider(engine, node)
+        row = database.get_provider(engine, node)
         assert (row.claim_epoch, row.seq) == (5, 1)
         # What the resync compares: the recorded generation is Placement's.
         assert row.placement_generation == listing[node], node
@@ -167,4 +167,4 @@ def test_two_replicas_apply_one_batch_at_once_each_report_once(computed_config, 
     reader = client(computed_config)
     for node in nodes:
         assert seen(reader, node).reserved == 1, node
-        assert db_providers.get_provider(engine, node).seq == 4
+        assert database.get_provider(engine, node).seq == 4

@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 
 from computed.db import engine as db_engine
-from computed.db import providers as db_providers
 from computed.placement.client import PlacementClient
 from computed.providers.report import Outcome, Report
 from computed.reporter.applier import ReportApplier
 from computed.runtime import keystone
+from tests import database
 from tests.functional.daemons import fleet_database, seen
 
 
@@ -47,7 +47,7 @@ def test_replicas_never_skip_a_write_another_replica_made_stale(computed_config,
         report(0, 3, reserved=1)  # replica 0's cache still says 1 from seq 1
         placement = PlacementClient(keystone.load_adapter(computed_config, "placement"))
         assert seen(placement, node).reserved == 1
-        assert db_providers.get_provider(engine, node).seq == 3
+        assert database.get_provider(engine, node).seq == 3
     finally:
         for replica in replicas:
             replica.close()

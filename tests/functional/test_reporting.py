@@ -16,11 +16,11 @@ import pytest
 from kazoo.client import KazooClient
 from oslo_config import cfg
 
-from computed.db import providers as db_providers
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
 from computed.runtime import keystone, rpc
 from computed.testing.ironic import list_node_uuids
+from tests import database
 from tests.functional.daemons import (
     ironic,
     make_available,
@@ -290,5 +290,5 @@ def test_steady_state_sends_nothing_and_writes_nothing(stack, world, placement):
 
 
 def db_row(world, node):
-    row = db_providers.get_provider(world.engine, node)
+    row = database.get_provider(world.engine, node)
     return None if row is None else (row.claim_epoch, row.seq, row.state)

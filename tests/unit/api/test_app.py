@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import database
 from tests.unit.api.conftest import NODES, RC
 
 ADMIN = 'admin:admin'
@@ -257,7 +258,7 @@ def test_a_build_admitted_elsewhere_counts_before_its_row_exists(api):
     assert api.placement.allocations == {} and api.casts.sent == []
     db_quotas.release_quota_reservation(api.engine, other)
     assert create(api, flavor_id).status_int == 202
-    assert db_quotas.quota_reservations(api.engine, 'p1') == []
+    assert database.quota_reservations(api.engine, 'p1') == []
 
 
 def test_a_stale_reservation_stops_counting(api):

@@ -10,8 +10,8 @@ import pytest
 
 from computed.api import hypervisors, microversion, services
 from computed.db import instances as db_instances
-from computed.db import providers as db_providers
 from computed.providers.state import ProviderState
+from tests import database
 from tests.unit.api.conftest import NODES, RC
 from tests.unit.api.test_app import ADMIN, error_of, flavor
 from tests.unit.api.test_servers import active
@@ -22,8 +22,8 @@ DAEMONS = [{'host': 'c1', 'up': True, 'disabled': False, 'reason': None},
 
 def report(engine, node, host, reserved=0):
     state = ProviderState(uuid=node, name=node, resource_class=RC, reserved=reserved)
-    assert db_providers.apply_report_if_newer(engine, node, 1, 1, host,
-                                              lambda _previous: json.dumps(state.to_dict()))
+    assert database.apply_report_if_newer(engine, node, 1, 1, host,
+                                          lambda _previous: json.dumps(state.to_dict()))
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from computed.db import engine as db_engine
 from computed.db import instances as db_instances
 from computed.db import models
 from computed.db import quotas as db_quotas
+from tests import database
 from tests.unit.api.conftest import RC
 from tests.unit.api.test_app import ADMIN, GOLD, create, error_of, flavor
 from tests.unit.instance.fakes import Response
@@ -158,7 +159,7 @@ def test_no_interleaving_keeps_more_than_the_limit(api, tree, instances, units):
         for operation in tree:
             interleaver.run(operation)
             interleaver.check(instances, units)
-        assert db_quotas.quota_reservations(api.engine, project) == []
+        assert database.quota_reservations(api.engine, project) == []
     finally:
         interleaver.close()
         # Free the nodes for the next example: every server of the project gone.
@@ -245,4 +246,4 @@ def test_fifty_concurrent_decisions_on_postgresql_admit_ten(postgres_engine):
         thread.join()
     assert (outcomes.count('admitted'), outcomes.count('refused')) == (limit, 40)
     assert len(db_instances.list_instances(postgres_engine, project_id='p1')) == limit
-    assert db_quotas.quota_reservations(postgres_engine, 'p1') == []
+    assert database.quota_reservations(postgres_engine, 'p1') == []

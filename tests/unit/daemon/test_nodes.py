@@ -10,7 +10,7 @@ from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import Node
 from computed.daemon.nodes import FleetNodes
 from computed.db import models
-from computed.db import providers as db_providers
+from tests import database
 from tests.unit.daemon.fakes import Ironic
 
 N1 = "11111111-1111-1111-1111-111111111111"
@@ -19,7 +19,7 @@ N2 = "22222222-2222-2222-2222-222222222222"
 
 def record_provider(engine, uuid: str) -> None:
     """A provider the reporters applied (as computed-reporter records it)."""
-    assert db_providers.apply_report_if_newer(engine, uuid, 5, 1, "c1", lambda row: "{}")
+    assert database.apply_report_if_newer(engine, uuid, 5, 1, "c1", lambda row: "{}")
 
 
 def test_nothing_is_shared_until_ironic_was_listed_once(engine):

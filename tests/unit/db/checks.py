@@ -15,6 +15,7 @@ import pytest
 from computed.db import instances as db_instances
 from computed.db import models
 from computed.db import providers as db_providers
+from tests import database
 
 
 def new_uuid() -> str:
@@ -38,42 +39,42 @@ class Recorder:
 def check_report_order(engine) -> None:
     uuid = new_uuid()
     first = Recorder('{"v": 1}')
-    assert db_providers.apply_report_if_newer(engine, uuid, 5, 3, "h1", first)
+    assert database.apply_report_if_newer(engine, uuid, 5, 3, "h1", first)
     assert first.calls == [None]
-    stored = db_providers.get_provider(engine, uuid)
+    stored = database.get_provider(engine, uuid)
     assert (stored.claim_epoch, stored.seq, stored.host, stored.state, stored.deleted) == \
         (5, 3, "h1", '{"v": 1}', False)
 
     # Same or older: refused, apply not called.
     for claim_epoch, seq in [(5, 3), (5, 2), (4, 99), (0, 0)]:
         refused = Recorder()
-        assert not db_providers.apply_report_if_newer(engine, uuid, claim_epoch, seq, "h2", refused)
+        assert not database.apply_report_if_newer(engine, uuid, claim_epoch, seq, "h2", refused)
         assert refused.calls == []
-    assert db_providers.get_provider(engine, uuid) == stored
+    assert database.get_provider(engine, uuid) == stored
 
     newer = Recorder('{"v": 2}')
-    assert db_providers.apply_report_if_newer(engine, uuid, 5, 4, "h1", newer)
+    assert database.apply_report_if_newer(engine, uuid, 5, 4, "h1", newer)
     assert newer.calls == [stored]
     # A new claim epoch (a new owner's claim) wins whatever its sequence.
     owner = Recorder('{"v": 3}')
-    assert db_providers.apply_report_if_newer(engine, uuid, 6, 0, "h2", owner)
+    assert database.apply_report_if_newer(engine, uuid, 6, 0, "h2", owner)
     assert owner.calls[0].seq == 4
-    assert (db_providers.get_provider(engine, uuid).claim_epoch,
-            db_providers.get_provider(engine, uuid).host) == (6, "h2")
+    assert (database.get_provider(engine, uuid).claim_epoch,
+            database.get_provider(engine, uuid).host) == (6, "h2")
     assert uuid in db_providers.provider_uuids(engine)
 
 
 def check_report_delete_and_revive(engine) -> None:
     uuid = new_uuid()
-    assert db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
-    assert db_providers.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder(None))
-    deleted = db_providers.get_provider(engine, uuid)
+    assert database.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    assert database.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder(None))
+    deleted = database.get_provider(engine, uuid)
     assert deleted.deleted and deleted.state is None
     assert (deleted.claim_epoch, deleted.seq) == (1, 1)
     assert uuid not in db_providers.provider_uuids(engine)
-    assert not db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    assert not database.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
     revive = Recorder('{"v": 9}')
-    assert db_providers.apply_report_if_newer(engine, uuid, 1, 2, "h", revive)
+    assert database.apply_report_if_newer(engine, uuid, 1, 2, "h", revive)
     assert revive.calls == [deleted]
     assert uuid in db_providers.provider_uuids(engine)
 
@@ -85,38 +86,34 @@ def check_report_apply_failure_stores_nothing(engine) -> None:
         raise RuntimeError("placement down")
 
     with pytest.raises(RuntimeError):
-        db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", boom)
-    assert db_providers.get_provider(engine, uuid) is None
+        database.apply_report_if_newer(engine, uuid, 1, 0, "h", boom)
+    assert database.get_provider(engine, uuid) is None
     assert uuid not in db_providers.provider_uuids(engine)
-    assert db_providers.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
+    assert database.apply_report_if_newer(engine, uuid, 1, 0, "h", Recorder())
     with pytest.raises(RuntimeError):
-        db_providers.apply_report_if_newer(engine, uuid, 1, 1, "h", boom)
-    assert db_providers.get_provider(engine, uuid).seq == 0
+        database.apply_report_if_newer(engine, uuid, 1, 1, "h", boom)
+    assert database.get_provider(engine, uuid).seq == 0
     # The failed report was not recorded, so it can be applied again.
-    assert db_providers.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder())
+    assert database.apply_report_if_newer(engine, uuid, 1, 1, "h", Recorder())
 
 
-def check_mark_deleted(engine) -> None:
+def check_report_refuses_a_negative_order(engine) -> None:
     uuid = new_uuid()
-    assert not db_providers.mark_deleted(engine, uuid)
-    assert db_providers.apply_report_if_newer(engine, uuid, 2, 7, "h", Recorder())
-    assert db_providers.mark_deleted(engine, uuid)
-    assert not db_providers.mark_deleted(engine, uuid)
-    row = db_providers.get_provider(engine, uuid)
-    assert row.deleted and row.state is None and (row.claim_epoch, row.seq) == (2, 7)
-    assert not db_providers.apply_report_if_newer(engine, uuid, 2, 6, "h", Recorder())
     with pytest.raises(ValueError, match=uuid):
-        db_providers.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
+        database.apply_report_if_newer(engine, uuid, -1, 0, "h", Recorder())
+    with pytest.raises(ValueError, match=uuid):
+        database.apply_report_if_newer(engine, uuid, 0, -1, "h", Recorder())
+    assert database.get_provider(engine, uuid) is None
 
 
 def check_placement_generation(engine) -> None:
     uuid = new_uuid()
-    assert db_providers.apply_report_if_newer(engine, uuid, 3, 1, "h",
-                                              lambda row: db_providers.Applied('{"v": 1}', 7))
-    assert db_providers.get_provider(engine, uuid).placement_generation == 7
+    assert database.apply_report_if_newer(engine, uuid, 3, 1, "h",
+                                          lambda row: db_providers.Applied('{"v": 1}', 7))
+    assert database.get_provider(engine, uuid).placement_generation == 7
     # A plain state (no generation known) clears it: a stale generation is never kept.
-    assert db_providers.apply_report_if_newer(engine, uuid, 3, 2, "h", Recorder('{"v": 2}'))
-    assert db_providers.get_provider(engine, uuid).placement_generation is None
+    assert database.apply_report_if_newer(engine, uuid, 3, 2, "h", Recorder('{"v": 2}'))
+    assert database.get_provider(engine, uuid).placement_generation is None
 
     seen = []
 
@@ -128,10 +125,10 @@ def check_placement_generation(engine) -> None:
     assert not db_providers.record_placement_generation(engine, uuid, 3, 1, repair)
     assert not db_providers.record_placement_generation(engine, new_uuid(), 0, 0, repair)
     assert seen == []
-    before = db_providers.get_provider(engine, uuid)
+    before = database.get_provider(engine, uuid)
     assert db_providers.record_placement_generation(engine, uuid, 3, 2, repair)
     assert seen == [before]
-    after = db_providers.get_provider(engine, uuid)
+    after = database.get_provider(engine, uuid)
     assert after.placement_generation == 9
     assert (after.claim_epoch, after.seq, after.state, after.host) == \
         (before.claim_epoch, before.seq, before.state, before.host)
@@ -142,10 +139,10 @@ def check_placement_generation(engine) -> None:
 
     with pytest.raises(RuntimeError):
         db_providers.record_placement_generation(engine, uuid, 3, 2, boom)
-    assert db_providers.get_provider(engine, uuid).placement_generation == 9
+    assert database.get_provider(engine, uuid).placement_generation == 9
     # A deleted provider is never repaired.
-    assert db_providers.apply_report_if_newer(engine, uuid, 3, 3, "h", Recorder(None))
-    assert db_providers.get_provider(engine, uuid).placement_generation is None
+    assert database.apply_report_if_newer(engine, uuid, 3, 3, "h", Recorder(None))
+    assert database.get_provider(engine, uuid).placement_generation is None
     assert not db_providers.record_placement_generation(engine, uuid, 3, 3, repair)
     assert len(seen) == 1
 
@@ -323,7 +320,8 @@ def check_instance_queries(engine) -> None:
 
 
 ALL = [check_report_order, check_report_delete_and_revive,
-       check_report_apply_failure_stores_nothing, check_mark_deleted, check_placement_generation,
+       check_report_apply_failure_stores_nothing, check_report_refuses_a_negative_order,
+       check_placement_generation,
        check_instance_lifecycle,
        check_one_live_instance_per_node, check_error_releasing_the_node,
        check_racing_creates_one_wins,

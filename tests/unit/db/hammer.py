@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from computed.db import engine as db_engine
-from computed.db import providers as db_providers
+from tests import database
 
 
 def reports(processes: int, epochs: int, per_epoch: int, seed: int) -> list[list[tuple[int, int]]]:
@@ -63,8 +63,8 @@ def worker(url: str, uuid: str, index: int, hand: list[tuple[int, int]], counter
         # Rounds in lockstep: every process sends its next report at the same moment, so each
         # round is a race for the row (one running ahead would leave the others only stale ones).
         rounds.wait(timeout=120)
-        if db_providers.apply_report_if_newer(engine, uuid, epoch, seq, f"p{index}",
-                                              lambda row, e=epoch, s=seq: apply(row, e, s)):
+        if database.apply_report_if_newer(engine, uuid, epoch, seq, f"p{index}",
+                                          lambda row, e=epoch, s=seq: apply(row, e, s)):
             returned += 1
     engine.dispose()
     Path(out).write_text(json.dumps({"log": log, "returned": returned}))
@@ -89,7 +89,7 @@ def run(url: str, uuid: str, workdir: Path, processes: int = 4, epochs: int = 3,
 
     def poll():
         while not stop.is_set():
-            row = db_providers.get_provider(engine, uuid)
+            row = database.get_provider(engine, uuid)
             if row is not None:
                 observed.append((row.claim_epoch, row.seq))
             time.sleep(0.002)
@@ -104,7 +104,7 @@ def run(url: str, uuid: str, workdir: Path, processes: int = 4, epochs: int = 3,
     finally:
         stop.set()
         poller.join()
-    final = db_providers.get_provider(engine, uuid)
+    final = database.get_provider(engine, uuid)
     engine.dispose()
     results = [json.loads(out.read_text()) for out in outs]
     log = sorted((entry for result in results for entry in result["log"]),

@@ -3,6 +3,7 @@
 import pytest
 
 from computed.db import providers as db_providers
+from tests import database
 
 A = "aaaaaaaa-0000-0000-0000-000000000000"
 B = "bbbbbbbb-0000-0000-0000-000000000000"
@@ -14,13 +15,13 @@ def key(uuid, claim_epoch=5, seq=1):
 
 
 def pair(engine, uuid):
-    row = db_providers.get_provider(engine, uuid)
+    row = database.get_provider(engine, uuid)
     return None if row is None else (row.claim_epoch, row.seq)
 
 
 def test_newer_reports_go_to_one_apply_call_in_uuid_order_and_only_applied_ones_are_stored(
         engine):
-    assert db_providers.apply_report_if_newer(engine, B, 5, 3, "c1", lambda row: '{"b": 3}')
+    assert database.apply_report_if_newer(engine, B, 5, 3, "c1", lambda row: '{"b": 3}')
     calls = []
 
     def apply(newer):
@@ -31,8 +32,8 @@ def test_newer_reports_go_to_one_apply_call_in_uuid_order_and_only_applied_ones_
     assert calls == [[(A, None), (C, None)]]  # B is stale: never offered
     assert result == db_providers.BatchResult(frozenset({A}), frozenset({B}), ())
     assert (pair(engine, A), pair(engine, B), pair(engine, C)) == ((5, 1), (5, 3), None)
-    assert db_providers.get_provider(engine, A).placement_generation == 7
-    assert db_providers.get_provider(engine, A).state == '{"a": 1}'
+    assert database.get_provider(engine, A).placement_generation == 7
+    assert database.get_provider(engine, A).state == '{"a": 1}'
 
 
 def test_a_delete_is_stored_as_deleted(engine):
@@ -40,7 +41,7 @@ def test_a_delete_is_stored_as_deleted(engine):
                                         lambda newer: {A: db_providers.Applied('{}', 1)})
     db_providers.apply_reports_if_newer(engine, [key(A, seq=2)],
                                         lambda newer: {A: db_providers.Applied(None)})
-    row = db_providers.get_provider(engine, A)
+    row = database.get_provider(engine, A)
     assert row.deleted and row.state is None and row.seq == 2
 
 

@@ -60,10 +60,11 @@ def test_another_database_error_is_not_retried(engine):
 def test_a_deadlock_once_apply_ran_is_the_callers(engine):
     calls = []
 
-    def apply(row):
-        calls.append(row)
+    def apply(newer):
+        calls.append(newer)
         raise _db_error("40P01")
 
     with pytest.raises(sa_exc.DBAPIError):
-        db_providers.apply_report_if_newer(engine, "u1", 1, 1, "c1", apply)
+        db_providers.apply_reports_if_newer(engine, [db_providers.ReportKey("u1", 1, 1, "c1")],
+                                            apply)
     assert len(calls) == 1

@@ -5,7 +5,7 @@ import threading
 import time
 
 from computed.db import engine as db_engine
-from computed.db import providers as db_providers
+from tests import database
 
 
 def test_sqlite_pragmas(engine):
@@ -125,7 +125,7 @@ def test_sqlite_write_waits_for_another_process_lock(engine, url):
                   "updated_at) VALUES ('p', 1, 5, 'other', '{}', 0, '2026-01-01')")
     done = []
     thread = threading.Thread(target=lambda: done.append(
-        db_providers.apply_report_if_newer(engine, "p", 1, 4, "me", lambda row: "{}")))
+        database.apply_report_if_newer(engine, "p", 1, 4, "me", lambda row: "{}")))
     thread.start()
     time.sleep(0.3)
     assert not done  # still waiting for the lock

@@ -26,6 +26,7 @@ from computed.db import instances as db_instances
 from computed.db import key_pairs as db_key_pairs
 from computed.db import models
 from computed.db import providers as db_providers
+from tests import database
 
 NODE, OTHER_NODE = "n-1", "n-2"
 T0 = datetime.datetime(2026, 5, 1, 12, 0, 0)
@@ -106,18 +107,18 @@ def check_upgrade_from_0001_keeps_rows(url: str) -> None:
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
 
-        applied = db_providers.get_provider(engine, "p-applied")
+        applied = database.get_provider(engine, "p-applied")
         assert (applied.claim_epoch, applied.seq, applied.host, applied.deleted) == \
             (70, 3, "c1", False)
-        deleted = db_providers.get_provider(engine, "p-deleted")
+        deleted = database.get_provider(engine, "p-deleted")
         assert (deleted.claim_epoch, deleted.seq, deleted.deleted) == (71, 9, True)
-        assert db_providers.get_provider(engine, "p-locked") is None  # still "never applied"
+        assert database.get_provider(engine, "p-locked") is None  # still "never applied"
         assert db_providers.provider_uuids(engine) == {"p-applied"}
         # The ordering reads the renamed column: older refused, newer applied.
-        assert not db_providers.apply_report_if_newer(engine, "p-applied", 70, 3, "c1",
-                                                      lambda row: "{}")
-        assert db_providers.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
+        assert not database.apply_report_if_newer(engine, "p-applied", 70, 3, "c1",
                                                   lambda row: "{}")
+        assert database.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
+                                              lambda row: "{}")
 
         expected = {uuid: (node, host, epoch, state)
                     for uuid, node, host, epoch, state in INSTANCES_0001}
@@ -153,7 +154,7 @@ def check_downgrade_to_0001_keeps_rows(url: str) -> None:
         assert _epochs_0001(engine) == before
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
-        assert db_providers.get_provider(engine, "p-applied").claim_epoch == 70
+        assert database.get_provider(engine, "p-applied").claim_epoch == 70
         assert db_instances.get_instance(engine, "i-live").member_epoch == 5
 
 
@@ -169,17 +170,17 @@ def check_upgrade_to_0003_records_no_generation(url: str) -> None:
         assert "placement_generation" not in _columns(engine, "providers")
         migrate(url, "0003")
         assert db.current_revision(url) == "0003"
-        applied = db_providers.get_provider(engine, "p-applied")
+        applied = database.get_provider(engine, "p-applied")
         assert (applied.claim_epoch, applied.seq, applied.state, applied.placement_generation) \
             == (70, 3, '{"reserved": 0}', None)
-        assert db_providers.get_provider(engine, "p-deleted").placement_generation is None
+        assert database.get_provider(engine, "p-deleted").placement_generation is None
         assert [row.uuid for row in db_providers.applied_providers(engine)] == ["p-applied",
                                                                                 "p-deleted"]
         assert db_providers.record_placement_generation(engine, "p-applied", 70, 3, lambda row: 12)
-        assert db_providers.get_provider(engine, "p-applied").placement_generation == 12
-        assert db_providers.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
-                                                  lambda row: db_providers.Applied("{}", 13))
-        row = db_providers.get_provider(engine, "p-applied")
+        assert database.get_provider(engine, "p-applied").placement_generation == 12
+        assert database.apply_report_if_newer(engine, "p-applied", 70, 4, "c1",
+                                              lambda row: db_providers.Applied("{}", 13))
+        row = database.get_provider(engine, "p-applied")
         assert (row.seq, row.state, row.placement_generation) == (4, "{}", 13)
 
 
@@ -198,7 +199,7 @@ def check_downgrade_from_0003_keeps_rows(url: str) -> None:
             conn.execute(sa.text("UPDATE providers SET seq = 4 WHERE uuid = 'p-applied'"))
         assert db.sync(url) == db.head_revision()
         _no_drift(engine)
-        row = db_providers.get_provider(engine, "p-applied")
+        row = database.get_provider(engine, "p-applied")
         assert (row.claim_epoch, row.seq, row.placement_generation) == (70, 4, None)
 
 

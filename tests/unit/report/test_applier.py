@@ -9,6 +9,7 @@ from computed.placement.client import DeleteOutcome
 from computed.placement.http import PlacementUnavailable
 from computed.providers.report import Report
 from computed.reporter.applier import ReportApplier, newest_per_provider, split_new
+from tests import database
 
 U1 = "11111111-1111-1111-1111-111111111111"
 U2 = "22222222-2222-2222-2222-222222222222"
@@ -76,7 +77,7 @@ class FakeClaims:
 
 
 def last_applied(engine, uuid):
-    row = db_providers.get_provider(engine, uuid)
+    row = database.get_provider(engine, uuid)
     return None if row is None else (row.claim_epoch, row.seq)
 
 
@@ -97,7 +98,7 @@ def test_applied_then_duplicate_and_older_are_stale(world):
     assert applier.apply([report(seq=5)]) == [[U1, 5, "applied"]]
     assert placement.providers[U1].resource_class == "CUSTOM_GOLD"
     # The generation Placement answered is recorded: the resync compares it with the listing.
-    assert db_providers.get_provider(engine, U1).placement_generation == 1
+    assert database.get_provider(engine, U1).placement_generation == 1
     assert applier.apply([report(seq=5), report(seq=4)]) == [[U1, 5, "stale"], [U1, 4, "stale"]]
 
 

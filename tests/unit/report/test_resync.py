@@ -15,6 +15,7 @@ from computed.db import providers as db_providers
 from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.reporter import resync
 from computed.reporter.resync import Drift, Outcome, Resync, plan
+from tests import database
 
 T0 = datetime.datetime(2026, 12, 1)
 
@@ -148,7 +149,7 @@ def report(engine, placement, uuid, seq=1, claim_epoch=7, **kw):
     """What the applier does: apply the state, record it with Placement's generation."""
     st_ = state(uuid, **kw)
     placement.providers[uuid] = (st_, placement.providers.get(uuid, (None, 0))[1] + 1)
-    assert db_providers.apply_report_if_newer(
+    assert database.apply_report_if_newer(
         engine, uuid, claim_epoch, seq, "c1",
         lambda row: db_providers.Applied(json.dumps(st_, sort_keys=True),
                                          placement.providers[uuid][1]))
@@ -186,7 +187,7 @@ def test_missing_and_changed_are_repaired_and_generations_recorded(engine):
     assert result.outcomes == {Outcome.REPAIRED: 3}
     for uuid in (U1, U2, U3):
         assert placement.providers[uuid][0] == state(uuid, traits=["CUSTOM_A"])
-        assert db_providers.get_provider(engine, uuid).placement_generation == \
+        assert database.get_provider(engine, uuid).placement_generation == \
             placement.providers[uuid][1]
     assert sorted(forgotten) == [U1, U2, U3]
     # The next round finds nothing: the recorded generations are Placement's.
@@ -203,14 +204,14 @@ def test_a_bump_without_a_change_is_verified_not_written(engine):
     result = runner.run_once()
     assert result.outcomes == {Outcome.VERIFIED: 1}
     assert result.requests == 3  # the listing and a re-read, no write
-    assert db_providers.get_provider(engine, U1).placement_generation == generation + 1
+    assert database.get_provider(engine, U1).placement_generation == generation + 1
 
 
 def test_unrecorded_rows_are_verified_once(engine):
     placement = FakePlacement()
     report(engine, placement, U1)
     # As written before migration 0003: no generation.
-    assert db_providers.apply_report_if_newer(engine, U1, 7, 2, "c1", lambda row: json.dumps(
+    assert database.apply_report_if_newer(engine, U1, 7, 2, "c1", lambda row: json.dumps(
         state(U1), sort_keys=True))
     runner, _ = make(engine, placement)
     assert runner.run_once().plan.drift[Drift.UNRECORDED] == 1
@@ -224,7 +225,7 @@ def test_fenced_deleted_and_moved_rows_are_left_alone(engine):
     # U1: its claim is another's now (the new owner will report it).
     del placement.providers[U1]
     # U2: its last report was a delete but the provider was kept (allocations).
-    assert db_providers.apply_report_if_newer(engine, U2, 7, 2, "c1", lambda row: None)
+    assert database.apply_report_if_newer(engine, U2, 7, 2, "c1", lambda row: None)
     placement.put_by_hand(U2, reserved=1)
     # U3: changed by hand, and a newer report lands between the comparison and the repair.
     placement.put_by_hand(U3, reserved=1)
@@ -247,7 +248,7 @@ def test_fenced_deleted_and_moved_rows_are_left_alone(engine):
     assert U1 not in placement.providers
     assert placement.providers[U2][0]["reserved"] == 1
     assert placement.applied == []
-    assert db_providers.get_provider(engine, U3).seq == 2
+    assert database.get_provider(engine, U3).seq == 2
 
 
 def test_the_cap_and_a_failing_placement(engine):
