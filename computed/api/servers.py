@@ -483,7 +483,7 @@ def interfaces(call: Call) -> webob.Response:
     return json_response(200, {'interfaceAttachments': []})
 
 
-def _image(call: Call, ref: str) -> str:
+def checked_image(call: Call, ref: str) -> str:
     """``imageRef`` if a server may be built from it; 400 saying why not. A uuid is a Glance
     image when there is an Image service (:mod:`computed.api.glance`): it must exist, be
     active and be visible to the project (:func:`computed.api.images.judge`; Glance down is a
@@ -557,7 +557,7 @@ def access_ip(field: str, value: str, version: int) -> str:
     return str(address)
 
 
-def _login(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
+def login_fields(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
     """What a server is deployed with for its user to log in (docs/api.md, "Servers"): a copy
     of the caller's key pair ``key_name`` (400 naming it if the caller has none of that
     name), the ``user_data`` (400 unless base64 of UTF-8 text), and the config drive that
@@ -610,8 +610,8 @@ def create(call: Call) -> webob.Response:
         if field in spec:
             spec[field] = access_ip(field, spec[field], version)
     flavor = _flavor_ref(call, spec['flavorRef'])
-    image = _image(call, spec['imageRef'])
-    login = _login(call, spec)
+    image = checked_image(call, spec['imageRef'])
+    login = login_fields(call, spec)
     try:
         request = flavor_specs.placement_request(flavor.extra_specs)
     except flavor_specs.InvalidExtraSpec as exc:
