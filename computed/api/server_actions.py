@@ -1,6 +1,6 @@
 """Server actions besides the lifecycle's (``reboot``, ``os-stop``, ``os-start``,
-``os-resetState``: :mod:`computed.api.servers`): a server's security groups, ``forceDelete``,
-and Nova's actions computed does not serve.
+``os-resetState``: :mod:`computed.api.servers`; ``rebuild``: :mod:`computed.api.server_rebuild`):
+a server's security groups, ``forceDelete``, and Nova's actions computed does not serve.
 
 Owns these actions' answers, each as Nova's: the server is looked up first (another project's
 or an unknown server is a 404, :func:`computed.api.servers.get`), then the policy, then the
@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import webob
 
-from computed.api import errors, policy, schemas, server_status, servers
+from computed.api import errors, policy, schemas, server_rebuild, server_status, servers
 from computed.api.request import Call, empty
 from computed.db import instances as db_instances
 
@@ -123,5 +123,6 @@ ACTIONS: dict[str, Callable[[Call], webob.Response]] = {
     'addSecurityGroup': lambda call: security_group(call, 'addSecurityGroup'),
     'removeSecurityGroup': lambda call: security_group(call, 'removeSecurityGroup'),
     'forceDelete': force_delete,
+    'rebuild': server_rebuild.rebuild,
     **{name: (lambda call, name=name: unsupported(call, name)) for name in UNSUPPORTED},
 }

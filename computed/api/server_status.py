@@ -17,7 +17,11 @@ REBOOTING  REBOOT    active     rebooting     1
 ERROR      ERROR     error      -             0
 DELETING   ACTIVE    active     deleting      1
 DELETED    DELETED   deleted    -             0
+REBUILDING REBUILD   active     rebuilding    1
+REBUILD... REBUILD   stopped    rebuilding    4
 ========== ========= ========== ============= ===========
+
+(``REBUILD...``: REBUILDING_OFF, the rebuild of a stopped server, which ends stopped.)
 
 HARD_REBOOT is never shown: the daemons reboot a node one way (Ironic's reboot), whichever type
 was asked for. Filtering on it finds nothing.
@@ -49,6 +53,8 @@ VIEWS: dict[str, View] = {
     models.ERROR.value: View('ERROR', 'error', None, NOSTATE),
     models.DELETING.value: View('ACTIVE', 'active', 'deleting', RUNNING),
     models.DELETED.value: View('DELETED', 'deleted', None, NOSTATE),
+    models.REBUILDING.value: View('REBUILD', 'active', 'rebuilding', RUNNING),
+    models.REBUILDING_OFF.value: View('REBUILD', 'stopped', 'rebuilding', SHUTDOWN),
 }
 #: Every status a client may filter on.
 STATUSES = frozenset(view.status for view in VIEWS.values()) | {'HARD_REBOOT'}

@@ -18,7 +18,7 @@ Guarantees a driver gives its caller:
 * Nothing here imports eventlet; drivers block in plain calls, so they work
   under real threads and under the daemon's monkey-patching alike.
 
-Operations on one node (``deploy``, ``undeploy``, ``set_power``,
+Operations on one node (``deploy``, ``rebuild``, ``undeploy``, ``set_power``,
 ``clear_instance``) block until the node reached the requested state or the
 ``timeout`` passed, and raise a :class:`DriverError` naming the node
 otherwise. They are written so that calling one again after a crash or a
@@ -246,6 +246,26 @@ class BaremetalDriver(abc.ABC):
         :raises DriverUnavailable: the backend could not be reached.
         """
         raise NotSupported(f'node {node_uuid}', 'deploy')
+
+    def rebuild(self, node_uuid: str, instance_uuid: str, image_source: str | None, *,
+                timeout: float, guard: WriteGuard | None = None,
+                configdrive: dict[str, Any] | None = None,
+                preserve_ephemeral: bool = False) -> Node:
+        """Redeploy the node that hosts ``instance_uuid`` with ``image_source`` (and
+        ``configdrive``, as :meth:`deploy`); the node once ``active`` again.
+
+        The node keeps its instance; its disk is written again (its ephemeral partition kept
+        with ``preserve_ephemeral``, where the backend has one). A deploy of the node already
+        under way with ``image_source`` is waited for (a rebuild resumed after a crash), one
+        with another image is waited for and then redone. Repeating a rebuild redeploys again:
+        harmless, only slower.
+
+        :raises DeployFailed: the node hosts another instance (or none), the backend refused
+            the rebuild, or it failed (the reason is the backend's own).
+        :raises OperationTimedOut: not active after ``timeout`` seconds.
+        :raises DriverUnavailable: the backend could not be reached.
+        """
+        raise NotSupported(f'node {node_uuid}', 'rebuild')
 
     def undeploy(self, node_uuid: str, *, timeout: float,
                  guard: WriteGuard | None = None) -> Node:

@@ -271,6 +271,30 @@ def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
                              expect_member_epoch)
 
 
+#: What a rebuild may change on the row besides its image and state (Nova's rebuild fields).
+REBUILD_DETAILS = frozenset({"name", "metadata", "description", "access_ip_v4", "access_ip_v6",
+                             "key_name", "key_type", "key_data", "user_data", "config_drive"})
+
+
+def record_rebuild(engine: Engine, uuid: str, state: InstanceState, image: str | None,
+                   details: dict[str, Any], *, expect_state: ExpectedStates,
+                   expect_host: str, expect_member_epoch: int | None) -> InstanceRow:
+    """Record a rebuild: ``state`` (REBUILDING or REBUILDING_OFF), the new ``image``, the
+    fault cleared and ``details`` (:data:`REBUILD_DETAILS`; ``metadata`` a whole dict) in one
+    compare-and-set on (state, host, member epoch), so a rebuild is recorded whole or not at
+    all: :class:`InstanceConflict` when the instance moved meanwhile."""
+    unknown = set(details) - REBUILD_DETAILS
+    if unknown:
+        raise ValueError(f"not rebuild details: {sorted(unknown)}")
+    values = dict(details)
+    if "metadata" in values:
+        metadata = values.pop("metadata")
+        values["user_metadata"] = json.dumps(metadata, sort_keys=True) if metadata else None
+    values.update(state=_state(state), image=image, fault=None, updated_at=models.utcnow())
+    return _update_expecting(engine, uuid, values, expect_state, expect_host,
+                             expect_member_epoch)
+
+
 def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, member_epoch: int, *,
                 expect_state: ExpectedStates | None = models.BUILDING,
                 expect_host: str | None = None, expect_member_epoch: int | None = None,

@@ -95,9 +95,12 @@ KEY_TYPE_LENGTH = 16
 class InstanceState(str, enum.Enum):
     """An instance's state; the value is what the database and the CLI show.
 
-    Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING) are what a daemon sets
-    before acting on Ironic; whoever owns the instance next finds it there and must resolve it,
-    so none stays transitional after its daemon dies.
+    Transitional ones (BUILDING, REBOOTING, STOPPING, STARTING, DELETING, REBUILDING,
+    REBUILDING_OFF) are what a daemon sets before acting on Ironic; whoever owns the instance next
+    finds it there and must resolve it, so none stays transitional after its daemon dies.
+    A rebuild has two: REBUILDING ends ACTIVE, REBUILDING_OFF (asked of a STOPPED instance) ends
+    STOPPED, as Nova leaves a rebuilt server in the power state it had; the state is all that
+    survives a lost cast or a dead daemon, so it carries where the rebuild ends.
     """
 
     BUILDING = "BUILDING"
@@ -109,6 +112,8 @@ class InstanceState(str, enum.Enum):
     ERROR = "ERROR"
     DELETING = "DELETING"
     DELETED = "DELETED"
+    REBUILDING = "REBUILDING"
+    REBUILDING_OFF = "REBUILDING_OFF"
 
     def __str__(self) -> str:
         # The value in messages too, as enum.StrEnum (Python >= 3.11; computed runs on 3.10).
@@ -126,6 +131,8 @@ REBOOTING = InstanceState.REBOOTING
 ERROR = InstanceState.ERROR
 DELETING = InstanceState.DELETING
 DELETED = InstanceState.DELETED
+REBUILDING = InstanceState.REBUILDING
+REBUILDING_OFF = InstanceState.REBUILDING_OFF
 
 #: The project and user of instances made without the compute API (``computed-manage server``,
 #: and every instance made before revision 0004).
@@ -133,7 +140,8 @@ BUILT_IN_PROJECT = "computed"
 BUILT_IN_USER = "computed"
 
 STATES = frozenset(InstanceState)
-TRANSITIONAL_STATES = frozenset({BUILDING, STOPPING, STARTING, REBOOTING, DELETING})
+TRANSITIONAL_STATES = frozenset({BUILDING, STOPPING, STARTING, REBOOTING, DELETING, REBUILDING,
+                                 REBUILDING_OFF})
 LIVE_STATES = STATES - {DELETED}
 
 # The expression behind instances.live_node_uuid; DELETED is a literal on purpose: it is

@@ -1,7 +1,7 @@
 """The instance lifecycle, run by the daemon that owns the instance.
 
 Owns every change an instance goes through after :mod:`computed.instances.scheduler` recorded
-it: build, delete, reboot, stop, start, and :func:`resume` of an instance found in a
+it: build, delete, reboot, stop, start, rebuild, and :func:`resume` of an instance found in a
 transitional state.
 Each is a small function over an :class:`Owner` (the injected collaborators: database engine,
 bare metal driver, Placement adapter, and the daemon's identity ``host`` / ``member_epoch``).
@@ -19,9 +19,18 @@ State machine (``*`` marks the transitional states, written *before* acting on I
 
         any live state --delete--> DELETING* --undeploy, remove allocation--> DELETED
 
+        ACTIVE/ERROR --rebuild--> REBUILDING*     --Ironic rebuild-------------> ACTIVE
+        STOPPED      --rebuild--> REBUILDING_OFF* --Ironic rebuild, power off--> STOPPED
+
 A failed power action records the fault and lands on what the node's power really is
 (power on: ACTIVE, off: STOPPED). A failed undeploy lands in ERROR with the fault, node kept,
-so ``delete`` can be repeated.
+so ``delete`` can be repeated. A rebuild is recorded by whoever asks for it
+(:meth:`computed.instances.rpcapi.ServerAPI.rebuild`: the new image, name, key and user data on
+the row with the transitional state, in one write); the daemon redeploys the node with what the
+row says (:meth:`~computed.baremetal.driver.BaremetalDriver.rebuild`, a new config drive from
+the row) and, for REBUILDING_OFF, powers it off again. A failed rebuild lands in ERROR with
+Ironic's reason, node and allocation kept (Nova's rebuild leaves the server in ERROR too): it
+can be rebuilt again or deleted.
 
 What the transitions guarantee:
 
@@ -43,7 +52,12 @@ What the transitions guarantee:
   Ironic and finishes the operation (BUILDING and node active with this instance -> ACTIVE;
   BUILDING and node free -> deploy again; DELETING -> finish the delete; REBOOTING -> reboot
   (again, if it had happened: the lesser harm than a reboot lost); STARTING -> power on;
-  STOPPING -> power off). Every step is idempotent, so resuming twice is harmless.
+  STOPPING -> power off; REBUILDING[_OFF] -> wait for Ironic's deploy of the row's image if one
+  runs, else rebuild, since an ``active`` node does not say whether it was rebuilt yet). Every
+  step is idempotent, so resuming twice is harmless (a resumed rebuild may redeploy a node that
+  was already rebuilt: slower, not wrong). ``preserve_ephemeral`` travels in the cast only (no
+  column holds it): a resumed rebuild preserves the ephemeral partition, the choice that loses
+  nothing.
 * **Failed builds unwind, then retry.** A failed attempt has its node cleared (undeployed if
   needed, instance_uuid and instance_info removed) and its allocation removed first; then
   :mod:`computed.instances.retries` decides: another node (up to ``max_attempts`` nodes, never
@@ -109,6 +123,11 @@ DELETE_FROM = models.LIVE_STATES - {models.DELETING}
 #: the request in ACTIVE without the reboot the user asked for. A reboot done twice is the
 #: lesser harm, and what Nova's compute does with an instance it finds rebooting at start.
 RESUME_POWER = {models.REBOOTING: REBOOT, models.STARTING: POWER_ON, models.STOPPING: POWER_OFF}
+#: From where a rebuild may be asked (Nova's: active, stopped, error; no task in progress).
+REBUILD_FROM = frozenset({models.ACTIVE, models.STOPPED, models.ERROR})
+REBUILDING_STATES = frozenset({models.REBUILDING, models.REBUILDING_OFF})
+#: What a resumed rebuild does with the ephemeral partition (the cast's choice is lost).
+RESUMED_PRESERVE_EPHEMERAL = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +224,20 @@ def start(owner: Owner, instance_uuid: str) -> InstanceRow:
     return _power_action(owner, instance_uuid, START_FROM, models.STARTING, POWER_ON)
 
 
+def rebuild(owner: Owner, instance_uuid: str,
+            preserve_ephemeral: bool | None = None) -> InstanceRow:
+    """Redeploy the node of a recorded rebuild (REBUILDING or REBUILDING_OFF) with the row's
+    image and a config drive from the row; ACTIVE after (STOPPED from REBUILDING_OFF), or ERROR
+    with the fault. ``preserve_ephemeral`` None (not known: a resume) keeps the ephemeral
+    partition (:data:`RESUMED_PRESERVE_EPHEMERAL`).
+
+    :raises InstanceNotFound, InstanceConflict: as for :func:`build`; also when no rebuild is
+        recorded (a daemon never starts one: the new image is the requester's).
+    """
+    row = _mine(owner, instance_uuid, set(REBUILDING_STATES))
+    return _finish_rebuild(owner, row, preserve_ephemeral)
+
+
 def resume(owner: Owner, instance_uuid: str) -> InstanceRow:
     """Finish whatever a transitional instance was doing, from the node's real state.
 
@@ -221,6 +254,8 @@ def resume(owner: Owner, instance_uuid: str) -> InstanceRow:
         return _resume_build(owner, row)
     if row.state == models.DELETING:
         return _finish_delete(owner, row)
+    if row.state in REBUILDING_STATES:
+        return _finish_rebuild(owner, row, None)
     return _finish_power(owner, row, RESUME_POWER[row.state])
 
 
@@ -328,6 +363,37 @@ def _finish_delete(owner: Owner, row: InstanceRow) -> InstanceRow:
     _check_guard(owner)
     allocations.remove(owner.placement, row.uuid)
     return _set(owner, row.uuid, models.DELETED, expect=models.DELETING)
+
+
+# -- rebuild --------------------------------------------------------------------------------
+
+def _finish_rebuild(owner: Owner, row: InstanceRow,
+                    preserve_ephemeral: bool | None) -> InstanceRow:
+    if row.node_uuid is None:
+        return _set_error(owner, row.uuid, 'rebuild failed: instance has no node',
+                          expect=row.state)
+    try:
+        drive = configdrive.build(row)
+    except configdrive.InvalidUserData as exc:
+        return _set_error(owner, row.uuid, f'rebuild failed: user data: {exc}',
+                          expect=row.state)
+    preserve = RESUMED_PRESERVE_EPHEMERAL if preserve_ephemeral is None else preserve_ephemeral
+    try:
+        owner.driver.rebuild(row.node_uuid, row.uuid, row.image, timeout=owner.deploy_timeout,
+                             guard=owner.guard, configdrive=drive, preserve_ephemeral=preserve)
+    except DriverError as exc:
+        LOG.warning('instance %s: rebuild on node %s failed: %s', row.uuid, row.node_uuid, exc)
+        return _set_error(owner, row.uuid, f'rebuild failed: {exc.reason}', expect=row.state)
+    if row.state != models.REBUILDING_OFF:
+        return _set(owner, row.uuid, models.ACTIVE, expect=row.state)
+    # Ironic's rebuild boots the new image; the server was stopped and stays so (Nova's).
+    try:
+        owner.driver.set_power(row.node_uuid, POWER_OFF, timeout=owner.power_timeout,
+                               guard=owner.guard)
+    except DriverError as exc:
+        LOG.warning('instance %s: power off after the rebuild failed: %s', row.uuid, exc)
+        return _settle_power(owner, row, f'power off after the rebuild failed: {exc.reason}')
+    return _set(owner, row.uuid, models.STOPPED, expect=row.state)
 
 
 # -- power ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ Event types, as Nova's compute service emits them::
     reboot_instance  instance.reboot.start  -> instance.reboot.end | instance.reboot.error
     stop_instance    instance.power_off.start -> instance.power_off.end | ...error
     start_instance   instance.power_on.start  -> instance.power_on.end  | ...error
+    rebuild_instance instance.rebuild.start -> instance.rebuild.end | instance.rebuild.error
 
 ``.error`` (priority ERROR) when the operation ended in ERROR or with a fault; no ``.end``
 after a build handed to another node (:mod:`computed.instances.retries`): the next node's
@@ -53,6 +54,7 @@ ACTIONS = {
     'reboot_instance': 'reboot',
     'stop_instance': 'power_off',
     'start_instance': 'power_on',
+    'rebuild_instance': 'rebuild',
 }
 PAYLOAD_VERSION = '1.0'
 NAMESPACE = 'nova'
@@ -68,14 +70,17 @@ _VM_STATES = {
     models.ERROR: ('error', None),
     models.DELETING: ('active', 'deleting'),
     models.DELETED: ('deleted', None),
+    models.REBUILDING: ('active', 'rebuilding'),
+    models.REBUILDING_OFF: ('stopped', 'rebuilding'),
 }
-# The state each operation ends in when it succeeds.
+# The states each operation ends in when it succeeds (a rebuild: the power state it had).
 _DONE = {
-    'build_instance': models.ACTIVE,
-    'delete_instance': models.DELETED,
-    'reboot_instance': models.ACTIVE,
-    'stop_instance': models.STOPPED,
-    'start_instance': models.ACTIVE,
+    'build_instance': {models.ACTIVE},
+    'delete_instance': {models.DELETED},
+    'reboot_instance': {models.ACTIVE},
+    'stop_instance': {models.STOPPED},
+    'start_instance': {models.ACTIVE},
+    'rebuild_instance': {models.ACTIVE, models.STOPPED},
 }
 
 
@@ -87,7 +92,7 @@ def event_for(operation: str, row: InstanceRow, phase: str) -> tuple[str, str] |
         return f'instance.{action}.start', 'INFO'
     if operation == 'build_instance' and row.state == models.BUILDING:
         return None  # handed to another node: its daemon reports the outcome
-    if row.state == _DONE[operation] and not (row.fault and operation != 'build_instance'):
+    if row.state in _DONE[operation] and not (row.fault and operation != 'build_instance'):
         # A build's fault lists the attempts that failed before it succeeded elsewhere.
         return f'instance.{action}.end', 'INFO'
     return f'instance.{action}.error', 'ERROR'

@@ -2,17 +2,20 @@
 
 Owns the client side of the daemon's instance endpoint: topic :data:`TOPIC`, one queue per
 daemon (``server=<host>``), methods ``build_instance``, ``delete_instance``,
-``reboot_instance``, ``stop_instance`` and ``start_instance``, each taking ``instance_uuid``
-and, from version 1.1, ``member_epoch``: the sender's view of the target's member epoch (the
-instance row's), which the target compares with its own and refuses on a mismatch (see
-:mod:`computed.instances.worker`). The daemon reads everything else from the database, so a
-message can never carry stale state. All are casts: the daemon records progress and the outcome
-in the instance row, which callers poll.
+``reboot_instance``, ``stop_instance``, ``start_instance`` and (1.2) ``rebuild_instance``, each
+taking ``instance_uuid`` and, from version 1.1, ``member_epoch``: the sender's view of the
+target's member epoch (the instance row's), which the target compares with its own and refuses
+on a mismatch (see :mod:`computed.instances.worker`). The daemon reads everything else from the
+database (a rebuild's new image, name, key and user data are on the row before it is cast), so
+a message can never carry stale state; the one exception is ``rebuild_instance``'s
+``preserve_ephemeral``, a request option the row has no column for. All are casts: the daemon
+records progress and the outcome in the instance row, which callers poll.
 
 Versions: 1.0 casts carried ``instance_uuid`` only; 1.1 adds ``member_epoch`` (optional on the
-server side, so a 1.0 sender is still served). Clients send 1.1, or the version
-``[upgrade_levels] instances`` allows (:mod:`computed.upgrade.levels`: at 1.0 without
-``member_epoch``).
+server side, so a 1.0 sender is still served); 1.2 adds ``rebuild_instance``. Clients send 1.2,
+or the version ``[upgrade_levels] instances`` allows (:mod:`computed.upgrade.levels`: at 1.0
+without ``member_epoch``); below 1.2 :meth:`ServerAPI.rebuild` refuses before recording
+anything (:class:`NeedsUpgrade`), so no daemon is sent a method it does not serve.
 
 :class:`ServerAPI` is the whole build/operate path as a library (what ``computed-manage
 server`` runs): schedule (:mod:`computed.instances.scheduler`), then cast to the instance's
@@ -23,10 +26,10 @@ Guarantees (nothing a caller was told was sent is lost):
 
 * **Recorded before cast.** A cast is only sent after the instance row records the request: a
   build's row exists in BUILDING, and an action first moves the row to its transitional state
-  (DELETING, REBOOTING, STOPPING, STARTING) with a compare-and-set on the state it may start
-  from and on the (host, member epoch) the cast goes to. A request the instance's state does not
-  allow is refused at once (:class:`~computed.db.instances.InstanceConflict`), never sent to be
-  dropped.
+  (DELETING, REBOOTING, STOPPING, STARTING, REBUILDING[_OFF]) with a compare-and-set on the
+  state it may start from and on the (host, member epoch) the cast goes to. A request the
+  instance's state does not allow is refused at once
+  (:class:`~computed.db.instances.InstanceConflict`), never sent to be dropped.
 * **Carried out, or a visible error.** oslo.messaging acknowledges a cast before the daemon runs
   it, and queues are not durable: a cast can be lost. The recorded transitional state is what
   makes the request durable: the owner resumes every transitional instance it is not already
@@ -48,7 +51,7 @@ from sqlalchemy.engine import Engine
 
 from computed.db import instances as db_instances
 from computed.db import models
-from computed.db.instances import InstanceNotFound, InstanceRow
+from computed.db.instances import InstanceConflict, InstanceNotFound, InstanceRow
 from computed.instances import lifecycle, scheduler
 from computed.placement import allocations
 from computed.runtime import rpc
@@ -56,7 +59,7 @@ from computed.scheduling.pipeline import Pipeline
 from computed.upgrade import levels
 
 TOPIC = 'computed'
-VERSION = '1.1'
+VERSION = '1.2'
 #: Each action: the transitional state recorded before it is cast, the states it may start
 #: from (its own transitional state included: asking again re-sends it), and the states in
 #: which it has nothing to do (nothing is recorded nor cast).
@@ -70,6 +73,19 @@ ACTIONS = {
 NO_VALID_HOST = 'No valid host was found'
 #: States a build ends in.
 BUILD_DONE = frozenset({models.ACTIVE, models.ERROR, models.DELETED})
+
+
+class NeedsUpgrade(Exception):
+    """``[upgrade_levels] instances`` (a pin, or ``auto`` with a daemon of an older release
+    live) does not allow the cast: nothing was recorded nor sent."""
+
+    def __init__(self, method: str, version: str):
+        self.method = method
+        self.version = version
+        super().__init__(f'{method} needs instance RPC version '
+                         f'{levels.INSTANCE_METHODS_SINCE.get(method, "1.0")}, and casts are '
+                         f'sent at {version} ([upgrade_levels] instances): every daemon must '
+                         'run a release that serves it, and the pin must allow it')
 
 
 class NoHost(Exception):
@@ -91,14 +107,22 @@ class ComputeAPI:
         self._topic = topic
         self._version = version or (lambda: VERSION)
 
-    def _cast(self, host: str, method: str, instance_uuid: str,
-              member_epoch: int | None) -> None:
+    def can_send(self, method: str) -> str | None:
+        """None when ``method`` may be cast now, else the version casts are sent at (below
+        the one that brought ``method``)."""
         version = self._version()
+        return None if levels.sends(version, method) else version
+
+    def _cast(self, host: str, method: str, instance_uuid: str,
+              member_epoch: int | None, **extra: Any) -> None:
+        version = self._version()
+        if not levels.sends(version, method):
+            raise NeedsUpgrade(method, version)
         client = rpc.get_client(self._transport, self._topic, server=host,
                                 version=version).prepare(version_cap=version)
         # Below 1.1 the member epoch stays home: a 1.0 daemon would refuse the argument.
         client.cast({}, method, **levels.instance_arguments(version, instance_uuid,
-                                                            member_epoch))
+                                                            member_epoch, **extra))
 
     # ``member_epoch``: the member epoch of ``host`` the instance row records (the daemon
     # refuses the cast when it is not its current one); None sends none (1.0's behaviour).
@@ -122,6 +146,12 @@ class ComputeAPI:
     def start_instance(self, host: str, instance_uuid: str,
                        member_epoch: int | None = None) -> None:
         self._cast(host, 'start_instance', instance_uuid, member_epoch)
+
+    def rebuild_instance(self, host: str, instance_uuid: str, member_epoch: int | None = None,
+                         preserve_ephemeral: bool = False) -> None:
+        """1.2: :class:`NeedsUpgrade` at a lower version."""
+        self._cast(host, 'rebuild_instance', instance_uuid, member_epoch,
+                   preserve_ephemeral=bool(preserve_ephemeral))
 
 
 class ServerAPI:
@@ -243,6 +273,43 @@ class ServerAPI:
                 row.fault if action == 'delete' else None, expect_state=allowed,
                 expect_host=row.host, expect_member_epoch=row.member_epoch)
         getattr(self._compute, f'{action}_instance')(row.host, row.uuid, row.member_epoch)
+        return row
+
+    def rebuild(self, instance_uuid: str, image: str, *, preserve_ephemeral: bool = False,
+                details: Mapping[str, Any] | None = None,
+                expect_state: models.InstanceState | None = None) -> InstanceRow:
+        """Record a rebuild of the instance on its node with ``image`` and cast it to the
+        instance's current host; the row as recorded. The row moves to REBUILDING (from ACTIVE
+        or ERROR) or REBUILDING_OFF (from STOPPED: it ends STOPPED again) and takes the new
+        image and ``details`` (:data:`computed.db.instances.REBUILD_DETAILS`: name, metadata,
+        description, access addresses, the key pair's copy, user data, config drive) in one
+        compare-and-set on its state, host and member epoch: a rebuild never half-records.
+        ``expect_state``: the state the caller read and judged (the API's checks), so a change
+        since is a conflict rather than a rebuild from a state nobody looked at.
+
+        :raises NeedsUpgrade: ``[upgrade_levels] instances`` is below 1.2 (nothing recorded).
+        :raises InstanceNotFound: no such instance.
+        :raises InstanceConflict: the instance is not ACTIVE, STOPPED or ERROR (a task in
+            progress: Nova's 409), or it changed state or hands while this was recorded.
+        :raises NoHost: the instance has no host, or no node, to rebuild on.
+        """
+        refused = self._compute.can_send('rebuild_instance')
+        if refused is not None:
+            raise NeedsUpgrade('rebuild_instance', refused)
+        row = self.get(instance_uuid)
+        if row.state not in lifecycle.REBUILD_FROM:
+            raise InstanceConflict(row.uuid, 'state ' + ', '.join(sorted(
+                lifecycle.REBUILD_FROM)), f'state {row.state}')
+        if row.host is None or row.node_uuid is None:
+            raise NoHost(row.uuid)
+        transitional = models.REBUILDING_OFF if row.state == models.STOPPED \
+            else models.REBUILDING
+        row = db_instances.record_rebuild(
+            self._engine, row.uuid, transitional, image, dict(details or {}),
+            expect_state=expect_state or row.state, expect_host=row.host,
+            expect_member_epoch=row.member_epoch)
+        self._compute.rebuild_instance(row.host, row.uuid, row.member_epoch,
+                                       preserve_ephemeral=preserve_ephemeral)
         return row
 
     def get(self, instance_uuid: str) -> InstanceRow:

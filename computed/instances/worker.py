@@ -1,10 +1,11 @@
 """The daemon's instance worker: the RPC endpoint that runs instance operations on owned nodes.
 
 Owns the server side of :mod:`computed.instances.rpcapi` (topic ``computed``, one queue per
-host, version 1.1): ``build_instance``, ``delete_instance``, ``reboot_instance``,
-``stop_instance`` and ``start_instance``, each with an ``instance_uuid`` and (1.1) the sender's
-``member_epoch``. The calls are casts: the endpoint validates the request, queues the operation
-and returns; a pool of worker threads runs the operations of
+host, version 1.2): ``build_instance``, ``delete_instance``, ``reboot_instance``,
+``stop_instance``, ``start_instance`` and (1.2) ``rebuild_instance``, each with an
+``instance_uuid`` and (1.1) the sender's ``member_epoch``; ``rebuild_instance`` also takes
+``preserve_ephemeral`` (a boolean). The calls are casts: the endpoint validates the request,
+queues the operation and returns; a pool of worker threads runs the operations of
 :mod:`computed.instances.lifecycle`, which block while Ironic works.
 
 Guarantees:
@@ -44,9 +45,10 @@ Guarantees:
 * What the bus may call is :attr:`InstanceWorker.rpc_methods` only, and a message reaches it
   only once :mod:`computed.runtime.rpc` accepted its envelope (signed when ``[messaging]
   signing_keys`` is set). A malformed request (not a canonical uuid, a member epoch that is not
-  an integer, an unknown argument) is logged in one line and dropped, and an operation the
-  instance's state or owner does not allow is logged as stopped, in one line; an operation that
-  fails is logged with the instance uuid and never kills the worker.
+  an integer, a ``preserve_ephemeral`` that is not a boolean, an unknown argument) is logged in
+  one line and dropped, and an operation the instance's state or owner does not allow is logged
+  as stopped, in one line; an operation that fails is logged with the instance uuid and never
+  kills the worker.
 
 Threads: oslo.messaging's dispatch threads call the endpoint methods (which only queue); the
 pool's threads run operations and resumes; the waiter thread moves parked operations back to
@@ -86,14 +88,16 @@ OPERATIONS = {
     "reboot_instance": lifecycle.reboot,
     "stop_instance": lifecycle.stop,
     "start_instance": lifecycle.start,
+    "rebuild_instance": lifecycle.rebuild,
 }
 
 
 class InstanceWorker:
     """Queues instance operations and runs them while the node's claim is held."""
 
-    # The endpoint's RPC version (see computed.instances.rpcapi): 1.1 added member_epoch.
-    target = oslo_messaging.Target(version="1.1")
+    # The endpoint's RPC version (see computed.instances.rpcapi): 1.1 added member_epoch, 1.2
+    # rebuild_instance.
+    target = oslo_messaging.Target(version=rpcapi.VERSION)
     # What the bus may call (computed.runtime.rpc): not submit, stop or the other public methods.
     rpc_methods = frozenset(OPERATIONS)
 
@@ -147,11 +151,21 @@ class InstanceWorker:
                        **unknown: Any) -> None:
         self.submit("start_instance", instance_uuid, member_epoch, unknown)
 
+    def rebuild_instance(self, ctxt: Any, instance_uuid: Any = None, member_epoch: Any = None,
+                         preserve_ephemeral: Any = False, **unknown: Any) -> None:
+        if not isinstance(preserve_ephemeral, bool):
+            LOG.error("dropping rebuild_instance of instance %.80r: preserve_ephemeral %.80r is "
+                      "not a boolean", instance_uuid, preserve_ephemeral)
+            return
+        self.submit("rebuild_instance", instance_uuid, member_epoch, unknown,
+                    {"preserve_ephemeral": preserve_ephemeral})
+
     # --- running operations ----------------------------------------------------------------
 
     def submit(self, operation: str, instance_uuid: Any, member_epoch: Any = None,
-               unknown: dict | None = None) -> bool:
-        """Queue ``operation``; False (and one log line) when the request is refused."""
+               unknown: dict | None = None, options: dict[str, Any] | None = None) -> bool:
+        """Queue ``operation`` (with ``options``, its own keyword arguments, checked by the
+        endpoint); False (and one log line) when the request is refused."""
         if unknown:
             # oslo.messaging would otherwise fail the cast with a TypeError and a traceback.
             LOG.error("dropping %s: unknown argument(s) %s", operation, ", ".join(sorted(unknown)))
@@ -174,7 +188,7 @@ class InstanceWorker:
         if self._stopping:
             LOG.warning("not running %s %s: stopping", operation, instance_uuid)
             return False
-        self._queue(instance_uuid, self._run, operation, instance_uuid)
+        self._queue(instance_uuid, self._run, operation, instance_uuid, None, options)
         return True
 
     def _queue(self, instance_uuid: str, run: Callable[..., None], *args: Any) -> None:
@@ -197,12 +211,13 @@ class InstanceWorker:
         with self._busy_lock:
             return set(self._busy)
 
-    def _run(self, operation: str, instance_uuid: str, deadline: float | None = None) -> None:
+    def _run(self, operation: str, instance_uuid: str, deadline: float | None = None,
+             options: dict[str, Any] | None = None) -> None:
         parked = False
         try:
             with self._stripes[hash(instance_uuid) % len(self._stripes)]:
                 try:
-                    parked = self._run_locked(operation, instance_uuid, deadline)
+                    parked = self._run_locked(operation, instance_uuid, deadline, options)
                 except (NotOurs, InstanceConflict, InstanceNotFound) as exc:
                     # Fencing at work (the node or the instance changed hands, or another
                     # request changed its state first) or a refusal: expected, one line.
@@ -217,7 +232,8 @@ class InstanceWorker:
         """The owner an operation under ``claim`` acts as: every Ironic write checks the claim."""
         return dataclasses.replace(self._owner(), guard=self._fleet.guard(claim))
 
-    def _run_locked(self, operation: str, instance_uuid: str, deadline: float | None) -> bool:
+    def _run_locked(self, operation: str, instance_uuid: str, deadline: float | None,
+                    options: dict[str, Any] | None = None) -> bool:
         """Run ``operation``; True when it was parked to wait for its node's claim."""
         owner = self._owner()
         row = db_instances.get_instance(owner.engine, instance_uuid)
@@ -226,16 +242,17 @@ class InstanceWorker:
             return False
         if row.node_uuid is None:
             # A failed build released its node; only a delete still has work to do.
-            self._operate(operation, owner, row)
+            self._operate(operation, owner, row, options)
             return False
         if not self._ours(operation, owner, row):
             return False
         if self._fleet.claim_for(row.node_uuid) is None:
             return self._park(operation, instance_uuid, row.node_uuid, deadline,
-                              lambda until: self._run(operation, instance_uuid, until))
+                              lambda until: self._run(operation, instance_uuid, until,
+                                                      options))
         done = self._fleet.act(row.node_uuid, operation.replace("_instance", ""),
                                lambda claim: self._operate(operation, self._guarded(claim),
-                                                           row),
+                                                           row, options),
                                instance=instance_uuid)
         if not done:
             LOG.warning("%s of instance %s: lost the claim on node %s before starting",
@@ -303,12 +320,12 @@ class InstanceWorker:
                 self._parked = waiting + self._parked
 
     def _operate(self, operation: str, owner: lifecycle.Owner,
-                 before: db_instances.InstanceRow) -> None:
+                 before: db_instances.InstanceRow, options: dict[str, Any] | None = None) -> None:
         """Run ``operation`` between its start and end notifications, then hand a build moved
         to another node over."""
         if self._notifier is not None:
             self._notifier.start(operation, before)
-        row = OPERATIONS[operation](owner, before.uuid)
+        row = OPERATIONS[operation](owner, before.uuid, **(options or {}))
         if self._notifier is not None:
             self._notifier.end(operation, row)
         self._hand_over(row)

@@ -8,7 +8,9 @@ so that new code talking to old code never sends what old code refuses (Nova's
   the claim epoch ``epoch``; 1.1 ``claim_epoch``.
 * ``instances`` (the API, ``computed-manage`` and the daemons -> a daemon,
   :mod:`computed.instances.rpcapi`): 1.0 casts carry ``instance_uuid``; 1.1 adds
-  ``member_epoch``.
+  ``member_epoch``; 1.2 adds the method ``rebuild_instance`` (with ``preserve_ephemeral``),
+  which a sender below 1.2 must not send at all (:func:`sends`): the compute API refuses the
+  rebuild instead (409) while any daemon serves less.
 
 A pin is ``auto`` or one of the interface's versions (:func:`check_pin`). :func:`cap` turns a pin
 and the versions the live peers publish into the version to send at: a number is obeyed; ``auto``
@@ -30,10 +32,12 @@ AUTO = 'auto'
 #: Every version of each interface, oldest first; the last is what this code sends and serves.
 HISTORY: Mapping[str, tuple[str, ...]] = {
     'reports': ('1.0', '1.1'),
-    'instances': ('1.0', '1.1'),
+    'instances': ('1.0', '1.1', '1.2'),
 }
 #: What a live peer that publishes no versions serves: release 0.1.0 published none.
 UNPUBLISHED: Mapping[str, str] = {'reports': '1.1', 'instances': '1.1'}
+#: The instance casts that appeared after 1.0, and the version that brought each.
+INSTANCE_METHODS_SINCE: Mapping[str, str] = {'rebuild_instance': '1.2'}
 
 
 def newest(interface: str) -> str:
@@ -87,12 +91,23 @@ def cap(interface: str, pin: str, served: Iterable[str | None]) -> str:
     return max((v for v in history if _key(v) <= lowest), key=_key, default=history[0])
 
 
-def instance_arguments(version: str, instance_uuid: str,
-                       member_epoch: int | None) -> dict[str, Any]:
-    """The arguments of an instance cast at ``version``: ``member_epoch`` from 1.1 on."""
+def sends(version: str, method: str) -> bool:
+    """Whether an instance cast of ``method`` exists at ``version`` (a daemon serving less
+    refuses it: ``UnsupportedVersion`` in its log, the instance left transitional)."""
+    since = _key(INSTANCE_METHODS_SINCE.get(method, HISTORY['instances'][0]))
+    key = _key(version)
+    return key is not None and since is not None and key >= since
+
+
+def instance_arguments(version: str, instance_uuid: str, member_epoch: int | None,
+                       **extra: Any) -> dict[str, Any]:
+    """The arguments of an instance cast at ``version``: ``member_epoch`` from 1.1 on; ``extra``
+    (a method's own arguments, e.g. 1.2's ``preserve_ephemeral``) as given: the caller checked
+    that the method exists at ``version`` (:func:`sends`)."""
     arguments: dict[str, Any] = {'instance_uuid': instance_uuid}
     if member_epoch is not None and _key(version) >= (1, 1):
         arguments['member_epoch'] = member_epoch
+    arguments.update(extra)
     return arguments
 
 

@@ -41,7 +41,7 @@ Guarantees:
   PATCH/PUT it sends, each retry included, and before every poll while it
   waits; what the guard raises ends the operation at once (nothing more is
   written) and reaches the caller unchanged.
-* Node operations (``deploy``, ``undeploy``, ``set_power``,
+* Node operations (``deploy``, ``rebuild``, ``undeploy``, ``set_power``,
   ``clear_instance``) also retry 409 "node locked" answers (the conductor
   holds the node for a moment) with the same policy; they wait for their
   result by polling the node every ``poll_interval`` (0.2 s: openstacksdk's
@@ -49,7 +49,11 @@ Guarantees:
   starts from the node's real state, so repeating one after a crash or a
   timeout is safe. A refusal (400) becomes the error's reason verbatim
   (Ironic's ``faultstring``); a deploy that ends in ``deploy failed`` raises
-  ``DeployFailed`` with Ironic's ``last_error``.
+  ``DeployFailed`` with Ironic's ``last_error``. ``rebuild`` is Ironic's
+  ``rebuild`` provision action (from ``active``, ``deploy failed`` or
+  ``error``), after the new image and ``preserve_ephemeral`` are written to
+  the node's ``instance_info``; the config drive goes with it (Ironic would
+  otherwise keep the previous one).
 
 Threads: one driver per daemon, called at once by the listing thread
 (``list_nodes``), the node thread (``get_node``) and the instance worker's
@@ -275,6 +279,51 @@ class IronicDriver(BaremetalDriver):
         self._associate(node, instance_uuid, image_source, guard)
         self._provision_active(node_uuid, instance_uuid, guard, configdrive)
         return self._wait_deployed(node_uuid, instance_uuid, timeout, guard)
+
+    def rebuild(self, node_uuid: str, instance_uuid: str,
+                image_source: str | None, *, timeout: float,
+                guard: WriteGuard | None = None,
+                configdrive: dict[str, Any] | None = None,
+                preserve_ephemeral: bool = False) -> Node:
+        deadline = self._clock() + timeout
+        node = self._require(node_uuid)
+        if node.instance_uuid != instance_uuid:
+            raise DeployFailed(node_uuid, f'node hosts instance '
+                               f'{node.instance_uuid}, not {instance_uuid}: '
+                               f'not rebuilt')
+        if node.provision_state in DEPLOYING_STATES:
+            source = self._instance_info(node_uuid).get('image_source')
+            if source == image_source:
+                # This rebuild, resumed: Ironic is at it already.
+                return self._wait_deployed(node_uuid, instance_uuid,
+                                           deadline - self._clock(), guard)
+            # Another deploy of it: Ironic refuses a rebuild until it ends.
+            self._wait(node_uuid, 'deploy before rebuild',
+                       deadline - self._clock(),
+                       lambda n: n.provision_state not in DEPLOYING_STATES,
+                       guard=guard)
+        ops: list[dict[str, Any]] = [
+            {'op': 'add', 'path': '/instance_info/preserve_ephemeral',
+             'value': bool(preserve_ephemeral)}]
+        if image_source is not None:
+            ops.append({'op': 'add', 'path': '/instance_info/image_source',
+                        'value': image_source})
+        self._patch(node_uuid, ops, guard)
+        body: dict[str, Any] = {'target': 'rebuild'}
+        if configdrive is not None:
+            body['configdrive'] = configdrive
+        response = self._write('put', f'/nodes/{node_uuid}/states/provision',
+                               f'node {node_uuid}', body, guard)
+        if response.status_code >= 400:
+            again = self._require(node_uuid)
+            # Accepted by an attempt whose answer was lost: Ironic refuses the
+            # retry while the rebuild it started runs.
+            if not (again.instance_uuid == instance_uuid
+                    and again.provision_state in DEPLOYING_STATES):
+                raise DeployFailed(node_uuid, f'rebuild refused: '
+                                   f'{_fault(response)}')
+        return self._wait_deployed(node_uuid, instance_uuid,
+                                   deadline - self._clock(), guard)
 
     def undeploy(self, node_uuid: str, *, timeout: float,
                  guard: WriteGuard | None = None) -> Node:

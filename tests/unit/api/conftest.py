@@ -14,6 +14,7 @@ from computed import conf as computed_conf
 from computed.api import app, policy
 from computed.api.backends import Backends
 from computed.instances.rpcapi import ServerAPI
+from computed.upgrade import levels
 from tests.unit.instance.fakes import FakePlacement
 
 RC = 'CUSTOM_GOLD'
@@ -21,11 +22,23 @@ NODES = [f'{i}' * 8 + '-0000-0000-0000-000000000000' for i in '123']
 
 
 class Casts:
+    """The compute RPC API, recording what it is asked to cast; ``version`` is what
+    ``[upgrade_levels] instances`` allows (a method newer than it is refused, as the real
+    ComputeAPI refuses it); ``options`` the casts' own arguments (rebuild's)."""
+
     def __init__(self):
         self.sent = []
+        self.options = []
+        self.version = levels.newest('instances')
+
+    def can_send(self, method):
+        return None if levels.sends(self.version, method) else self.version
 
     def __getattr__(self, method):
-        return lambda host, uuid, member_epoch=None: self.sent.append((method, host, uuid))
+        def cast(host, uuid, member_epoch=None, **options):
+            self.sent.append((method, host, uuid))
+            self.options.append(options)
+        return cast
 
 
 class Client:

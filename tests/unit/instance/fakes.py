@@ -68,6 +68,27 @@ class FakeDriver(BaremetalDriver):
         n.update(provision_state='active', power_state=POWER_ON)
         return self._node(node_uuid)
 
+    def rebuild(self, node_uuid, instance_uuid, image_source, *, timeout, guard=None,
+                configdrive=None, preserve_ephemeral=False):
+        """As Ironic's rebuild: the node keeps its instance and takes the new image (and
+        config drive); ``fail_deploy`` fails it the same way (``deploy failed``)."""
+        self._check(guard)
+        self.calls.append(('rebuild', node_uuid, instance_uuid, image_source,
+                           preserve_ephemeral))
+        n = self.nodes[node_uuid]
+        if n['instance_uuid'] != instance_uuid:
+            raise DeployFailed(node_uuid, f"node hosts instance {n['instance_uuid']}, not "
+                                          f'{instance_uuid}: not rebuilt')
+        n['instance_info'].update(image_source=image_source,
+                                  preserve_ephemeral=preserve_ephemeral)
+        if configdrive is not None:
+            n['instance_info']['configdrive'] = configdrive
+        if node_uuid in self.fail_deploy:
+            n.update(provision_state='deploy failed', last_error=self.fail_deploy[node_uuid])
+            raise DeployFailed(node_uuid, self.fail_deploy[node_uuid])
+        n.update(provision_state='active', power_state=POWER_ON, last_error=None)
+        return self._node(node_uuid)
+
     def undeploy(self, node_uuid, *, timeout, guard=None):
         self._check(guard)
         self.calls.append(('undeploy', node_uuid))

@@ -115,6 +115,31 @@ def test_a_cast_for_the_current_member_epoch_or_none_runs(world, epoch):
     assert wait_state(owner, row.uuid, {models.STOPPED}).state == models.STOPPED
 
 
+def test_a_rebuild_cast_runs_with_its_preserve_ephemeral(world):
+    owner, fleet, worker = world
+    row = active(owner)
+    db_instances.record_rebuild(owner.engine, row.uuid, models.REBUILDING,
+                                'http://images.example/n', {}, expect_state=models.ACTIVE,
+                                expect_host='c1', expect_member_epoch=EPOCH)
+    worker.rebuild_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH,
+                            preserve_ephemeral=True)
+    assert wait_state(owner, row.uuid, {models.ACTIVE}).state == models.ACTIVE
+    assert owner.driver.calls[-1] == ('rebuild', NODE, row.uuid, 'http://images.example/n',
+                                      True)
+    assert fleet.acts[-1] == (NODE, 'rebuild')
+
+
+@pytest.mark.parametrize('value', ['yes', 1, None, [True]])
+def test_a_rebuild_whose_preserve_ephemeral_is_not_a_boolean_is_dropped(world, caplog, value):
+    owner, fleet, worker = world
+    row = active(owner)
+    worker.rebuild_instance({}, instance_uuid=row.uuid, member_epoch=EPOCH,
+                            preserve_ephemeral=value)
+    assert fleet.acts == [] and worker.busy() == set()
+    lines = [r for r in caplog.records if 'preserve_ephemeral' in r.getMessage()]
+    assert [r.levelno for r in lines] == [logging.ERROR] and lines[0].exc_info is None
+
+
 def test_an_operation_that_loses_its_claim_stops_writing_and_says_so(world, caplog):
     owner, fleet, worker = world
     row = active(owner)

@@ -26,7 +26,7 @@ def test_a_version_is_kept(tmp_path):
 
 @pytest.mark.parametrize('text, expected', [
     ('[upgrade_levels]\nreports = banana\n', '[upgrade_levels] reports: invalid value:'),
-    ('[upgrade_levels]\ninstances = 1.2\n', '[upgrade_levels] instances: invalid value:'),
+    ('[upgrade_levels]\ninstances = 1.3\n', '[upgrade_levels] instances: invalid value:'),
     ('[upgrade_levels]\ncompute = auto\n', 'compute'),
     ('[upgrade_level]\nreports = auto\n', 'upgrade_level'),
 ])

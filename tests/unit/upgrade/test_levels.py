@@ -19,8 +19,9 @@ def test_the_histories_end_at_what_the_code_serves():
     ('1.1', ['1.0'], '1.1'),
     ('auto', ['1.1', '1.0', '1.1'], '1.0'),  # the lowest any live peer serves
     ('auto', ['1.1'], '1.1'),
-    ('auto', [], '1.1'),                  # nobody to be compatible with: the newest
-    ('auto', ['1.7'], '1.1'),             # a newer peer serves ours too
+    ('auto', [], '1.2'),                  # nobody to be compatible with: the newest
+    ('auto', ['1.7'], '1.2'),             # a newer peer serves ours too
+    ('auto', ['1.2', '1.1'], '1.1'),      # a daemon of the release before: no rebuild cast
     ('auto', [None], '1.1'),              # published nothing: release 0.1.0, which serves 1.1
     ('auto', ['banana', '1.1'], '1.0'),   # unreadable: the oldest, never more than it can take
     ('auto', ['2.0'], '1.0'),             # another major serves none of ours: the oldest
@@ -42,6 +43,15 @@ def test_an_instance_cast_below_1_1_carries_no_member_epoch():
     assert levels.instance_arguments('1.0', 'u', 7) == {'instance_uuid': 'u'}
     assert levels.instance_arguments('1.1', 'u', 7) == {'instance_uuid': 'u', 'member_epoch': 7}
     assert levels.instance_arguments('1.1', 'u', None) == {'instance_uuid': 'u'}
+
+
+def test_rebuild_is_sent_from_1_2_on_and_the_other_casts_at_every_version():
+    assert [levels.sends(v, 'rebuild_instance') for v in ('1.0', '1.1', '1.2')] == \
+        [False, False, True]
+    assert all(levels.sends(v, 'reboot_instance') for v in ('1.0', '1.1', '1.2'))
+    assert levels.sends('1.3', 'rebuild_instance')  # a newer version keeps it
+    assert levels.instance_arguments('1.2', 'u', 7, preserve_ephemeral=True) == \
+        {'instance_uuid': 'u', 'member_epoch': 7, 'preserve_ephemeral': True}
 
 
 def test_a_report_below_1_1_names_the_claim_epoch_epoch():

@@ -19,7 +19,7 @@ def test_a_daemon_publishes_its_version_and_the_instance_api_it_serves():
         "rpc": {"instances": levels.newest("instances")}}
     data = tooz_utils.dumps(membership.capabilities("c1", 2))
     member = member_from_znode("c1", data, 1, 42, False)
-    assert member.version == VERSION and member.serves("instances") == "1.1"
+    assert member.version == VERSION and member.serves("instances") == "1.2"
 
 
 def test_a_daemon_of_release_0_1_0_publishes_nothing():
