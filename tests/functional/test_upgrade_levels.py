@@ -27,10 +27,10 @@ def test_services_publish_what_they_serve_and_auto_follows(stack, world, placeme
             ("r1", VERSION, "1.1")
         daemon, = records.read_daemons(client, members_path, drain_markers_path(world.group))
         assert (daemon.host, daemon.version, daemon.serves("instances")) == \
-            ("c1", VERSION, "1.1")
+            ("c1", VERSION, "1.2")
         assert records.report_levels("auto", client, world.group)() == "1.1"
         assert records.instance_levels("auto", client, members_path,
-                                       drain_markers_path(world.group))() == "1.1"
+                                       drain_markers_path(world.group))() == "1.2"
 
         # Pinned to reports 1.0, the daemon's reports name the claim epoch "epoch", which the
         # reporter of this release reads: every node reaches Placement.
