@@ -15,6 +15,9 @@ Guarantees:
   for one instance, exactly one wins.
 * :func:`edit_instance` changes a live instance under its row lock: two edits never lose one
   another's change.
+* Every instance recorded by this release has a reservation id (Nova's: one per ``POST
+  /servers``; :func:`create_instance` gives a new instance one of its own unless told; rows
+  of 0.1.0 get theirs from :mod:`computed.upgrade.data_migrations`).
 
 Threads: any thread; the compare-and-sets and row locks above are the database's, so they hold
 across threads and processes alike.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import uuid as uuidlib
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -163,6 +167,11 @@ def _select_instance(conn: Connection, uuid: str) -> Any:
     return conn.execute(sa.select(_instances).where(_instances.c.uuid == uuid)).first()
 
 
+def new_reservation_id() -> str:
+    """A reservation id of the compute API's form: ``r-`` and 8 hex digits, as Nova's."""
+    return 'r-' + uuidlib.uuid4().hex[:8]
+
+
 def create_instance(engine: Engine, uuid: str, resource_class: str, *,
                     node_uuid: str | None = None, host: str | None = None,
                     member_epoch: int | None = None, traits: Iterable[str] = (),
@@ -173,8 +182,10 @@ def create_instance(engine: Engine, uuid: str, resource_class: str, *,
                     user_id: str = models.BUILT_IN_USER,
                     name: str | None = None,
                     metadata: dict[str, str] | None = None,
-                    flavor: dict[str, Any] | None = None) -> InstanceRow:
-    """Record a new instance, managed by (``host``, ``member_epoch``), of ``project_id``.
+                    flavor: dict[str, Any] | None = None,
+                    reservation_id: str | None = None) -> InstanceRow:
+    """Record a new instance, managed by (``host``, ``member_epoch``), of ``project_id``, with
+    ``reservation_id`` (a new one of its own when not given, as a server created alone).
     Raises :class:`NodeInUse` if ``node_uuid`` already hosts a live instance,
     :class:`InstanceExists` if ``uuid`` is taken."""
     state = _state(state)
@@ -186,7 +197,8 @@ def create_instance(engine: Engine, uuid: str, resource_class: str, *,
                   deleted_at=now if state == models.DELETED else None,
                   project_id=project_id, user_id=user_id, name=name,
                   user_metadata=json.dumps(metadata, sort_keys=True) if metadata else None,
-                  flavor=json.dumps(flavor, sort_keys=True) if flavor is not None else None)
+                  flavor=json.dumps(flavor, sort_keys=True) if flavor is not None else None,
+                  reservation_id=reservation_id or new_reservation_id())
     try:
         with _transaction(engine, write=True) as conn:
             if _select_instance(conn, uuid) is not None:

@@ -27,19 +27,19 @@ The migrations (this release, from 0.1.0):
 * ``instance_reservation_ids``: every instance has a reservation id (Nova's ``r-xxxxxxxx``,
   one per ``POST /servers``, which ``?reservation_id=`` finds and admins see as
   ``OS-EXT-SRV-ATTR:reservation_id`` from 2.3); instances 0.1.0 recorded (revision 0006 added
-  the column) and those ``computed-manage server create`` records have none: each gets one of
-  its own, as Nova gives a server created alone.
+  the column) have none: each gets one of its own, as Nova gives a server created alone (and
+  as this release records every new instance with one).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from computed.db import instances as db_instances
 from computed.db import models
 
 #: Rows per migration per pass (nova-manage's default batch).
@@ -64,11 +64,6 @@ class DataMigration:
 _instances = models.Instance.__table__
 
 
-def new_reservation_id() -> str:
-    """A reservation id of the compute API's form (``r-`` and 8 hex digits, as Nova's)."""
-    return 'r-' + uuid.uuid4().hex[:8]
-
-
 def _reservation_ids(engine: Engine, count: int) -> tuple[int, int]:
     missing = _instances.c.reservation_id.is_(None)
     with engine.begin() as conn:
@@ -80,7 +75,7 @@ def _reservation_ids(engine: Engine, count: int) -> tuple[int, int]:
             # then its details), and another run may be at it too.
             done += conn.execute(sa.update(_instances).where(
                 _instances.c.uuid == instance_uuid, missing).values(
-                reservation_id=new_reservation_id())).rowcount
+                reservation_id=db_instances.new_reservation_id())).rowcount
     return len(uuids), done
 
 

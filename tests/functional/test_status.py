@@ -124,15 +124,10 @@ def _conf_and_engine(write_conf):
 
 
 def test_rows_the_previous_release_wrote_are_pending_until_migrated(write_conf, tmp_path):
-    from computed.db import instances as db_instances
-    from computed.db import models
+    from tests.unit.upgrade import online
     path, engine = _conf_and_engine(write_conf)
     try:
-        # As 0.1.0 records an instance (and computed-manage server create still does): no
-        # reservation id.
-        for _ in range(3):
-            db_instances.create_instance(engine, str(uuid.uuid4()), 'CUSTOM_GOLD',
-                                         state=models.ERROR, fault='no valid host')
+        online.old_instances(engine, 3)  # as 0.1.0 records them: no reservation id
     finally:
         engine.dispose()
     before = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',

@@ -34,13 +34,17 @@ def expand_head() -> str:
     return migrations.expand_head(migrations.read_revisions(), PREVIOUS_RELEASE.schema_head)
 
 
-def _old_instances(engine, count: int) -> list[str]:
-    """Instances as the previous release (and ``computed-manage server create``) records them:
-    no reservation id."""
+def old_instances(engine, count: int) -> list[str]:
+    """Instances as the previous release records them: no reservation id (0.1.0 had no such
+    column; its rows hold NULL once 0006 added it)."""
     uuids = [str(uuid.uuid4()) for _ in range(count)]
+    table = models.Instance.__table__
     for instance_uuid in uuids:
         db_instances.create_instance(engine, instance_uuid, 'CUSTOM_GOLD', state=models.ERROR,
                                      fault='no valid host')
+    with engine.begin() as conn:
+        conn.execute(sa.update(table).where(table.c.uuid.in_(uuids))
+                     .values(reservation_id=None))
     return uuids
 
 
@@ -54,10 +58,14 @@ def check_real_migrations(url: str) -> None:
     db.sync(url)
     engine = db_engine.engine_from_url(url)
     try:
-        old = _old_instances(engine, 7)
+        old = old_instances(engine, 7)
         kept = str(uuid.uuid4())
-        db_instances.create_instance(engine, kept, 'CUSTOM_GOLD', state=models.ERROR, fault='x')
-        db_instances.set_instance_details(engine, kept, reservation_id='r-0000abcd')
+        db_instances.create_instance(engine, kept, 'CUSTOM_GOLD', state=models.ERROR, fault='x',
+                                     reservation_id='r-0000abcd')
+        # This release records every new instance with a reservation id of its own.
+        new = str(uuid.uuid4())
+        assert RESERVATION.fullmatch(db_instances.create_instance(
+            engine, new, 'CUSTOM_GOLD', state=models.ERROR, fault='x').reservation_id)
         assert data_migrations.pending(engine) == {'instance_reservation_ids': 7}
         bound = data_migrations.bound(engine)
         first = data_migrations.run(bound, max_count=3, batch=2)
@@ -87,7 +95,7 @@ def check_command(url: str, manage: Callable[..., object]) -> None:
     assert synced.returncode == 0, synced
     engine = db_engine.engine_from_url(url)
     try:
-        _old_instances(engine, 5)
+        old_instances(engine, 5)
         limited = manage('online_data_migrations', '--max-count', '2')
         assert limited.returncode == 1, limited
         assert re.search(r'\| instance_reservation_ids +\| +2 \| +2 \|', limited.stdout)
