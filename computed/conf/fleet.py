@@ -64,7 +64,8 @@ ALL_OPTS = [
         min=1.0,
         help='Seconds between two looks for instances of this daemon left in '
              'a transitional state (BUILDING, DELETING, STOPPING, STARTING, '
-             'REBOOTING) with nothing working on them, which it then resumes: '
+             'REBOOTING, REBUILDING, REBUILDING_OFF) with nothing working on '
+             'them, which it then resumes: '
              'a request whose cast was lost on the bus is carried out at the '
              'latest this long after it was made. Also done after every join '
              'and adoption.'),
