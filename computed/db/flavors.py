@@ -105,6 +105,14 @@ def _select_flavor(conn: Connection, flavor_id: str) -> Any:
     return conn.execute(sa.select(_flavors).where(_flavors.c.id == flavor_id)).first()
 
 
+def _lock_flavor(conn: Connection, flavor_id: str) -> None:
+    """Lock the flavor's row for this transaction; FlavorNotFound. Every change of a flavor's
+    extra specs, and its deletion, takes this lock first: they never deadlock one another."""
+    if conn.execute(sa.select(_flavors.c.id).where(_flavors.c.id == flavor_id)
+                    .with_for_update()).first() is None:
+        raise FlavorNotFound(flavor_id)
+
+
 def get_flavor(engine: Engine, flavor_id: str) -> FlavorRow:
     """The flavor with its extra specs; :class:`FlavorNotFound`."""
     with _transaction(engine) as conn:
@@ -158,9 +166,7 @@ def delete_flavor(engine: Engine, flavor_id: str) -> None:
     """Remove the flavor and its extra specs (servers keep their copy); FlavorNotFound."""
     with _transaction(engine, write=True) as conn:
         # The flavor's row first, as set_extra_specs takes it: the two never deadlock.
-        if conn.execute(sa.select(_flavors.c.id).where(_flavors.c.id == flavor_id)
-                        .with_for_update()).first() is None:
-            raise FlavorNotFound(flavor_id)
+        _lock_flavor(conn, flavor_id)
         conn.execute(sa.delete(_extra_specs).where(_extra_specs.c.flavor_id == flavor_id))
         if conn.execute(sa.delete(_flavors).where(_flavors.c.id == flavor_id)).rowcount != 1:
             raise FlavorNotFound(flavor_id)
@@ -172,9 +178,7 @@ def set_extra_specs(engine: Engine, flavor_id: str, specs: dict[str, str],
     what the flavor's specs would be, under the flavor's lock (a concurrent writer cannot slip
     in between), and raises to refuse: then nothing is written."""
     with _transaction(engine, write=True) as conn:
-        if conn.execute(sa.select(_flavors.c.id).where(_flavors.c.id == flavor_id)
-                        .with_for_update()).first() is None:
-            raise FlavorNotFound(flavor_id)
+        _lock_flavor(conn, flavor_id)
         if check is not None:
             check(dict(_specs_of(conn, [flavor_id])[flavor_id], **specs))
         for key, value in specs.items():

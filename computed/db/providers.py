@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models
-from computed.db.common import deadlock_retries
+from computed.db.common import deadlock_retries, insert_missing
 from computed.db.engine import transaction as _transaction
 from computed.db.models import Provider
 
@@ -77,26 +77,7 @@ def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
     """Make sure the provider has a row to lock, without failing if a racer made it first."""
     values = dict(uuid=uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=host, state=None,
                   deleted=True, updated_at=models.utcnow())
-    dialect = conn.dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-        stmt = postgresql.insert(_providers).values(**values).on_conflict_do_nothing()
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-        stmt = sqlite.insert(_providers).values(**values).on_conflict_do_nothing()
-    elif dialect in ("mysql", "mariadb"):
-        from sqlalchemy.dialects import mysql
-        insert = mysql.insert(_providers).values(**values)
-        # A no-op update rather than INSERT IGNORE: on a duplicate it takes the row's exclusive
-        # lock at once; IGNORE would take a shared one, and two transactions upgrading shared
-        # locks for the FOR UPDATE below deadlock.
-        stmt = insert.on_duplicate_key_update(uuid=insert.inserted.uuid)
-    else:
-        if conn.execute(sa.select(_providers.c.uuid).where(_providers.c.uuid == uuid)
-                        .with_for_update()).first() is not None:
-            return
-        stmt = sa.insert(_providers).values(**values)
-    conn.execute(stmt)
+    insert_missing(conn, _providers, "uuid", values)
 
 
 @dataclasses.dataclass(frozen=True)

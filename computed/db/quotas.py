@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from computed.db import models
-from computed.db.common import deadlock_retries
+from computed.db.common import deadlock_retries, insert_missing
 from computed.db.engine import transaction as _transaction
 from computed.db.models import Instance, QuotaLimit, QuotaProject, QuotaReservation
 
@@ -77,26 +77,7 @@ class QuotaUsage:
 
 def _insert_quota_project(conn: Connection, project_id: str) -> None:
     """Make sure the project has a row to lock, without failing if a racer made it first."""
-    dialect = conn.dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-        stmt = postgresql.insert(_quota_projects).values(
-            project_id=project_id).on_conflict_do_nothing()
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects import sqlite
-        stmt = sqlite.insert(_quota_projects).values(
-            project_id=project_id).on_conflict_do_nothing()
-    elif dialect in ("mysql", "mariadb"):
-        from sqlalchemy.dialects import mysql
-        insert = mysql.insert(_quota_projects).values(project_id=project_id)
-        # As providers._insert_unapplied: takes the exclusive lock at once on a duplicate.
-        stmt = insert.on_duplicate_key_update(project_id=insert.inserted.project_id)
-    else:
-        if conn.execute(sa.select(_quota_projects.c.project_id).where(
-                _quota_projects.c.project_id == project_id).with_for_update()).first():
-            return
-        stmt = sa.insert(_quota_projects).values(project_id=project_id)
-    conn.execute(stmt)
+    insert_missing(conn, _quota_projects, "project_id", {"project_id": project_id})
 
 
 def _quota_usage(conn: Connection, project_id: str, resource_class: str,
