@@ -551,17 +551,25 @@ def commit() -> str:
         return "unknown"
 
 
-def report_saved(args, argv: list[str] | None) -> int:
-    try:
-        results = json.loads(args.from_results.read_text())
-    except (OSError, ValueError) as exc:
-        say(f"--from-results {args.from_results}: cannot read it: {exc}")
-        return 2
-    if not isinstance(results, list) or not results or not all(
-            isinstance(r, dict) and {"system", "nodes", "settings"} <= set(r) for r in results):
-        say(f"--from-results {args.from_results}: not a nova_bench results.json")
-        return 2
-    info = {"command": results[0].get("command", "?"), "commit": results[0].get("commit", "?")}
+def report_saved(args) -> int:
+    """The table (and with --write-md the section) of the results.json files of earlier runs,
+    e.g. one stopped before its end, or one per node count."""
+    results: list[dict] = []
+    for path in args.from_results:
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            say(f"--from-results {path}: cannot read it: {exc}")
+            return 2
+        if not isinstance(saved, list) or not saved or not all(
+                isinstance(r, dict) and {"system", "nodes", "settings"} <= set(r)
+                for r in saved):
+            say(f"--from-results {path}: not a nova_bench results.json")
+            return 2
+        results += saved
+    commands = list(dict.fromkeys(r.get("command", "?") for r in results))
+    info = {"command": "\n    ".join(commands),
+            "commit": ", ".join(dict.fromkeys(r.get("commit", "?") for r in results))}
     say("\n".join(sidebyside.table(combined(results))))
     say("\n".join(notes(results)))
     publish(args, SECTION, lambda: markdown(results, info), KEEP)
@@ -590,12 +598,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-limit", type=float, default=1800.0, help="s")
     parser.add_argument("--event-limit", type=float, default=900.0, help="s per change")
     parser.add_argument("--failover-limit", type=float, default=1200.0, help="s")
-    parser.add_argument("--from-results", type=Path,
-                        help="print (and with --write-md write) the table of a results.json an "
-                             "earlier run left, e.g. one stopped before its end; runs nothing")
+    parser.add_argument("--from-results", type=Path, nargs="+",
+                        help="print (and with --write-md write) the table of the results.json "
+                             "files earlier runs left (one stopped before its end, one per node "
+                             "count); runs nothing")
     args = parser.parse_args(argv)
-    if args.from_results is not None:
-        return report_saved(args, argv)
+    if args.from_results:
+        return report_saved(args)
     try:
         counts = [int(n) for n in args.nodes.split(",") if n]
         systems = [s for s in args.systems.split(",") if s]
