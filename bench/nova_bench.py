@@ -434,14 +434,17 @@ def delete_providers(http: Http, nodes: list[str]) -> None:
                       nodes))
 
 
-def one_phase(stack, workdir: Path, args, system: str, count: int, run: int, base: str) -> dict:
-    """One system on a fresh node set: every figure it reached, ``failed`` naming what did not."""
+def one_phase(stack, workdir: Path, args, system: str, count: int, run: int, base: str,
+              result: dict) -> dict:
+    """One system on a fresh node set: every figure it reached, ``failed`` naming what did not.
+    ``result`` is filled in as the phases end, so that a run stopped half-way keeps what was
+    measured."""
     tag = f"{system[0]}{count}r{run}"
     prefix = f"{base}-{tag}"
     resource_class = f"bench-{prefix}"
     rc = normalise_resource_class(resource_class)
     url = stack["ironic"].url
-    result: dict = {"system": system, "nodes": count, "run": run}
+    result.update(system=system, nodes=count, run=run)
     began = time.monotonic()
     side = SIDES[system](stack, workdir, args, tag, f"{base}{tag}")
     phases = None
@@ -470,6 +473,9 @@ def one_phase(stack, workdir: Path, args, system: str, count: int, run: int, bas
     except PhaseFailed as exc:
         say(f"  {system} {count} run {run}: FAILED: {exc}")
         result["failed"] = str(exc).splitlines()[0]
+    except (KeyboardInterrupt, SystemExit):
+        result["failed"] = "stopped before its end (Ctrl-C or SIGTERM)"
+        raise
     except Exception as exc:  # an unexpected error fails this phase, not the benchmark
         say(f"  {system} {count} run {run}: FAILED: {type(exc).__name__}: {exc}")
         result["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -632,11 +638,13 @@ def main(argv: list[str] | None = None) -> int:
                 for run in range(1, args.runs + 1):
                     order = systems if run % 2 else list(reversed(systems))
                     for system in order:
-                        results.append({**stamp, **one_phase(stack, workdir, args, system,
-                                                             count, run, base)})
+                        # in the list before it is measured: a stop keeps its figures so far
+                        results.append(dict(stamp))
+                        one_phase(stack, workdir, args, system, count, run, base, results[-1])
                         (workdir / "results.json").write_text(json.dumps(results, indent=1))
         finally:
-            (workdir / "results.json").write_text(json.dumps(results, indent=1))
+            (workdir / "results.json").write_text(json.dumps(
+                [r for r in results if "system" in r], indent=1))
     info = {"command": stamp["command"], "commit": stamp["commit"]}
     say("")
     say(f"machine: {machine()}")

@@ -94,17 +94,26 @@ def test_the_table_has_both_systems_and_the_ratio_per_figure():
                                 "loads": {"cold": (5.0, 9.0)}}])
     ours = sidebyside.combine([{"cold": 6.7, "first": 1.0, "cpu": 0.041,
                                 "placement_rpm": 0.2, "ironic_rpm": 6.0, "failover": 3.3,
-                                "down": 3.0, "events": [0.075, 0.22], "events_missed": 1,
+                                "down": 3.0, "events": [0.075, 0.22], "events_missed": 0,
                                 "loads": {"cold": (4.0, 5.0)}}])
     lines = sidebyside.table({300: {"nova": nova, "computed": ours}})
     assert lines[0].startswith("| figure | nodes | Nova 34")
     text = "\n".join(lines)
     assert "| maintenance on -> Placement reserved, p50 | 300 | 40.3 s | 0.07 s | x 537.3 |" \
         in text
-    assert "| changes seen / made | 300 | 2 / 2 | 2 / 3 | |" in text
+    assert "| changes seen / made | 300 | 2 / 2 | 2 / 2 | |" in text
     assert "| steady CPU of the compute side, no changes | 300 | 15.5 % | 4.1 % | x 3.8 |" \
         in text
     assert "| Placement requests per minute at steady state | 300 | 660.0 | 0.2 | x 3,300.0 |" \
         in text
     assert "cold 5.0-9.0" in text and "cold 4.0-5.0" in text
     assert len(lines) == 2 + 3 + len(sidebyside.FIGURES) + 1
+
+
+def test_changes_never_seen_rank_above_every_seen_one():
+    nova = sidebyside.combine([{"events": [100.0, 200.0, 300.0], "events_missed": 2}])
+    ours = sidebyside.combine([{"events": [0.1] * 5}])
+    text = "\n".join(sidebyside.table({3000: {"nova": nova, "computed": ours}}))
+    assert "| maintenance on -> Placement reserved, p50 | 3,000 | 300.0 s | 0.10 s | x 3,000.0 |" \
+        in text
+    assert "|   p95 | 3,000 | not seen in the limit | 0.10 s | - |" in text
