@@ -521,6 +521,8 @@ def notes(results: list[dict]) -> list[str]:
             parts.append(f"Ironic requests {r['ironic_requests']}")
         if r.get("failed"):
             parts.append(f"FAILED: {r['failed']}")
+        if r.get("note"):  # said of a result by hand (e.g. figures recovered from the run's log)
+            parts.append(r["note"])
         lines.append(head + "; ".join(parts) + f"; loads {loads}")
     return lines
 

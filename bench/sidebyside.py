@@ -123,6 +123,11 @@ def _figure(value: float | None, unit: str) -> str:
     return f"{value:,.2f} s" if value < 10 else f"{value:,.1f} s"
 
 
+def _seen(side: dict) -> str:
+    made = len(side["events"]) + side["events_missed"]
+    return f"{len(side['events'])} / {made}" if made else "-"
+
+
 def _loads(loads: dict) -> str:
     return "; ".join(f"{p} {loads[p][0]:.1f}-{loads[p][1]:.1f}" for p in PHASES if p in loads)
 
@@ -140,9 +145,7 @@ def table(results: dict[int, dict[str, dict]]) -> list[str]:
                     for side in (nova, ours))
             lines.append(f"| {label} | {nodes:,} | {_figure(a, 's')} | {_figure(b, 's')} | "
                          f"{ratio(a, b)} |")
-        lines.append(f"| changes seen / made | {nodes:,} | {len(nova['events'])} / "
-                     f"{len(nova['events']) + nova['events_missed']} | {len(ours['events'])} / "
-                     f"{len(ours['events']) + ours['events_missed']} | |")
+        lines.append(f"| changes seen / made | {nodes:,} | {_seen(nova)} | {_seen(ours)} | |")
         for key, label, unit in FIGURES:
             a, b = nova.get(key), ours.get(key)
             lines.append(f"| {label} | {nodes:,} | {_figure(a, unit)} | {_figure(b, unit)} | "

@@ -117,3 +117,12 @@ def test_changes_never_seen_rank_above_every_seen_one():
     assert "| maintenance on -> Placement reserved, p50 | 3,000 | 300.0 s | 0.10 s | x 3,000.0 |" \
         in text
     assert "|   p95 | 3,000 | not seen in the limit | 0.10 s | - |" in text
+    assert "| changes seen / made | 3,000 | 3 / 5 | 5 / 5 | |" in text
+
+
+def test_a_system_without_events_shows_none_made():
+    nova = sidebyside.combine([{"events": [30.0]}])
+    ours = sidebyside.combine([{"cold": 6.0}])
+    text = "\n".join(sidebyside.table({300: {"nova": nova, "computed": ours}}))
+    assert "| changes seen / made | 300 | 1 / 1 | - | |" in text
+    assert "| maintenance on -> Placement reserved, p50 | 300 | 30.0 s | - | - |" in text
