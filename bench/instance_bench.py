@@ -68,6 +68,7 @@ from bench.seed import make_template, seed_nodes
 from computed import db
 from computed.db import engine as db_engine
 from computed.db import instances as db_instances
+from computed.db import models
 from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
@@ -122,7 +123,7 @@ class World:
             self.database = fleet_database(workdir)
             self.backend = "sqlite"
         self.engine = db_engine.engine_from_url(self.database)
-        self.table = db_instances._instances
+        self.table = models.Instance.__table__
         self.processes: list = []
         self.daemons: dict[str, Daemon] = {}
         self.zk = zk_client(stack)

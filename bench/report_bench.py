@@ -86,7 +86,7 @@ from bench.common import (
 )
 from bench.seed import _connect, ironic_db, make_template, seed_nodes
 from computed import db
-from computed.db.providers import _UNAPPLIED
+from computed.db.providers import UNAPPLIED
 from computed.placement.client import PlacementClient
 from computed.providers.state import ProviderState, normalise_resource_class
 from computed.testing.ironic import list_nodes, request
@@ -268,14 +268,14 @@ def applied(engine) -> tuple[int, float | None, float | None]:
     with engine.connect() as conn:
         n, first, last = conn.execute(sa.text(
             "SELECT count(*), min(updated_at), max(updated_at) FROM providers "
-            "WHERE deleted = false AND claim_epoch <> :u"), {"u": _UNAPPLIED}).one()
+            "WHERE deleted = false AND claim_epoch <> :u"), {"u": UNAPPLIED}).one()
     return n, first and utc_epoch(first), last and utc_epoch(last)
 
 
 def applied_states(engine) -> dict[str, dict]:
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT uuid, state FROM providers WHERE deleted = false "
-                                    "AND claim_epoch <> :u"), {"u": _UNAPPLIED}).all()
+                                    "AND claim_epoch <> :u"), {"u": UNAPPLIED}).all()
     return {u: json.loads(s) for u, s in rows}
 
 

@@ -37,8 +37,9 @@ from computed.db.common import deadlock_retries, insert_missing
 from computed.db.engine import transaction as _transaction
 from computed.db.models import Provider
 
-# (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0.
-_UNAPPLIED = -1
+#: (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0
+#: (public for what reads the table directly: bench.report_bench counts the applied rows).
+UNAPPLIED = -1
 
 _providers = Provider.__table__
 
@@ -75,7 +76,7 @@ def _provider_row(row: Any) -> ProviderRow:
 
 def _insert_unapplied(conn: Connection, uuid: str, host: str) -> None:
     """Make sure the provider has a row to lock, without failing if a racer made it first."""
-    values = dict(uuid=uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=host, state=None,
+    values = dict(uuid=uuid, claim_epoch=UNAPPLIED, seq=UNAPPLIED, host=host, state=None,
                   deleted=True, updated_at=models.utcnow())
     insert_missing(conn, _providers, "uuid", values)
 
@@ -105,7 +106,7 @@ def _insert_unapplied_many(conn: Connection, reports: list[ReportKey]) -> None:
     """Rows to lock for every report's provider that has none, in one statement where the
     backend allows (in the order given)."""
     now = models.utcnow()
-    values = [dict(uuid=report.uuid, claim_epoch=_UNAPPLIED, seq=_UNAPPLIED, host=report.host,
+    values = [dict(uuid=report.uuid, claim_epoch=UNAPPLIED, seq=UNAPPLIED, host=report.host,
                    state=None, deleted=True, updated_at=now) for report in reports]
     dialect = conn.dialect.name
     if dialect == "postgresql":
@@ -166,7 +167,7 @@ def apply_reports_if_newer(
                     if raw is None:
                         continue  # held by another transaction
                     report = by_uuid[uuid]
-                    row = None if raw.claim_epoch == _UNAPPLIED else _provider_row(raw)
+                    row = None if raw.claim_epoch == UNAPPLIED else _provider_row(raw)
                     if row is not None and (row.claim_epoch, row.seq) >= (report.claim_epoch,
                                                                           report.seq):
                         stale.add(uuid)
@@ -232,7 +233,7 @@ def applied_providers(engine: Engine) -> list[ProviderRow]:
     resync compares with Placement."""
     with _transaction(engine) as conn:
         rows = conn.execute(sa.select(_providers).where(
-            _providers.c.claim_epoch != _UNAPPLIED).order_by(_providers.c.uuid))
+            _providers.c.claim_epoch != UNAPPLIED).order_by(_providers.c.uuid))
         return [_provider_row(row) for row in rows]
 
 
@@ -240,7 +241,7 @@ def provider_uuids(engine: Engine) -> set[str]:
     """Uuids of the providers applied and not deleted."""
     with _transaction(engine) as conn:
         rows = conn.execute(sa.select(_providers.c.uuid).where(
-            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED))
+            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != UNAPPLIED))
         return {row.uuid for row in rows}
 
 
@@ -249,6 +250,6 @@ def live_providers(engine: Engine) -> list[ProviderRow]:
     the nodes as the compute API shows them (``os-hypervisors``)."""
     with _transaction(engine) as conn:
         rows = conn.execute(sa.select(_providers).where(
-            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != _UNAPPLIED)
+            _providers.c.deleted == sa.false(), _providers.c.claim_epoch != UNAPPLIED)
             .order_by(_providers.c.uuid))
         return [_provider_row(row) for row in rows]
