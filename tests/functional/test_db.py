@@ -118,7 +118,7 @@ def test_resync_and_no_drift(url, engine):
 
 
 @pytest.mark.parametrize("check", checks.ALL, ids=lambda check: check.__name__[len("check_"):])
-def test_api(engine, check):
+def test_check(engine, check):
     check(engine)
 
 

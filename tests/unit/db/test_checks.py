@@ -6,5 +6,5 @@ from tests.unit.db import checks
 
 
 @pytest.mark.parametrize("check", checks.ALL, ids=lambda check: check.__name__[len("check_"):])
-def test_api(engine, check):
+def test_check(engine, check):
     check(engine)
