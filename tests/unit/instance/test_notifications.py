@@ -42,6 +42,12 @@ def row(state, fault=None, **kw):
     ('stop_instance', row(models.ACTIVE, fault='power off failed: BMC'),
      ('instance.power_off.error', 'ERROR')),
     ('start_instance', row(models.ACTIVE), ('instance.power_on.end', 'INFO')),
+    ('rebuild_instance', row(models.ACTIVE), ('instance.rebuild.end', 'INFO')),
+    ('rebuild_instance', row(models.STOPPED), ('instance.rebuild.end', 'INFO')),  # was stopped
+    ('rebuild_instance', row(models.ERROR, fault='rebuild failed: x'),
+     ('instance.rebuild.error', 'ERROR')),
+    ('rebuild_instance', row(models.ACTIVE, fault='power off after the rebuild failed: BMC'),
+     ('instance.rebuild.error', 'ERROR')),
 ])
 def test_the_end_event_follows_the_outcome(operation, after, expected):
     assert event_for(operation, after, 'end') == expected
@@ -56,6 +62,13 @@ def test_every_operation_starts_with_its_start_event(operation, action):
 FLAVOR = {'id': 'f1', 'name': 'bm.gold', 'vcpus': 2, 'ram': 1024, 'disk': 10, 'ephemeral': 0,
           'swap': 0, 'extra_specs': {'resources:CUSTOM_GOLD': '1',
                                      'capabilities:boot_mode': 'uefi'}}
+
+
+@pytest.mark.parametrize('state, vm_state', [(models.REBUILDING, 'active'),
+                                             (models.REBUILDING_OFF, 'stopped')])
+def test_a_rebuilding_instance_is_novas_rebuilding_task(state, vm_state):
+    data = payload(row(state), 'rebuild')['nova_object.data']
+    assert (data['state'], data['task_state']) == (vm_state, 'rebuilding')
 
 
 def test_the_payload_has_novas_versioned_shape():
