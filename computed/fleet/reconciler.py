@@ -288,15 +288,21 @@ class Fleet:
             LOG.warning("session lost: dropped %d claims", len(dropped))
 
     def drain_and_leave(self) -> None:
-        """Hand free nodes to peers before leaving, so they take over without a session timeout."""
+        """Hand free nodes to peers before leaving, so they take over without a session timeout.
+
+        The drain ends as soon as a pass finds nothing more to release: what is still held then
+        is what the rules keep for a draining member (the nodes of its own instances, released
+        at the leave below), and waiting longer would not hand it over (the drain waited the
+        whole ``drain_timeout`` on every daemon hosting an instance: a minute per host in a
+        rolling upgrade, tests/upgrade/grenade.py)."""
         self.state = FleetState.DRAINING
         try:
             if self._fence.state is SessionState.CONNECTED:
                 self._membership.set_draining("stopping", persistent=False)
                 deadline = time.monotonic() + self._drain_timeout
                 while time.monotonic() < deadline:
-                    self.reconcile_draining()
-                    if not self.claims.held():
+                    plan = self.reconcile_draining()
+                    if not self.claims.held() or (plan is not None and not plan.release):
                         break
                     self._wake.wait(self._tick)
                     self._wake.clear()
@@ -308,13 +314,15 @@ class Fleet:
         self._audit.record(AuditEvent.LEAVE, member_epoch=self._membership.member_epoch)
         self.state = FleetState.STOPPED
 
-    def reconcile_draining(self) -> None:
-        """A pass while draining: keep only what the rules still give a draining member."""
+    def reconcile_draining(self) -> Plan | None:
+        """A pass while draining: keep only what the rules still give a draining member.
+        Returns the pass's plan (None when there was none: no session, no node list yet)."""
         if self._fence.state is not SessionState.CONNECTED:
-            return
+            return None
         plan = self._plan(draining=True)
         if plan is not None:
             self._release(plan.release)
+        return plan
 
     # --- acting on nodes -------------------------------------------------------------------
 

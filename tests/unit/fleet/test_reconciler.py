@@ -220,6 +220,37 @@ def test_draining_releases_free_nodes_and_keeps_instance_nodes_until_it_leaves(t
     assert a.records("leave")[0]["member_epoch"] == a.membership.member_epoch
 
 
+def test_a_drain_ends_when_only_instance_nodes_are_left_not_at_the_timeout(tmp_path):
+    # The upgrade test saw every daemon hosting an instance wait its whole drain_timeout (60 s
+    # by default) on each restart: its instances' nodes are the rules' to keep until it leaves.
+    ensemble = Ensemble()
+    hosts = {NODES[0]: "a"}
+    a = Daemon(ensemble, "a", tmp_path, instance_hosts=hosts, drain_timeout=3600)
+    b = Daemon(ensemble, "b", tmp_path, instance_hosts=hosts)
+    for d in (a, b):
+        d.fleet.join()
+    for d in (a, b, a):
+        d.fleet.reconcile()
+    drain = threading.Thread(target=a.fleet.drain_and_leave, daemon=True)
+    drain.start()
+    drain.join(30)  # a guard against the hour-long wait, not a measure
+    assert not drain.is_alive(), "the drain waited for nodes only the leave releases"
+    assert a.fleet.state is FleetState.STOPPED and a.held() == set()
+    assert a.claims.calls[-1] == ("release", [NODES[0]])
+
+
+def test_a_drain_waits_while_there_is_no_node_list(tmp_path):
+    ensemble, a = settled_alone(tmp_path, drain_timeout=0.2)
+    a.nodes = None  # no listing yet: the rules cannot say what to hand over
+    a.claims.calls.clear()
+    passes = []
+    pass_once = a.fleet.reconcile_draining
+    a.fleet.reconcile_draining = lambda: passes.append(pass_once())
+    a.fleet.drain_and_leave()
+    assert len(passes) > 1 and set(passes) == {None}  # kept trying until the timeout
+    assert a.claims.calls == [("release", NODES)]  # all at the leave
+
+
 def test_reconcile_draining_keeps_only_what_a_draining_member_keeps(tmp_path):
     hosts = {NODES[0]: "a"}
     _, a = settled_alone(tmp_path, instance_hosts=hosts)
