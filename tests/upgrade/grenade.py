@@ -1,48 +1,54 @@
 """The upgrade test (grenade for computed): a live fleet upgraded from the previous release to
 this tree one process at a time, with a tenant and Ironic busy all along (issue 25 item 5).
 
-    .venv/bin/python -m tests.upgrade.grenade [--previous REF] [--nodes 30] [--instances 6]
-                                              [--workdir DIR] [--soak 20]
+    .venv/bin/python -m tests.upgrade.grenade [--previous REF] [--nodes 30] [--instances 4]
+                                              [--churn 4] [--pins previous|auto] [--workdir DIR]
 
 ``tools/run-upgrade-test`` runs it (and ``tox -e grenade``); it is not in tools/run-tests.
 
 Set-up: the harness's services (ZooKeeper, RabbitMQ, PostgreSQL where available, Placement,
 Ironic with fake hardware, :mod:`computed.testing.stack`); the previous release (``--previous``,
-default :data:`PREVIOUS`) installed from this clone's history in a virtualenv of its own
-(:mod:`computed.testing.releases`), this tree from the running interpreter's environment (main's
-``.venv``). ``--nodes`` nodes of a *tenant* class and ``--toggled`` of a *toggled* class, all
-available and powered off; the database created by the previous release's ``computed-manage db
-sync``; then, on the previous release, 2 reporters, 3 daemons and computed-api (noauth2), a
-flavor of the tenant class and ``--instances`` servers built through openstacksdk.
+default :data:`computed.version.PREVIOUS_RELEASE`) installed from this clone's history in a
+virtualenv of its own (:mod:`computed.testing.releases`), this tree from the running
+interpreter's environment (main's ``.venv``). ``--nodes`` nodes of a *tenant* class and
+``--toggled`` of a *toggled* class, all available and powered off; the database made by the
+previous release's ``computed-manage db sync``; then, on the previous release, 2 reporters, 3
+daemons and computed-api (noauth2), a flavor of the tenant class and ``--instances`` servers
+built through openstacksdk: the *pets*, never deleted, which must stay manageable to the end.
 
 Three threads run from then to the end:
 
-* the **tenant** (openstacksdk against computed-api, as a project member): keeps
-  ``--instances`` servers, and every ``--interval`` seconds builds, deletes, stops, starts or
-  reboots one; every accepted action must reach its outcome within ``--action-timeout``
-  (:class:`~tests.upgrade.invariants.Ledger`); every answer is counted, a 5xx is a violation
-  (:class:`~tests.upgrade.invariants.Answers`);
+* the **tenant** (openstacksdk against computed-api, as a project member): keeps ``--churn``
+  more servers, and every ``--interval`` seconds builds, deletes (not a pet), stops, starts or
+  reboots one, and now and then lists them all; every accepted action must reach its outcome
+  within ``--action-timeout`` (:class:`~tests.upgrade.invariants.Ledger`); every answer is
+  counted, a 5xx is a violation (:class:`~tests.upgrade.invariants.Answers`);
 * **Ironic**: toggles maintenance on the toggled class's nodes (no tenant build can land on
   them, so a toggle never fails a build by itself);
 * **truth**: every second, Ironic's nodes against Placement's offers
   (:func:`~tests.upgrade.invariants.wrong_providers`); no provider may stay wrong longer than
   ``--events-bound`` (:class:`~tests.upgrade.invariants.Staleness`).
 
-The steps, in the documented order (docs/upgrades.md), each timed with the load beside it:
-soak on the previous release; database expand (this tree's ``computed-manage db sync``); each
-reporter; each daemon, one at a time (SIGTERM: it drains; the new one starts pinned by
-``[upgrade_levels]`` to what the previous release serves), the fleet converging after each, with
-one daemon downgraded back to the previous release and upgraded again mid-way; computed-api;
-``computed-manage db online_data_migrations`` when this tree has it; the pins lifted (each new
-process restarted with ``auto``); soak on this tree. After each step this tree's
-``computed-status upgrade check`` runs (its exit status is reported, not judged: it is meant to
-warn while versions are mixed).
+The steps, in the runbook's order (docs/upgrades.md), each timed with the load beside it: soak
+on the previous release; database expand (this tree's ``computed-manage db sync``); each
+reporter; each daemon, one at a time (SIGTERM: it drains), the fleet converging after each, with
+one daemon rolled back to the previous release and upgraded again mid-way; computed-api;
+``computed-manage db online_data_migrations``; with ``--pins previous`` (the default) the new
+processes run pinned by ``[upgrade_levels]`` to what the previous release serves and the pins
+are lifted by restarting each (``--pins auto``: no pin, the runbook's default, no such step);
+``db sync --contract``; soak on this tree. After each step this tree's ``computed-status upgrade
+check`` runs (its exit status is reported, not judged: it warns while releases are mixed).
 
-At the end: every action accepted is done, a power action (reboot) on every live server
-succeeds, no 5xx, no provider wrong for longer than the bound, and the merged audit logs of every
-daemon (both releases) show no fencing violation (:func:`computed.fleet.audit.fencing_violations`).
-Exit status: 0 when every invariant held, 1 when one did not (each named), 2 when the set-up
-failed. Logs and audit files stay in the work directory.
+At the end: every accepted action is done, a power action (reboot, or start) on every live
+server succeeds, every pet is live, no 5xx, no provider wrong for longer than the bound, and the
+merged audit logs of every daemon (both releases) show no fencing violation
+(:func:`computed.fleet.audit.fencing_violations`). Exit status: 0 when every invariant held, 1
+when one did not (each named), 2 when the set-up failed. Logs and audit files stay in the work
+directory.
+
+Threads: the main thread runs the steps; the tenant, ironic and truth threads feed the
+invariants' objects (each locked) and read ``step`` (a str, replaced whole) to label what they
+record.
 """
 
 from __future__ import annotations
@@ -74,12 +80,13 @@ from computed.testing import postgres, releases
 from computed.testing.ironic import list_nodes, request
 from computed.testing.process import free_port
 from computed.testing.stack import Stack
+from computed.version import PREVIOUS_RELEASE
 from hashring.ownership import compute_ownership
 from tests.functional.daemons import BIN, Process, ownership_now, zk_client
 from tests.upgrade.invariants import Answers, Ledger, Staleness, wrong_providers
 
-#: The release this tree upgrades from: 0.1.0, the first release (the lead's choice: 8ac1967).
-PREVIOUS = "8ac196719600672639ff8c41904bdbd0559b9552"
+#: The release this tree upgrades from, as the tree records it (0.1.0 is commit 8ac1967).
+PREVIOUS = PREVIOUS_RELEASE.commit
 #: What 0.1.0 serves on each RPC interface: the new processes are pinned to it until the end.
 PINS = "[upgrade_levels]\nreports = 1.1\ninstances = 1.1\n"
 #: Never fetched (fake hardware); not on loopback: computed-api refuses loopback image URLs.
@@ -143,7 +150,6 @@ class Grenade:
         self.api_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
         self.processes: dict[str, FleetProcess] = {}
-        self.pinned: set[str] = set()
         self.step = "set-up"
         self.timings: list[dict] = []
         self.checks: list[tuple[str, int, str]] = []
@@ -169,7 +175,7 @@ class Grenade:
         if host == "api":
             extra += (f"[api]\nbind_host = 127.0.0.1\nbind_port = {self.api_port}\n"
                       f"auth_strategy = noauth2\n[quota]\ninstances = -1\n")
-        if release is self.new and pinned:
+        if release is self.new and pinned and self.args.pins == "previous":
             extra += PINS
         return extra
 
@@ -182,10 +188,6 @@ class Grenade:
                                rehome_grace=self.args.grace,
                                extra=self._extra(host, release, pinned)).start()
         self.processes[host] = process
-        if release is self.new and pinned:
-            self.pinned.add(host)
-        else:
-            self.pinned.discard(host)
         return process
 
     def replace(self, host: str, release: Release, pinned: bool = True) -> None:
@@ -264,35 +266,37 @@ class Grenade:
             "backend_url = ", f"group = {self.group}\nbackend_url = ", 1))
         proc = subprocess.run([str(self.new.bin / "computed-status"), "--config-file", str(conf),
                                "upgrade", "check"], capture_output=True, text=True, timeout=120)
-        self.checks.append((self.step, proc.returncode, proc.stdout + proc.stderr))
+        output = proc.stdout + proc.stderr
+        self.checks.append((self.step, proc.returncode, output))
+        (self.workdir / f"status-{len(self.checks):02d}.txt").write_text(
+            f"after {self.step}: exit {proc.returncode}\n{output}")
+        # The one-line results that are not a success, as they end (before the table).
+        for line in output.splitlines():
+            if ": Warning: " in line or ": Failure: " in line:
+                say(f"  upgrade check: {line.strip()}")
         return proc.returncode
 
     def soak(self) -> None:
         time.sleep(self.args.soak)
 
-    def db_sync(self, release: Release) -> None:
-        conf = self.workdir / f"manage-{release.name}.conf"
+    def manage(self, release: Release, *command: str) -> str:
+        """``computed-manage`` of ``release`` on this fleet's database; its output."""
+        conf = self.workdir / f"manage-{release.name.split()[0]}.conf"
         conf.write_text(self.stack.computed_conf(host="grenade", database=self.database))
         proc = subprocess.run([str(release.bin / "computed-manage"), "--config-file", str(conf),
-                               "db", "sync"], capture_output=True, text=True, timeout=300)
+                               *command], capture_output=True, text=True, timeout=600)
+        output = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0:
-            raise StepFailed(f"computed-manage db sync of {release.name} exited "
-                             f"{proc.returncode}: {(proc.stdout + proc.stderr).strip()}")
+            raise StepFailed(f"computed-manage {' '.join(command)} of {release.name} exited "
+                             f"{proc.returncode}: {output}")
+        return output
+
+    def db_sync(self, release: Release) -> None:
+        self.manage(release, "db", "sync")
 
     def online_migrations(self) -> None:
-        conf = self.workdir / "manage-main.conf"
-        conf.write_text(self.stack.computed_conf(host="grenade", database=self.database))
-        argv = [str(self.new.bin / "computed-manage"), "--config-file", str(conf), "db",
-                "online_data_migrations"]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-        output = (proc.stdout + proc.stderr).strip()
-        if proc.returncode == 2 and "invalid choice" in output:
-            say("  this tree has no 'computed-manage db online_data_migrations': nothing run")
-            return
-        if proc.returncode != 0:
-            raise StepFailed(f"computed-manage db online_data_migrations exited "
-                             f"{proc.returncode}: {output}")
-        say(f"  online data migrations: {output.splitlines()[-1] if output else 'done'}")
+        output = self.manage(self.new, "db", "online_data_migrations")
+        say("  " + "\n  ".join(output.splitlines()[-6:]))
 
     def upgrade_daemon(self, host: str, release: Release) -> None:
         self.replace(host, release)
@@ -318,7 +322,10 @@ class Grenade:
             ("daemon c3 to main", lambda: self.upgrade_daemon("c3", new)),
             ("computed-api to main", lambda: self.replace("api", new)),
             ("online data migrations", self.online_migrations),
-            ("pins lifted (every process restarted with auto)", self.lift_pins),
+            *([("pins lifted (every process restarted with auto)", self.lift_pins)]
+              if self.args.pins == "previous" else []),
+            ("contractions (db sync --contract)",
+             lambda: self.manage(new, "db", "sync", "--contract")),
             ("soak on main", self.soak),
         ]
 
@@ -580,9 +587,7 @@ class Grenade:
                if longest else "none") + f"; bound {self.args.events_bound:g} s")
         say(f"audit: {self.audit_records} records from {len(DAEMONS)} daemons, "
             f"{len(self.fencing)} fencing violations")
-        for step, code, output in self.checks:
-            if code not in (0, 1):
-                say(f"computed-status after {step!r} exited {code}:\n{output.strip()}")
+        say(f"computed-status upgrade check outputs: {self.workdir}/status-*.txt")
         if problems:
             say(f"FAILED: {len(problems)} problems")
             for problem in problems:
@@ -665,6 +670,11 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--action-timeout", type=float, default=240.0)
     parser.add_argument("--events-bound", type=float, default=30.0,
                         help="seconds a provider may stay wrong")
+    parser.add_argument("--pins", choices=("previous", "auto"), default="previous",
+                        help="previous: the new processes pinned by [upgrade_levels] to what "
+                             "the previous release serves, the pins lifted at the end by a "
+                             "restart of each; auto: no pin set, the senders follow their peers "
+                             "(the runbook's default)")
     parser.add_argument("--session", type=int, default=4, help="ZooKeeper session timeout")
     parser.add_argument("--refresh", type=float, default=10.0,
                         help="[fleet] node_refresh_interval")
