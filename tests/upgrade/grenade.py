@@ -668,8 +668,11 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--soak", type=float, default=20.0,
                         help="seconds of the soak steps")
     parser.add_argument("--action-timeout", type=float, default=240.0)
-    parser.add_argument("--events-bound", type=float, default=30.0,
-                        help="seconds a provider may stay wrong")
+    parser.add_argument("--events-bound", type=float,
+                        help="seconds a provider may stay wrong (default: --refresh + 20: a "
+                             "change the event stream missed is in the next listing, plus "
+                             "[ironic] heartbeat_interval and max_event_lag, 5 s each, plus "
+                             "[reporter] call_timeout, 10 s, for the report's way to Placement)")
     parser.add_argument("--pins", choices=("previous", "auto"), default="previous",
                         help="previous: the new processes pinned by [upgrade_levels] to what "
                              "the previous release serves, the pins lifted at the end by a "
@@ -680,6 +683,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="[fleet] node_refresh_interval")
     parser.add_argument("--grace", type=float, default=120.0, help="[fleet] rehome_grace")
     args = parser.parse_args(argv)
+    if args.events_bound is None:
+        args.events_bound = args.refresh + 20
     if args.instances + args.churn >= args.nodes:
         parser.error(f"--instances {args.instances} + --churn {args.churn} must be below "
                      f"--nodes {args.nodes}")
