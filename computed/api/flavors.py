@@ -8,7 +8,14 @@ admin writes: sizes within the database's integers, an id that is not one
 of the API's own paths (``detail``), and an extra spec scheduling could never honour
 (:func:`computed.instances.flavor_specs.check_spec`), alone or with the flavor's others (a
 second resource class: :func:`check_whole`, under the flavor's row lock), refused when it is
-set, not when a build finds out. Flavors are public; flavor access lists are not supported.
+set, not when a build finds out.
+
+A flavor is public or private (``os-flavor-access:is_public`` at creation, Nova's booleans). As
+Nova's: admins see every flavor; anyone else sees, shows and reads the extra specs of the public
+ones and of the private ones whose access list has their project
+(:mod:`computed.api.flavor_access`), a 404 otherwise. Listings take Nova's ``is_public`` filter
+from admins (absent: the public ones and those the admin's project is on; ``none``: all; a
+boolean: those; anything else a 400) and ignore it from anyone else.
 """
 
 from __future__ import annotations
@@ -57,8 +64,34 @@ def document(call: Call, flavor: db_flavors.FlavorRow, detail: bool = True) -> d
     return doc
 
 
+def is_public_filter(value: str | None) -> bool | None:
+    """Nova's ``is_public`` listing filter as an admin gives it: absent, True; ``none``,
+    None (every flavor); else a boolean of oslo's strict words (400 otherwise). Pure."""
+    if value is None:
+        return True
+    text = value.strip().lower()
+    if text == 'none':
+        return None
+    if text in ('1', 't', 'true', 'on', 'y', 'yes'):
+        return True
+    if text in ('0', 'f', 'false', 'off', 'n', 'no'):
+        return False
+    raise errors.BadRequest(f'Invalid is_public filter [{value}]')
+
+
+def _visible_to(call: Call) -> str | None:
+    """The project whose view of the flavors the caller has: None for admins (every flavor),
+    else the caller's own project."""
+    if policy.is_admin(call.backends.enforcer, call.context):
+        return None
+    return call.context.project_id
+
+
 def _list(call: Call, detail: bool) -> webob.Response:
     policy.authorize(call.backends.enforcer, READ, call.context)
+    visible_to = _visible_to(call)
+    # Admins filter on is_public (Nova's); anyone else sees what they may, whatever they ask.
+    is_public = is_public_filter(call.query('is_public')) if visible_to is None else True
     marker, limit = call.query('marker'), call.limit()
     # Nova's filters: flavors with at least this much RAM (MB) and disk (GB).
     min_ram, min_disk = call.query_int('minRam'), call.query_int('minDisk')
@@ -71,7 +104,10 @@ def _list(call: Call, detail: bool) -> webob.Response:
     try:
         rows = db_flavors.list_flavors(call.backends.engine, marker=marker, limit=limit,
                                        min_ram=min_ram, min_disk=min_disk,
-                                       sort_key=SORT_KEYS[sort_key], ascending=ascending)
+                                       sort_key=SORT_KEYS[sort_key], ascending=ascending,
+                                       is_public=is_public,
+                                       project_id=call.context.project_id,
+                                       visible_to=visible_to)
     except db_flavors.FlavorNotFound:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     body: dict[str, Any] = {'flavors': [document(call, row, detail) for row in rows]}
@@ -93,8 +129,10 @@ def detail(call: Call) -> webob.Response:
 
 
 def get(call: Call, flavor_id: str) -> db_flavors.FlavorRow:
+    """The flavor as the caller sees it: a private one it may not see is a 404."""
     try:
-        return db_flavors.get_flavor(call.backends.engine, flavor_id)
+        return db_flavors.get_flavor(call.backends.engine, flavor_id,
+                                     visible_to=_visible_to(call))
     except db_flavors.FlavorNotFound:
         raise errors.NotFound(f'Flavor {flavor_id} could not be found.') from None
 
@@ -118,9 +156,7 @@ def _public(value: Any) -> bool:
 def create(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, MANAGE, call.context)
     spec = call.body(schemas.FLAVOR_CREATE)['flavor']
-    if not _public(spec.get('os-flavor-access:is_public', True)):
-        raise errors.BadRequest('private flavors (os-flavor-access:is_public=false) are not '
-                                'supported')
+    is_public = _public(spec.get('os-flavor-access:is_public', True))
     if 'description' in spec and not call.at_least(2, 55):
         raise errors.BadRequest('description needs microversion 2.55 or later')
     flavor_id = str(spec['id']) if spec.get('id') is not None else str(uuidlib.uuid4())
@@ -134,7 +170,7 @@ def create(call: Call) -> webob.Response:
             call.backends.engine, flavor_id, spec['name'], vcpus=sizes['vcpus'],
             ram=sizes['ram'], disk=sizes['disk'],
             ephemeral=sizes['OS-FLV-EXT-DATA:ephemeral'], swap=sizes['swap'],
-            description=spec.get('description'))
+            is_public=is_public, description=spec.get('description'))
     except db_flavors.FlavorExists as exc:
         raise errors.Conflict(f'Flavor with ID {exc.flavor_id} or name {exc.name} already '
                               'exists.') from None

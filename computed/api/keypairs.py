@@ -11,10 +11,11 @@ pages the listing by ``limit``/``marker`` (a name).
 A create without ``public_key`` generates the key pair (:mod:`computed.api.public_keys`) and
 returns the private key once; it is never stored. An imported key must be one of its type
 (400 naming ``public_key`` otherwise). The ``key_pairs`` quota (the project's own value, else
-Nova's default of 100) bounds each user's key pairs, as Nova counts them: checked before the
-insert and again after it (the insert is undone if concurrent creates went past the limit),
-so a user never keeps more than the limit. A server built with a key pair keeps a copy of
-its public key (:mod:`computed.api.servers`): deleting the key pair changes no server.
+the default quota class's, else Nova's default of 100) bounds each user's key pairs, as Nova
+counts them: checked before the insert and again after it (the insert is undone if concurrent
+creates went past the limit), so a user never keeps more than the limit. A server built with
+a key pair keeps a copy of its public key (:mod:`computed.api.servers`): deleting the key pair
+changes no server.
 
 Threads: request threads only; nothing is shared but the database (one transaction a call).
 """
@@ -29,7 +30,6 @@ import webob
 from computed.api import errors, policy, public_keys, quotas, schemas
 from computed.api.request import Call, empty, json_response
 from computed.db import key_pairs as db_key_pairs
-from computed.db import quotas as db_quotas
 
 INDEX = 'compute:keypairs:index'
 SHOW = 'compute:keypairs:show'
@@ -108,10 +108,9 @@ def _schema(call: Call) -> dict[str, Any]:
 
 
 def key_pair_limit(call: Call) -> int:
-    """The ``key_pairs`` limit of the caller's project: its own, else Nova's default
+    """The ``key_pairs`` limit of the caller's project: its own, else the default in force
     (-1: unlimited)."""
-    own = db_quotas.quota_limits(call.backends.engine, call.context.project_id)
-    return own.get(QUOTA_KEY, quotas.FIXED[QUOTA_KEY])
+    return quotas.limit_in_force(call.backends, call.context.project_id, QUOTA_KEY)
 
 
 def _over_quota(call: Call, user_id: str, adding: int) -> bool:

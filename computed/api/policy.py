@@ -97,6 +97,14 @@ RULES = [
           [('POST', '/servers/{server_id}/action (os-stop)')]),
     _rule('compute:servers:start', 'rule:owner', 'Power a server on.',
           [('POST', '/servers/{server_id}/action (os-start)')]),
+    _rule('compute:servers:lock', 'rule:owner',
+          'Lock a server (its lifecycle actions, metadata and deletion refused to '
+          'non-admins until unlocked).', [('POST', '/servers/{server_id}/action (lock)')]),
+    _rule('compute:servers:unlock', 'rule:owner', 'Unlock a server locked by the caller\'s '
+          'kind (its owner, or an admin).', [('POST', '/servers/{server_id}/action (unlock)')]),
+    _rule('compute:servers:unlock:override', 'rule:admin_api',
+          'Unlock a server that someone else locked (an owner undoing an admin\'s lock).',
+          [('POST', '/servers/{server_id}/action (unlock)')]),
     _rule('compute:servers:security_groups', 'rule:owner',
           'Add a server to, or remove it from, a security group (only "default" exists: a '
           'server here has no ports).',
@@ -122,6 +130,18 @@ RULES = [
            ('POST', '/flavors/{flavor_id}/os-extra_specs'),
            ('PUT', '/flavors/{flavor_id}/os-extra_specs/{key}'),
            ('DELETE', '/flavors/{flavor_id}/os-extra_specs/{key}')]),
+    _rule('compute:flavors:access', 'rule:admin_api',
+          'List the projects a private flavor is for, add and remove one (Nova\'s '
+          'os-flavor-access).',
+          [('GET', '/flavors/{flavor_id}/os-flavor-access'),
+           ('POST', '/flavors/{flavor_id}/action (addTenantAccess)'),
+           ('POST', '/flavors/{flavor_id}/action (removeTenantAccess)')]),
+    _rule('compute:quota_classes:show', 'rule:admin_api',
+          'Show the default quotas (the quota class "default").',
+          [('GET', '/os-quota-class-sets/{quota_class}')]),
+    _rule('compute:quota_classes:update', 'rule:admin_api',
+          'Set the default quotas (the quota class "default").',
+          [('PUT', '/os-quota-class-sets/{quota_class}')]),
     _rule('compute:quotas:show', OWNER_READER, 'Show a project\'s quotas.',
           [('GET', '/os-quota-sets/{project_id}')]),
     _rule('compute:quotas:update', 'rule:admin_api', 'Set or reset a project\'s quotas.',

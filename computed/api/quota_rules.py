@@ -1,7 +1,8 @@
 """Quota decisions by counting (seed 004): a project's limits and whether a build fits them.
 
-Owns the pure part of quotas: the limits in force for a project (its own, else the ``[quota]``
-defaults; -1 is unlimited) and the comparison of usage plus request with them. The counting
+Owns the pure part of quotas: the limits in force for a project (its own, else the defaults:
+the quota class ``default``'s, ``[quota]``'s, Nova's; -1 is unlimited) and the comparison of
+usage plus request with them. The counting
 itself is :mod:`computed.api.quotas`' I/O: it takes the decision under the project's lock in the
 database, counting live servers and the builds admitted before whose row does not exist yet
 (:func:`computed.db.quotas.reserve_quota`), so a build is admitted once, before it is scheduled,
@@ -30,12 +31,13 @@ class Over:
                 f'used {self.used} of {self.limit} {self.resource}')
 
 
-def limit_of(resource: str, own: Mapping[str, int], default_instances: int,
+def limit_of(resource: str, own: Mapping[str, int], defaults: Mapping[str, int],
              default_resource_class: int) -> int:
-    """The limit in force for ``resource`` (``instances`` or a resource class)."""
+    """The limit in force for ``resource`` (one of Nova's keys, or a resource class): the
+    project's own, else the default of that key, else (a class) ``default_resource_class``."""
     if resource in own:
         return own[resource]
-    return default_instances if resource == INSTANCES else default_resource_class
+    return defaults.get(resource, default_resource_class)
 
 
 def over(limits: Mapping[str, int], used: Mapping[str, int],

@@ -8,13 +8,15 @@ says. :func:`reserved` admits a build before it is scheduled, under the project'
 database, counting the builds admitted before whose row does not exist yet; a 403 names the
 resource, the limit and the usage. Guarantee: whatever the interleaving of concurrent
 creates, failures and deletes, a project never holds more servers (or units of a class) than
-its limit (a limit lowered below the usage refuses new builds only).
+its limit, nor more cores or RAM than its limits of them, counted from the flavors of its
+servers and builds (a limit lowered below the usage refuses new builds only).
 
 The quota set shows Nova's keys of the microversion (``instances``; ``cores``, ``ram`` and the
-rest: their defaults, or what the project set) plus one key per resource class the project has
-a limit of its own for (``CUSTOM_GOLD``). Every key the quota set shows can be set, so that a
-client's read-modify-write works; ``instances`` and ``CUSTOM_*`` are enforced here, and
-``metadata_items`` on each server's metadata (:func:`check_metadata_items`).
+rest: what the project set, else the defaults in force: the quota class ``default``'s, else
+``[quota]``'s and Nova's, :func:`default_limits`) plus one key per resource class the project
+has a limit of its own for (``CUSTOM_GOLD``). Every key the quota set shows can be set, so that
+a client's read-modify-write works; ``instances``, ``cores``, ``ram`` and ``CUSTOM_*`` are
+enforced here, and ``metadata_items`` on each server's metadata (:func:`check_metadata_items`).
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ LIMITS = 'compute:limits'
 RESERVATION_TTL = 600
 
 #: Nova's other quota keys and their defaults. A project may set each (so that a client's
-#: read-modify-write of its quota set works) and reads back what it set. Enforced:
-#: ``metadata_items`` (:func:`check_metadata_items`); the others are not (docs/api.md says why
-#: for each), besides ``instances`` and ``CUSTOM_*``.
+#: read-modify-write of its quota set works) and reads back what it set. Enforced: ``cores``
+#: and ``ram`` (:func:`reserve`), ``metadata_items`` (:func:`check_metadata_items`),
+#: ``key_pairs`` (:mod:`computed.api.keypairs`); the others are not (docs/api.md says why),
+#: besides ``instances`` and ``CUSTOM_*``.
 FIXED = {'cores': -1, 'ram': -1, 'metadata_items': 128, 'key_pairs': 100,
          'server_groups': 10, 'server_group_members': 10}
 FIXED_BEFORE_2_57 = {'injected_files': 5, 'injected_file_content_bytes': 10240,
@@ -53,16 +56,37 @@ FIXED_BEFORE_2_36 = {'fixed_ips': -1, 'floating_ips': -1, 'security_groups': -1,
                      'security_group_rules': -1}
 #: Taken by PUT before 2.36 (as Nova's schema), never shown.
 NETWORKS_BEFORE_2_36 = 'networks'
+CORES, RAM = 'cores', 'ram'
+#: The quota class whose values are every project's defaults (Nova's).
+DEFAULT_CLASS = 'default'
+
+
+def configured_defaults(backends: Backends) -> dict[str, int]:
+    """Every Nova quota key's configured default: ``[quota] instances``, Nova's for the
+    others."""
+    return {quota_rules.INSTANCES: backends.conf.quota.instances, **FIXED,
+            **FIXED_BEFORE_2_57, **FIXED_BEFORE_2_36}
+
+
+def default_limits(backends: Backends) -> dict[str, int]:
+    """The defaults in force: the quota class ``default``'s values
+    (:mod:`computed.api.quota_classes`), else :func:`configured_defaults`."""
+    return {**configured_defaults(backends),
+            **db_quotas.quota_class_limits(backends.engine, DEFAULT_CLASS)}
+
+
+def limit_in_force(backends: Backends, project_id: str, resource: str) -> int:
+    """The project's limit of one of Nova's keys: its own, else the default in force."""
+    own = db_quotas.quota_limits(backends.engine, project_id)
+    return quota_rules.limit_of(resource, own, default_limits(backends),
+                                backends.conf.quota.resource_class)
 
 
 def _limits(backends: Backends, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
-    """(the project's own limits, the limits in force for instances and its own classes)."""
+    """(the project's own limits, the limits in force: every Nova key and its own
+    classes)."""
     own = db_quotas.quota_limits(backends.engine, project_id)
-    quota = backends.conf.quota
-    in_force = {resource: quota_rules.limit_of(resource, own, quota.instances,
-                                               quota.resource_class)
-                for resource in {quota_rules.INSTANCES, *own}}
-    return own, in_force
+    return own, {**default_limits(backends), **own}
 
 
 def usage_in_placement(backends: Backends, project_id: str) -> dict[str, int]:
@@ -75,14 +99,16 @@ def usage_in_placement(backends: Backends, project_id: str) -> dict[str, int]:
 
 
 def usage(backends: Backends, project_id: str) -> dict[str, int]:
-    """What the project uses now: its servers and its Placement usages by class."""
+    """What the project uses now: its servers, the cores and RAM of their flavors and its
+    Placement usages by class."""
     used = usage_in_placement(backends, project_id)
     used[quota_rules.INSTANCES] = db_instances.count_live_instances(backends.engine, project_id)
+    used[CORES], used[RAM] = db_quotas.flavor_usage(backends.engine, project_id)
     return used
 
 
 def reserve(backends: Backends, project_id: str, resource_class: str,
-            instance_uuid: str) -> bool:
+            instance_uuid: str, cores: int = 0, ram: int = 0) -> bool:
     """Admit one more server of ``resource_class`` for the project, or 403 naming the limit.
 
     The decision is taken under the project's lock in the database
@@ -90,27 +116,36 @@ def reserve(backends: Backends, project_id: str, resource_class: str,
     (ERROR ones too) and builds admitted before whose row does not exist yet. An admitted build
     is reserved until :func:`release`, which the caller runs once the build's row exists (or
     the build gave up without one). Resource-class units are counted the same way; Placement's
-    usage, read first, is a floor (allocations computed did not make, e.g. left over).
+    usage, read first, is a floor (allocations computed did not make, e.g. left over). So are
+    ``cores`` and ``ram``, the flavor's ``vcpus`` and ``ram`` (Nova's legacy quotas), when the
+    flavor asks for some and the project has a limit of them.
     False when no limit applies (nothing reserved)."""
-    quota = backends.conf.quota
     own = db_quotas.quota_limits(backends.engine, project_id)
-    limits = {resource: quota_rules.limit_of(resource, own, quota.instances,
-                                             quota.resource_class)
-              for resource in (quota_rules.INSTANCES, resource_class)}
+    defaults = default_limits(backends)
+    limits = {resource: quota_rules.limit_of(resource, own, defaults,
+                                             backends.conf.quota.resource_class)
+              for resource in (quota_rules.INSTANCES, resource_class, CORES, RAM)}
     if all(limit == quota_rules.UNLIMITED for limit in limits.values()):
         return False
+    # A flavor without vcpus or RAM (bare-metal flavors often have 0) never counts against
+    # those limits; counting them costs one more statement under the lock.
+    sizes = {resource: amount for resource, amount in ((CORES, cores), (RAM, ram))
+             if amount > 0 and limits[resource] != quota_rules.UNLIMITED}
     in_placement = 0
     if limits[resource_class] != quota_rules.UNLIMITED:
         in_placement = usage_in_placement(backends, project_id).get(resource_class, 0)
 
     def decide(counted: db_quotas.QuotaUsage) -> None:
         used = {quota_rules.INSTANCES: counted.instances,
-                resource_class: max(counted.resource_class, in_placement)}
-        found = quota_rules.over(limits, used, {quota_rules.INSTANCES: 1, resource_class: 1})
+                resource_class: max(counted.resource_class, in_placement),
+                CORES: counted.cores, RAM: counted.ram}
+        found = quota_rules.over(limits, used,
+                                 {quota_rules.INSTANCES: 1, resource_class: 1, **sizes})
         if found:
             raise errors.Forbidden('; '.join(str(item) for item in found))
     db_quotas.reserve_quota(backends.engine, project_id, instance_uuid, resource_class, decide,
-                            ttl=RESERVATION_TTL)
+                            ttl=RESERVATION_TTL, cores=cores, ram=ram,
+                            count_flavors=bool(sizes))
     return True
 
 
@@ -118,9 +153,9 @@ METADATA_ITEMS = 'metadata_items'
 
 
 def metadata_items_limit(backends: Backends, project_id: str) -> int:
-    """The project's ``metadata_items`` limit: its own, else Nova's default (-1: none)."""
-    own = db_quotas.quota_limits(backends.engine, project_id)
-    return own.get(METADATA_ITEMS, FIXED[METADATA_ITEMS])
+    """The project's ``metadata_items`` limit: its own, else the default in force (-1:
+    none)."""
+    return limit_in_force(backends, project_id, METADATA_ITEMS)
 
 
 def metadata_items_over(count: int, limit: int) -> str | None:
@@ -165,17 +200,9 @@ def _shown(call: Call, key: str) -> bool:
     return not (key in FIXED_BEFORE_2_57 and call.at_least(2, 57))
 
 
-def _quota_set(call: Call, project_id: str, values: dict[str, Any],
-               detailed: bool = False) -> dict[str, Any]:
-    document: dict[str, Any] = dict(FIXED)
-    if not call.at_least(2, 57):
-        document.update(FIXED_BEFORE_2_57)
-    if not call.at_least(2, 36):
-        document.update(FIXED_BEFORE_2_36)
-    if detailed:
-        document = {key: {'limit': value, 'in_use': 0, 'reserved': 0}
-                    for key, value in document.items()}
-    document.update({key: value for key, value in values.items() if _shown(call, key)})
+def _quota_set(call: Call, project_id: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The quota set of ``values`` (every key in force), the keys of this microversion."""
+    document = {key: value for key, value in values.items() if _shown(call, key)}
     document['id'] = project_id
     return {'quota_set': document}
 
@@ -192,16 +219,16 @@ def detail(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, SHOW, call.context, {'project_id': project_id})
     _own, in_force = _limits(call.backends, project_id)
     used = usage(call.backends, project_id)
+    # Usage of what computed counts (instances, cores, ram, classes); 0 for the rest.
     return json_response(200, _quota_set(call, project_id, {
         resource: {'limit': limit, 'in_use': used.get(resource, 0), 'reserved': 0}
-        for resource, limit in in_force.items()}, detailed=True))
+        for resource, limit in in_force.items()}))
 
 
 def defaults(call: Call) -> webob.Response:
     project_id = call.params['project_id']
     policy.authorize(call.backends.enforcer, SHOW, call.context, {'project_id': project_id})
-    return json_response(200, _quota_set(call, project_id, {
-        quota_rules.INSTANCES: call.backends.conf.quota.instances}))
+    return json_response(200, _quota_set(call, project_id, default_limits(call.backends)))
 
 
 def update(call: Call) -> webob.Response:
@@ -240,15 +267,16 @@ def limits(call: Call) -> webob.Response:
     if project_id != call.context.project_id:
         policy.authorize(call.backends.enforcer, SHOW, call.context,
                          {'project_id': project_id})
-    own, in_force = _limits(call.backends, project_id)
+    _own, in_force = _limits(call.backends, project_id)
 
     def value(key: str) -> int:
-        return own.get(key, {**FIXED, **FIXED_BEFORE_2_57, **FIXED_BEFORE_2_36}[key])
+        return in_force[key]
     servers = db_instances.count_live_instances(call.backends.engine, project_id)
+    cores, ram = db_quotas.flavor_usage(call.backends.engine, project_id)
     absolute = {'maxTotalInstances': in_force[quota_rules.INSTANCES],
                 'totalInstancesUsed': servers,
-                'maxTotalCores': value('cores'), 'totalCoresUsed': 0,
-                'maxTotalRAMSize': value('ram'), 'totalRAMUsed': 0,
+                'maxTotalCores': value('cores'), 'totalCoresUsed': cores,
+                'maxTotalRAMSize': value('ram'), 'totalRAMUsed': ram,
                 'maxServerMeta': value('metadata_items'), 'maxImageMeta': 128,
                 'maxTotalKeypairs': value('key_pairs'),
                 'maxServerGroups': value('server_groups'),

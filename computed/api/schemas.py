@@ -211,6 +211,14 @@ _GROUP = {'type': 'object', 'properties': {'name': {
     'required': ['name'], 'additionalProperties': False}
 ADD_SECURITY_GROUP = _action('addSecurityGroup', _GROUP)
 REMOVE_SECURITY_GROUP = _action('removeSecurityGroup', _GROUP)
+LOCK = _action('lock', NOTHING)
+UNLOCK = _action('unlock', NOTHING)
+#: A private flavor's access actions (POST /flavors/{id}/action): a project id, as Nova's.
+TENANT_ACCESS = {name: _action(name, {
+    'type': 'object', 'properties': {'tenant': {
+        'type': 'string', 'minLength': 1, 'maxLength': 255, 'pattern': PRINTABLE}},
+    'required': ['tenant'], 'additionalProperties': False})
+    for name in ('addTenantAccess', 'removeTenantAccess')}
 
 #: PUT /servers/{id}, as Nova's (description from 2.19: computed.api.server_edits).
 SERVER_UPDATE = {
@@ -275,6 +283,23 @@ QUOTA_UPDATE = {
         'additionalProperties': False,
     }},
     'required': ['quota_set'],
+    'additionalProperties': False,
+}
+
+#: PUT /os-quota-class-sets/{class}: Nova's quota keys (which ones a microversion takes:
+#: computed.api.quota_classes).
+QUOTA_CLASS_UPDATE = {
+    'type': 'object',
+    'properties': {'quota_class_set': {
+        'type': 'object',
+        'properties': {key: QUOTA_LIMIT for key in (
+            'instances', 'cores', 'ram', 'metadata_items', 'key_pairs', 'server_groups',
+            'server_group_members', 'injected_files', 'injected_file_content_bytes',
+            'injected_file_path_bytes', 'fixed_ips', 'floating_ips', 'security_groups',
+            'security_group_rules')},
+        'additionalProperties': False,
+    }},
+    'required': ['quota_class_set'],
     'additionalProperties': False,
 }
 

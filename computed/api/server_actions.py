@@ -1,15 +1,26 @@
 """Server actions besides the lifecycle's (``reboot``, ``os-stop``, ``os-start``,
 ``os-resetState``: :mod:`computed.api.servers`; ``rebuild``: :mod:`computed.api.server_rebuild`):
-a server's security groups, ``forceDelete``, and Nova's actions computed does not serve.
+``lock``/``unlock``, a server's security groups, ``forceDelete``, and Nova's actions computed
+does not serve.
 
 Owns these actions' answers, each as Nova's: the server is looked up first (another project's
 or an unknown server is a 404, :func:`computed.api.servers.get`), then the policy, then the
 state. Guarantees:
 
+* ``lock``: the server is locked by its owner (a member of its project) or by an admin (anyone
+  else allowed), kept on its row (``locked_by``, Nova's ``owner``/``admin``); locking a server
+  its owner locked already changes nothing. A locked server refuses its lifecycle actions,
+  metadata writes and deletion to non-admins with a 409
+  (:func:`computed.api.servers.check_unlocked`, which those callers run). ``unlock`` by the
+  one who locked it (an owner cannot undo an admin's lock without policy
+  ``compute:servers:unlock:override``: a 403).
 * ``addSecurityGroup``/``removeSecurityGroup``: a server here has no ports, so no group is
-  applied to anything. ``default`` (the group a server is created in, as Nova's create answer
-  says) is taken and changes nothing (202); any other group does not exist here (404 naming
-  it, as Nova answers for a group Neutron does not have).
+  applied to anything; which groups a server is in is kept as a note, shown in its
+  ``security_groups`` as Nova shows them (no key when in none). The only group is ``default``
+  (a server is created in it, as Nova's create answer says): removing it from a server in it,
+  or adding it to one that is not, is a 202; the other way round a 400 (Nova's "not
+  associated" / "already associated"); any other group does not exist (404 naming it, as Nova
+  answers for a group Neutron does not have).
 * Nova's other actions (:data:`UNSUPPORTED`): a 404 for a server that does not exist, a 409
   when Nova would refuse the server's state (a ``restore`` of a server that is not soft
   deleted: computed never soft deletes), else a 400 saying computed does not serve it and why.
@@ -20,6 +31,7 @@ state. Guarantees:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import webob
 
@@ -27,9 +39,14 @@ from computed.api import errors, policy, schemas, server_rebuild, server_status,
 from computed.api.request import Call, empty
 from computed.db import instances as db_instances
 
+LOCK = 'compute:servers:lock'
+UNLOCK = 'compute:servers:unlock'
+UNLOCK_OVERRIDE = 'compute:servers:unlock:override'
 SECURITY_GROUPS = 'compute:servers:security_groups'
-#: The only security group a server is in (Nova's create answer names it).
-DEFAULT_GROUP = 'default'
+#: Nova's ``locked_by``: the project owning the server locked it, or someone else (an admin).
+OWNER, ADMIN = 'owner', 'admin'
+#: The only security group (Nova's create answer names it).
+DEFAULT_GROUP = db_instances.DEFAULT_SECURITY_GROUP
 
 #: Nova's actions computed does not serve: name -> (the vm_states Nova takes it in, why not
 #: here). Nova refuses a server in another state with a 409 before anything else; so does
@@ -98,6 +115,54 @@ def security_group(call: Call, name: str) -> webob.Response:
     if group != DEFAULT_GROUP:
         raise errors.NotFound(f'Security group {group} not found (instance {row.uuid} has no '
                               f'ports; the only group is {DEFAULT_GROUP!r})')
+    adding = name == 'addSecurityGroup'
+
+    def change(current: db_instances.InstanceRow) -> dict[str, Any]:
+        if adding == (group in current.security_groups):
+            raise errors.BadRequest(
+                f'Security group {group} is already associated with the instance '
+                f'{current.uuid}' if adding else
+                f'Security group {group} not associated with the instance {current.uuid}')
+        groups = [*current.security_groups, group] if adding else \
+            [name for name in current.security_groups if name != group]
+        return {'security_groups': groups}
+    _edit(call, row, change)
+    return empty(202)
+
+
+def locked_by(call: Call, row: db_instances.InstanceRow) -> str:
+    """Who the caller locks ``row`` as: its owner, or an admin (Nova's rule)."""
+    return OWNER if row.project_id == call.context.project_id else ADMIN
+
+
+def _edit(call: Call, row: db_instances.InstanceRow,
+          change: Callable[[db_instances.InstanceRow], dict[str, Any]]) -> None:
+    try:
+        db_instances.edit_instance(call.backends.engine, row.uuid, change)
+    except db_instances.InstanceNotFound:
+        raise errors.NotFound(f'Instance {row.uuid} could not be found.') from None
+
+
+def lock(call: Call) -> webob.Response:
+    """``lock``: locked by the caller's role in it; the owner locking again changes nothing
+    (an admin's lock stays an admin's)."""
+    call.body(schemas.LOCK)
+    row = _server(call, LOCK)
+    by = locked_by(call, row)
+    _edit(call, row, lambda current: {} if current.locked_by and by == OWNER
+          else {'locked_by': by})
+    return empty(202)
+
+
+def unlock(call: Call) -> webob.Response:
+    """``unlock``: by whoever locked it; an owner undoing an admin's lock needs the override
+    rule (a 403)."""
+    call.body(schemas.UNLOCK)
+    row = _server(call, UNLOCK)
+    if row.locked_by and row.locked_by != locked_by(call, row):
+        policy.authorize(call.backends.enforcer, UNLOCK_OVERRIDE, call.context,
+                         {'project_id': row.project_id})
+    _edit(call, row, lambda _current: {'locked_by': None})
     return empty(202)
 
 
@@ -120,6 +185,7 @@ def action(call: Call) -> webob.Response:
 
 #: Action name -> its controller.
 ACTIONS: dict[str, Callable[[Call], webob.Response]] = {
+    'lock': lock, 'unlock': unlock,
     'addSecurityGroup': lambda call: security_group(call, 'addSecurityGroup'),
     'removeSecurityGroup': lambda call: security_group(call, 'removeSecurityGroup'),
     'forceDelete': force_delete,

@@ -12,7 +12,8 @@ both, and the count is checked against what is written.
 A server holds at most 50 tags of 1 to 60 characters without ``/`` nor ``,`` (Nova's rules;
 a 400 otherwise), once each, in the order they were added. Metadata and tag writes take an
 ACTIVE or SHUTOFF server without a task, as Nova's (a server being built, rebooted, deleted or
-in ERROR is a 409); renaming takes any live server. A bad body is
+in ERROR is a 409), and so are metadata writes on a locked server by a non-admin
+(:func:`computed.api.servers.check_unlocked`); renaming takes any live server. A bad body is
 a 400 naming the field, another project's server a 404 (:func:`computed.api.servers.get`),
 and nothing is written for either.
 """
@@ -66,6 +67,7 @@ def _edit_metadata(call: Call, action: str,
                    new: Callable[[dict[str, str]], dict[str, str]]) -> db_instances.InstanceRow:
     """Write ``new(metadata as it is)`` under the row lock, within the project's limit."""
     row = _server(call, METADATA_WRITE)
+    servers.check_unlocked(call, action, row)  # as Nova's: a locked server's metadata stays
     _writable(action, row)
     limit = quotas.metadata_items_limit(call.backends, row.project_id)
 

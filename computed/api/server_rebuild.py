@@ -165,6 +165,7 @@ def rebuild(call: Call) -> webob.Response:
     row = servers.get(call, call.params['server_id'])
     policy.authorize(call.backends.enforcer, REBUILD, call.context,
                      {'project_id': row.project_id})
+    servers.check_unlocked(call, 'rebuild', row)  # as Nova's: a locked server is not rebuilt
     problem = refusal(row)
     if problem is not None:
         raise errors.Conflict(problem)

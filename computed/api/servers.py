@@ -138,7 +138,8 @@ PROGRESS_STATUSES = frozenset({'ACTIVE', 'BUILD', 'REBUILD', 'RESIZE', 'VERIFY_R
 #: What Nova's ``PUT /servers/{id}`` (and rebuild) answer leaves out before microversion 2.75:
 #: the attributes that once were extensions.
 NOT_IN_UPDATE_ANSWER = ('key_name', 'config_drive', 'OS-EXT-AZ:', 'OS-EXT-STS:',
-                        'OS-SRV-USG:', 'os-extended-volumes:', 'OS-EXT-SRV-ATTR:')
+                        'OS-SRV-USG:', 'os-extended-volumes:', 'OS-EXT-SRV-ATTR:',
+                        'security_groups')
 
 
 def document(call: Call, row: db_instances.InstanceRow, admin: bool,
@@ -166,10 +167,12 @@ def document(call: Call, row: db_instances.InstanceRow, admin: bool,
         'OS-SRV-USG:terminated_at': _time(row.deleted_at),
         'os-extended-volumes:volumes_attached': [],
     }
+    if row.security_groups:  # as Nova's: no key when the server is in none
+        doc['security_groups'] = [{'name': name} for name in row.security_groups]
     if shown.status in PROGRESS_STATUSES:
         doc['progress'] = 100 if shown.status == 'ACTIVE' else 0
     if call.at_least(2, 9):
-        doc['locked'] = False
+        doc['locked'] = bool(row.locked_by)
     if call.at_least(2, 19):
         doc['description'] = row.description
     if call.at_least(2, 26):
@@ -584,9 +587,13 @@ def login_fields(call: Call, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _flavor_ref(call: Call, ref: Any) -> db_flavors.FlavorRow:
+    """The flavor of ``flavorRef`` if the caller may build from it (a private flavor only
+    from a project on its access list, or an admin: Nova's); 400 otherwise."""
     flavor_id = str(ref).rstrip('/').rsplit('/', 1)[-1]
+    visible_to = None if policy.is_admin(call.backends.enforcer, call.context) \
+        else call.context.project_id
     try:
-        return db_flavors.get_flavor(call.backends.engine, flavor_id)
+        return db_flavors.get_flavor(call.backends.engine, flavor_id, visible_to=visible_to)
     except db_flavors.FlavorNotFound:
         raise errors.BadRequest(f'Flavor {ref} could not be found.') from None
 
@@ -700,7 +707,8 @@ class _Build:
                 instance_uuid = str(uuidlib.uuid4())
                 try:
                     if quotas.reserve(backends, project_id, self.request.resource_class,
-                                      instance_uuid):
+                                      instance_uuid, cores=self.flavor['vcpus'],
+                                      ram=self.flavor['ram']):
                         held.append(instance_uuid)
                 except errors.Forbidden:
                     if index < low:
@@ -811,10 +819,19 @@ def _raced(name: str, row: db_instances.InstanceRow) -> Iterator[None]:
                               f'{row.state}: it has no host') from None
 
 
+def check_unlocked(call: Call, name: str, row: db_instances.InstanceRow) -> None:
+    """409 (Nova's InstanceIsLocked) when ``row`` is locked (``lock``:
+    :mod:`computed.api.server_actions`) and the caller is not an admin."""
+    if row.locked_by and not policy.is_admin(call.backends.enforcer, call.context):
+        raise errors.Conflict(f"Instance {row.uuid} is locked: cannot '{name}' it "
+                              '(unlock it first)')
+
+
 def delete(call: Call) -> webob.Response:
     row = get(call, call.params['server_id'])
     policy.authorize(call.backends.enforcer, DELETE, call.context,
                      {'project_id': row.project_id})
+    check_unlocked(call, 'delete', row)
     with backend_errors(), _raced('delete', row):
         call.backends.servers.action('delete', row.uuid)
     return empty(204)
@@ -832,6 +849,7 @@ def action(call: Call) -> webob.Response:
     operation, rule, from_states = ACTIONS[name]
     policy.authorize(call.backends.enforcer, rule, call.context,
                      {'project_id': row.project_id})
+    check_unlocked(call, name, row)
     if row.state not in from_states:
         shown = server_status.view(row.state)
         raise errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in vm_state "

@@ -1,13 +1,18 @@
-"""computed's flavors and their extra specs, as the compute API lists and edits them.
+"""computed's flavors, their extra specs and the access lists of private flavors, as the
+compute API lists and edits them.
 
-Owns every statement on the ``flavors`` and ``flavor_extra_specs`` tables. Each public function
+Owns every statement on the ``flavors``, ``flavor_extra_specs`` and ``flavor_projects``
+tables. Each public function
 takes the ``Engine`` to use (from :mod:`computed.db.engine`, which also bounds every call), runs
 in its own transaction and returns plain frozen dataclasses (:class:`FlavorRow`).
 
 Guarantees: a flavor's id and name are unique (:class:`FlavorExists`, the unique constraints
 deciding between racers); changes to a flavor's extra specs and its deletion take the flavor's
 row lock first, so they never deadlock with one another and a check of the specs
-(:func:`set_extra_specs`' ``check``) holds for what is written.
+(:func:`set_extra_specs`' ``check``) holds for what is written. Changes to an access list
+take the flavor's row lock first too. A project sees a private flavor only while it is on its
+access list (``visible_to``, Nova's non-admin flavor query): listing, showing and building
+alike.
 
 Threads: any thread; the locks are the database's.
 """
@@ -26,10 +31,11 @@ from sqlalchemy.engine import Connection, Engine
 from computed.db import models
 from computed.db.common import DatabaseError
 from computed.db.engine import transaction as _transaction
-from computed.db.models import Flavor, FlavorExtraSpec
+from computed.db.models import Flavor, FlavorExtraSpec, FlavorProject
 
 _flavors = Flavor.__table__
 _extra_specs = FlavorExtraSpec.__table__
+_projects = FlavorProject.__table__
 
 
 class FlavorNotFound(DatabaseError):
@@ -101,8 +107,11 @@ def create_flavor(engine: Engine, flavor_id: str, name: str, *, vcpus: int, ram:
         raise FlavorExists(flavor_id, name) from None
 
 
-def _select_flavor(conn: Connection, flavor_id: str) -> Any:
-    return conn.execute(sa.select(_flavors).where(_flavors.c.id == flavor_id)).first()
+def _visible(project_id: str) -> Any:
+    """The flavors ``project_id`` may see and build from: the public ones, and the private
+    ones whose access list has it."""
+    return sa.or_(_flavors.c.is_public == sa.true(), sa.exists().where(
+        _projects.c.flavor_id == _flavors.c.id, _projects.c.project_id == project_id))
 
 
 def _lock_flavor(conn: Connection, flavor_id: str) -> None:
@@ -113,10 +122,18 @@ def _lock_flavor(conn: Connection, flavor_id: str) -> None:
         raise FlavorNotFound(flavor_id)
 
 
-def get_flavor(engine: Engine, flavor_id: str) -> FlavorRow:
-    """The flavor with its extra specs; :class:`FlavorNotFound`."""
+def _select_flavor(conn: Connection, flavor_id: str, visible_to: str | None = None) -> Any:
+    query = sa.select(_flavors).where(_flavors.c.id == flavor_id)
+    if visible_to is not None:
+        query = query.where(_visible(visible_to))
+    return conn.execute(query).first()
+
+
+def get_flavor(engine: Engine, flavor_id: str, *, visible_to: str | None = None) -> FlavorRow:
+    """The flavor with its extra specs; :class:`FlavorNotFound`, also when ``visible_to`` (a
+    project) is given and may not see it (a private flavor it is not on the list of)."""
     with _transaction(engine) as conn:
-        row = _select_flavor(conn, flavor_id)
+        row = _select_flavor(conn, flavor_id, visible_to)
         if row is None:
             raise FlavorNotFound(flavor_id)
         return _flavor_row(row, _specs_of(conn, [flavor_id])[flavor_id])
@@ -129,10 +146,15 @@ FLAVOR_SORT_COLUMNS = frozenset({"id", "name", "ram", "vcpus", "disk", "ephemera
 
 def list_flavors(engine: Engine, *, marker: str | None = None, limit: int | None = None,
                  min_ram: int | None = None, min_disk: int | None = None,
-                 sort_key: str = "id", ascending: bool = True) -> list[FlavorRow]:
+                 sort_key: str = "id", ascending: bool = True, is_public: bool | None = None,
+                 project_id: str | None = None,
+                 visible_to: str | None = None) -> list[FlavorRow]:
     """Flavors in the order of ``sort_key`` (one of :data:`FLAVOR_SORT_COLUMNS`), then by id,
     after ``marker`` (:class:`FlavorNotFound` if no such flavor), with at least ``min_ram`` MB
-    of RAM and ``min_disk`` GB of disk."""
+    of RAM and ``min_disk`` GB of disk. Nova's filters: ``is_public`` True, the public
+    flavors and the private ones ``project_id`` (if given) is on the list of; False, the
+    private ones; None, both. ``visible_to``: only what that project may see (the marker
+    too)."""
     if sort_key not in FLAVOR_SORT_COLUMNS:
         raise ValueError(f"cannot sort flavors on {sort_key!r}")
     column, by_id = _flavors.c[sort_key], _flavors.c.id
@@ -143,8 +165,15 @@ def list_flavors(engine: Engine, *, marker: str | None = None, limit: int | None
             query = query.where(_flavors.c.ram >= min_ram)
         if min_disk is not None:
             query = query.where(_flavors.c.disk >= min_disk)
+        if is_public is False:
+            query = query.where(_flavors.c.is_public == sa.false())
+        elif is_public:
+            query = query.where(_flavors.c.is_public == sa.true() if project_id is None
+                                else _visible(project_id))
+        if visible_to is not None:
+            query = query.where(_visible(visible_to))
         if marker is not None:
-            start = _select_flavor(conn, marker)
+            start = _select_flavor(conn, marker, visible_to)
             if start is None:
                 raise FlavorNotFound(marker)
             # Keyset paging: after the marker in the whole order (the id, last, is unique).
@@ -168,6 +197,7 @@ def delete_flavor(engine: Engine, flavor_id: str) -> None:
         # The flavor's row first, as set_extra_specs takes it: the two never deadlock.
         _lock_flavor(conn, flavor_id)
         conn.execute(sa.delete(_extra_specs).where(_extra_specs.c.flavor_id == flavor_id))
+        conn.execute(sa.delete(_projects).where(_projects.c.flavor_id == flavor_id))
         if conn.execute(sa.delete(_flavors).where(_flavors.c.id == flavor_id)).rowcount != 1:
             raise FlavorNotFound(flavor_id)
 
@@ -209,3 +239,57 @@ def delete_extra_spec(engine: Engine, flavor_id: str, key: str) -> bool:
         return conn.execute(sa.delete(_extra_specs).where(
             _extra_specs.c.flavor_id == flavor_id, _extra_specs.c.key == key)).rowcount == 1
 
+
+# -- access lists of private flavors (revision 0009) ----------------------------------------
+
+class FlavorAccessExists(DatabaseError):
+    def __init__(self, flavor_id: str, project_id: str):
+        self.flavor_id, self.project_id = flavor_id, project_id
+        super().__init__(f"project {project_id} is on flavor {flavor_id}'s access list already")
+
+
+class FlavorAccessNotFound(DatabaseError):
+    def __init__(self, flavor_id: str, project_id: str):
+        self.flavor_id, self.project_id = flavor_id, project_id
+        super().__init__(f"project {project_id} is not on flavor {flavor_id}'s access list")
+
+
+def _projects_of(conn: Connection, flavor_id: str) -> list[str]:
+    return [row.project_id for row in conn.execute(
+        sa.select(_projects.c.project_id).where(_projects.c.flavor_id == flavor_id)
+        .order_by(_projects.c.project_id))]
+
+
+def flavor_access(engine: Engine, flavor_id: str) -> list[str]:
+    """The projects on the flavor's access list, in order; FlavorNotFound."""
+    with _transaction(engine) as conn:
+        if _select_flavor(conn, flavor_id) is None:
+            raise FlavorNotFound(flavor_id)
+        return _projects_of(conn, flavor_id)
+
+
+def add_flavor_access(engine: Engine, flavor_id: str, project_id: str) -> list[str]:
+    """Put ``project_id`` on the flavor's access list; the list after. FlavorNotFound,
+    FlavorAccessExists (the primary key decides between racers)."""
+    try:
+        with _transaction(engine, write=True) as conn:
+            _lock_flavor(conn, flavor_id)
+            if project_id in _projects_of(conn, flavor_id):
+                raise FlavorAccessExists(flavor_id, project_id)
+            conn.execute(sa.insert(_projects).values(flavor_id=flavor_id,
+                                                     project_id=project_id))
+            return _projects_of(conn, flavor_id)
+    except sa_exc.IntegrityError:
+        raise FlavorAccessExists(flavor_id, project_id) from None
+
+
+def remove_flavor_access(engine: Engine, flavor_id: str, project_id: str) -> list[str]:
+    """Take ``project_id`` off the flavor's access list; the list after. FlavorNotFound,
+    FlavorAccessNotFound."""
+    with _transaction(engine, write=True) as conn:
+        _lock_flavor(conn, flavor_id)
+        removed = conn.execute(sa.delete(_projects).where(
+            _projects.c.flavor_id == flavor_id, _projects.c.project_id == project_id)).rowcount
+        if not removed:
+            raise FlavorAccessNotFound(flavor_id, project_id)
+        return _projects_of(conn, flavor_id)

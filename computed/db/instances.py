@@ -42,6 +42,8 @@ from computed.db.engine import transaction as _transaction
 from computed.db.models import Instance, InstanceState
 
 _instances = Instance.__table__
+#: The security group of a server whose row says none (Nova's create puts servers in it).
+DEFAULT_SECURITY_GROUP = "default"
 
 
 class NodeInUse(DatabaseError):
@@ -111,6 +113,10 @@ class InstanceRow:
     config_drive: bool | None = None
     # The server's tags, in the order they were added (revision 0008).
     tags: tuple[str, ...] = ()
+    # Who locked it, Nova's "owner" or "admin"; None: unlocked (revision 0009).
+    locked_by: str | None = None
+    # The security groups it is in, by name (revision 0009; rows before: default).
+    security_groups: tuple[str, ...] = (DEFAULT_SECURITY_GROUP,)
 
     @property
     def live(self) -> bool:
@@ -131,7 +137,10 @@ def _instance_row(row: Any) -> InstanceRow:
                        access_ip_v6=row.access_ip_v6, reservation_id=row.reservation_id,
                        key_name=row.key_name, key_type=row.key_type, key_data=row.key_data,
                        user_data=row.user_data, config_drive=row.config_drive,
-                       tags=tuple(json.loads(row.tags)) if row.tags else ())
+                       tags=tuple(json.loads(row.tags)) if row.tags else (),
+                       locked_by=row.locked_by,
+                       security_groups=tuple(json.loads(row.security_groups))
+                       if row.security_groups is not None else (DEFAULT_SECURITY_GROUP,))
 
 
 #: What a compare-and-set may expect the instance's state to be: one state (an InstanceState,
@@ -473,7 +482,7 @@ def count_live_instances(engine: Engine, project_id: str) -> int:
 
 #: What :func:`edit_instance` may change: the compute API's fields a server's owner edits.
 EDITABLE = frozenset({"name", "description", "access_ip_v4", "access_ip_v6", "metadata",
-                      "tags"})
+                      "tags", "locked_by", "security_groups"})
 
 
 def edit_instance(engine: Engine, uuid: str,
@@ -500,6 +509,8 @@ def edit_instance(engine: Engine, uuid: str,
                 else None
         if "tags" in values:
             values["tags"] = json.dumps(list(values["tags"])) if values["tags"] else None
+        if "security_groups" in values:  # [] is none; NULL would be default
+            values["security_groups"] = json.dumps(list(values["security_groups"]))
         if values:
             conn.execute(sa.update(_instances).where(_instances.c.uuid == uuid).values(
                 **values, updated_at=models.utcnow()))

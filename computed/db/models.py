@@ -18,13 +18,14 @@ user, its name, metadata and the flavor it was built from (a copy, so that delet
 changes no server).
 
 ``flavors`` and ``flavor_extra_specs``: the compute API's flavors; the extra specs are what
-scheduling reads (:mod:`computed.instances.flavor_specs`). ``quota_limits``: a project's own
-limits (instances, or a resource class), overriding the ``[quota]``
-defaults. ``quota_projects``: one row per project that ever built, only to be locked, so that
-the quota decisions of one project's builds are taken one at a time; ``quota_reservations``:
-the builds admitted by quota whose instance row does not exist yet (a build in flight between
-the decision and its row), counted with the live rows (see
-:func:`computed.db.quotas.reserve_quota`).
+scheduling reads (:mod:`computed.instances.flavor_specs`); ``flavor_projects``: the projects
+on a private flavor's access list. ``quota_limits``: a project's own limits (Nova's keys, or a
+resource class), overriding the defaults; ``quota_classes``: a quota class's limits (the class
+``default``'s are the defaults, overriding ``[quota]``'s). ``quota_projects``: one row per
+project that ever built, only to be locked, so that the quota decisions of one project's
+builds are taken one at a time; ``quota_reservations``: the builds admitted by quota whose
+instance row does not exist yet (a build in flight between the decision and its row), counted
+with the live rows (see :func:`computed.db.quotas.reserve_quota`).
 ``key_pairs``: each user's key pairs (``os-keypairs``), one name per user.
 
 Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
@@ -83,6 +84,8 @@ NAMING_CONVENTION = {
 }
 
 UUID_LENGTH = 36
+#: Nova's locked_by: ``owner`` or ``admin``.
+LOCKED_BY_LENGTH = 16
 HOST_LENGTH = 255
 NAME_LENGTH = 255
 STATE_LENGTH = 16
@@ -232,6 +235,12 @@ class Instance(Base):
     config_drive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # Revision 0008: JSON list of the server's tags (Nova's 2.26), NULL: none.
     tags: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Revision 0009: who locked the server (Nova's locked_by: "owner" or "admin"), NULL:
+    # unlocked.
+    locked_by: Mapped[str | None] = mapped_column(String(LOCKED_BY_LENGTH), nullable=True)
+    # Revision 0009: JSON list of the security groups' names the server is in (a user's note:
+    # it has no ports), NULL: ["default"] (what Nova's create answer says).
+    security_groups: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class KeyPair(Base):
@@ -278,11 +287,32 @@ class FlavorExtraSpec(Base):
     value: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
 
 
+class FlavorProject(Base):
+    """A project on a private flavor's access list (revision 0009; Nova's os-flavor-access)."""
+
+    __tablename__ = "flavor_projects"
+
+    flavor_id: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("flavors.id", ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+
+
 class QuotaLimit(Base):
     __tablename__ = "quota_limits"
 
     project_id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     # "instances" or a resource class name (CUSTOM_GOLD).
+    resource: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    hard_limit: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class QuotaClass(Base):
+    """A quota class's limit (revision 0010; Nova's os-quota-class-sets): the ``default``
+    class's limits are the defaults of every project without its own."""
+
+    __tablename__ = "quota_classes"
+
+    class_name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     resource: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     hard_limit: Mapped[int] = mapped_column(Integer, nullable=False)
 
@@ -306,3 +336,7 @@ class QuotaReservation(Base):
     resource_class: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
                                                           default=utcnow)
+    # Revision 0010: the flavor's vcpus and RAM (MB) the build holds against the cores and
+    # ram quotas; NULL (written by code before): 0.
+    cores: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ram: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -1,15 +1,18 @@
-"""computed's quotas: the limits projects have of their own, the reservations of admitted builds.
+"""computed's quotas: the limits projects have of their own, the quota classes' (the default
+quotas), the reservations of admitted builds.
 
-Owns every statement on the ``quota_limits``, ``quota_projects`` and ``quota_reservations``
-tables, and the count of a project's instances its quota decisions read. Each public function
+Owns every statement on the ``quota_limits``, ``quota_classes``, ``quota_projects`` and
+``quota_reservations`` tables, and the counts of a project's instances (and of the cores and
+RAM of their flavors) its quota decisions read. Each public function
 takes the ``Engine`` to use (from :mod:`computed.db.engine`, which also bounds every call) and
 runs in its own transaction.
 
 Guarantees: :func:`reserve_quota` takes the quota decisions of one project one at a time (its
 ``quota_projects`` row locked; sqlite's write lock) and counts, in one statement, every build
-that may stay: live instance rows, and reservations whose row does not exist yet. A build it
-admits is counted by every later decision until its row is DELETED, so admitted builds never
-exceed the limit, however they interleave with failures and deletes.
+that may stay: live instance rows, and reservations whose row does not exist yet (the cores and
+RAM of both, when asked, in one other statement). A build it admits is counted by every later
+decision until its row is DELETED, so admitted builds never exceed the limit, however they
+interleave with failures and deletes.
 
 Threads: any thread; the project's row lock is the database's, so decisions are serialised
 across threads and processes alike.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -28,10 +32,17 @@ from sqlalchemy.engine import Connection, Engine
 from computed.db import models
 from computed.db.common import deadlock_retries, insert_missing
 from computed.db.engine import transaction as _transaction
-from computed.db.models import Instance, QuotaLimit, QuotaProject, QuotaReservation
+from computed.db.models import (
+    Instance,
+    QuotaClass,
+    QuotaLimit,
+    QuotaProject,
+    QuotaReservation,
+)
 
 _instances = Instance.__table__
 _quota_limits = QuotaLimit.__table__
+_quota_classes = QuotaClass.__table__
 _quota_projects = QuotaProject.__table__
 _quota_reservations = QuotaReservation.__table__
 
@@ -62,6 +73,29 @@ def delete_quota_limits(engine: Engine, project_id: str) -> None:
         conn.execute(sa.delete(_quota_limits).where(_quota_limits.c.project_id == project_id))
 
 
+# -- quota classes (revision 0010) -------------------------------------------------------
+
+def quota_class_limits(engine: Engine, class_name: str) -> dict[str, int]:
+    """``{resource: hard limit}`` set for the quota class (nothing for a class never set)."""
+    with _transaction(engine) as conn:
+        return {row.resource: row.hard_limit for row in conn.execute(
+            sa.select(_quota_classes).where(_quota_classes.c.class_name == class_name))}
+
+
+def set_quota_class_limits(engine: Engine, class_name: str,
+                           limits: dict[str, int]) -> dict[str, int]:
+    """Set the class's limits for the given resources; all its limits after."""
+    with _transaction(engine, write=True) as conn:
+        for resource, hard_limit in limits.items():
+            conn.execute(sa.delete(_quota_classes).where(
+                _quota_classes.c.class_name == class_name,
+                _quota_classes.c.resource == resource))
+            conn.execute(sa.insert(_quota_classes).values(
+                class_name=class_name, resource=resource, hard_limit=hard_limit))
+        return {row.resource: row.hard_limit for row in conn.execute(
+            sa.select(_quota_classes).where(_quota_classes.c.class_name == class_name))}
+
+
 # -- quota reservations ----------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +107,52 @@ class QuotaUsage:
 
     instances: int
     resource_class: int
+    #: The vcpus and RAM (MB) of the flavors of the same builds: counted only when the decision
+    #: asks for them (``count_flavors``), else 0.
+    cores: int = 0
+    ram: int = 0
+
+
+def _sizes(flavor: str | None) -> tuple[int, int]:
+    """(vcpus, ram) of an instance's flavor copy (JSON); (0, 0) without one (rows before
+    revision 0004)."""
+    if not flavor:
+        return 0, 0
+    copy = json.loads(flavor)
+    return int(copy.get("vcpus") or 0), int(copy.get("ram") or 0)
+
+
+def _flavor_usage(conn: Connection, project_id: str,
+                  expired_before: datetime.datetime | None) -> tuple[int, int]:
+    """(cores, RAM) of the project's live instances' flavors and, with ``expired_before``,
+    of its reservations still counted whose row does not exist yet: one statement, so one
+    snapshot (a build whose row appears meanwhile counts once)."""
+    live = sa.and_(_instances.c.project_id == project_id,
+                   _instances.c.state != models.DELETED)
+    query: Any = sa.select(_instances.c.flavor.label("flavor"),
+                           sa.cast(sa.null(), sa.Integer).label("cores"),
+                           sa.cast(sa.null(), sa.Integer).label("ram")).where(live)
+    if expired_before is not None:
+        rowless = sa.and_(
+            _quota_reservations.c.project_id == project_id,
+            _quota_reservations.c.created_at >= expired_before,
+            ~sa.exists().where(_instances.c.uuid == _quota_reservations.c.instance_uuid))
+        query = sa.union_all(query, sa.select(
+            sa.cast(sa.null(), sa.Text).label("flavor"), _quota_reservations.c.cores,
+            _quota_reservations.c.ram).where(rowless))
+    cores = ram = 0
+    for row in conn.execute(query):
+        vcpus, memory = _sizes(row.flavor) if row.flavor is not None else (
+            row.cores or 0, row.ram or 0)
+        cores += vcpus
+        ram += memory
+    return cores, ram
+
+
+def flavor_usage(engine: Engine, project_id: str) -> tuple[int, int]:
+    """(cores, RAM in MB) the project's live instances' flavors add up to."""
+    with _transaction(engine) as conn:
+        return _flavor_usage(conn, project_id, None)
 
 
 def _insert_quota_project(conn: Connection, project_id: str) -> None:
@@ -106,13 +186,16 @@ def _quota_usage(conn: Connection, project_id: str, resource_class: str,
 
 
 def reserve_quota(engine: Engine, project_id: str, instance_uuid: str, resource_class: str,
-                  decide: Callable[[QuotaUsage], None], *, ttl: float) -> None:
+                  decide: Callable[[QuotaUsage], None], *, ttl: float, cores: int = 0,
+                  ram: int = 0, count_flavors: bool = False) -> None:
     """Take one quota decision for a build of ``project_id``: ``decide`` gets the project's
     usage (:class:`QuotaUsage`, counted under the project's lock) and raises to refuse; if it
     returns, a reservation of ``instance_uuid`` is recorded in the same transaction, so the
     next decision counts this build until its instance row exists (then the row counts it)
     and after (:func:`release_quota_reservation`). Reservations older than ``ttl`` seconds (a
-    process that died mid-build) are no longer counted and are removed."""
+    process that died mid-build) are no longer counted and are removed. The reservation holds
+    the build's ``cores`` and ``ram``; ``count_flavors``: the usage counts the cores and RAM
+    of the project's builds too (one more statement, under the same lock)."""
     expired_before = models.utcnow() - datetime.timedelta(seconds=ttl)
     for attempt in deadlock_retries():
         with attempt:
@@ -123,10 +206,15 @@ def reserve_quota(engine: Engine, project_id: str, instance_uuid: str, resource_
                 conn.execute(sa.delete(_quota_reservations).where(
                     _quota_reservations.c.project_id == project_id,
                     _quota_reservations.c.created_at < expired_before))
-                decide(_quota_usage(conn, project_id, resource_class, expired_before))
+                usage = _quota_usage(conn, project_id, resource_class, expired_before)
+                if count_flavors:
+                    used_cores, used_ram = _flavor_usage(conn, project_id, expired_before)
+                    usage = dataclasses.replace(usage, cores=used_cores, ram=used_ram)
+                decide(usage)
                 conn.execute(sa.insert(_quota_reservations).values(
                     instance_uuid=instance_uuid, project_id=project_id,
-                    resource_class=resource_class, created_at=models.utcnow()))
+                    resource_class=resource_class, created_at=models.utcnow(),
+                    cores=cores, ram=ram))
                 return
 
 

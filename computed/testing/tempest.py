@@ -35,14 +35,16 @@ RESULTS = Path(__file__).parent / "bin" / "subunit_results.py"
 #: On the PYTHONPATH of Tempest's processes: its sitecustomize works around Tempest's admin
 #: classes wanting an image client when Glance is marked unavailable.
 SITE = Path(__file__).parent / "tempest_site"
-#: The resources docs/api.md claims (servers, flavors, quotas, services, limits, versions), as
-#: Tempest's compute API test modules name them.
+#: The resources docs/api.md claims (servers, flavors and their access lists, quotas and
+#: quota classes, services, limits, versions), as Tempest's compute API test modules name
+#: them.
 CLAIMED_REGEX = (
     r"^tempest\.api\.compute\.(test_versions|test_quotas|flavors|limits"
     r"|servers\.test_(create_server|delete_server|list_server_filters|list_servers_negative"
     r"|servers|servers_negative|servers_microversions|server_actions|server_addresses"
     r"|server_addresses_negative|multiple_create|multiple_create_negative)"
-    r"|admin\.test_(flavors|flavors_extra_specs|flavors_extra_specs_negative"
+    r"|admin\.test_(flavors|flavors_access|flavors_access_negative|flavors_extra_specs"
+    r"|flavors_extra_specs_negative"
     r"|flavors_microversions|quotas|quotas_negative|services|services_negative|create_server"
     r"|delete_server|servers|servers_negative))\.")
 ALL_REGEX = r"^tempest\.api\.compute"

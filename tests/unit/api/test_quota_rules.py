@@ -5,10 +5,12 @@ from computed.api.quota_rules import Over, limit_of, over
 
 def test_own_limits_win_over_the_defaults():
     own = {"instances": 3, "CUSTOM_GOLD": 1}
-    assert limit_of("instances", own, 10, -1) == 3
-    assert limit_of("CUSTOM_GOLD", own, 10, -1) == 1
-    assert limit_of("CUSTOM_SILVER", own, 10, 5) == 5
-    assert limit_of("instances", {}, 10, 5) == 10
+    defaults = {"instances": 10, "cores": -1}
+    assert limit_of("instances", own, defaults, -1) == 3
+    assert limit_of("CUSTOM_GOLD", own, defaults, -1) == 1
+    assert limit_of("CUSTOM_SILVER", own, defaults, 5) == 5
+    assert limit_of("instances", {}, defaults, 5) == 10
+    assert limit_of("cores", {}, defaults, 5) == -1
 
 
 def test_over_names_resource_limit_and_usage():

@@ -1,7 +1,7 @@
-"""The server actions of computed.api.server_actions in-process (see conftest.py): a server's
-security groups, forceDelete, and the answers to Nova's actions computed does not serve
-(Tempest's ServerActionsTest, ServersAdminNegativeTest); and the answer of PUT /servers/{id}
-and the access addresses as Nova shows them (Tempest's ServersTestJSON)."""
+"""The server actions of computed.api.server_actions in-process (see conftest.py): lock and
+unlock, a server's security groups, forceDelete, and the answers to Nova's actions computed
+does not serve (Tempest's ServerActionsTest, ServersAdminNegativeTest); and the answer of
+PUT /servers/{id} and the access addresses as Nova shows them (Tempest's ServersTestJSON)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_migrate_in_a_state_nova_takes_is_a_400_saying_why_and_changes_nothing(a
 
 def test_another_projects_server_is_a_404_for_these_actions_too(api, gold):
     server_id = active(api, gold)
-    for body in ({'migrate': None},
+    for body in ({'migrate': None}, {'lock': None},
                  {'removeSecurityGroup': {'name': 'default'}}):
         error_of(act(api.as_('mallory:p2'), server_id, body), 404)
 
@@ -85,17 +85,28 @@ def test_force_delete_deletes(api, gold):
 
 # -- security groups -------------------------------------------------------------------------
 
-def test_removing_and_adding_the_default_group_is_taken(api, gold):
-    """Tempest's test_remove_server_all_security_groups: the group the create answer names
-    can be removed; the server shows no security groups after."""
+def test_removing_and_adding_the_default_group_is_shown(api, gold):
+    """Tempest's test_remove_server_all_security_groups: the server shows the group the
+    create answer names; once removed, no security groups at all (as Nova's)."""
     made = create(api, gold)
     server_id = made.document['server']['id']
     (group,) = made.document['server']['security_groups']
     db_instances.set_instance_state(api.engine, server_id, models.ACTIVE)
+    shown = api('GET', f'/v2.1/servers/{server_id}').document['server']
+    assert shown['security_groups'] == [group] == [{'name': 'default'}]
     response = act(api, server_id, {'removeSecurityGroup': {'name': group['name']}})
     assert response.status_int == 202, response.text
     assert 'security_groups' not in api('GET', f'/v2.1/servers/{server_id}').document['server']
+    listed = api('GET', '/v2.1/servers/detail').document['servers']
+    assert 'security_groups' not in listed[0]
+    # Not in it any more: removing again is Nova's 400 "not associated".
+    assert 'not associated' in error_of(
+        act(api, server_id, {'removeSecurityGroup': {'name': 'default'}}), 400)[1]
     assert act(api, server_id, {'addSecurityGroup': {'name': 'default'}}).status_int == 202
+    assert api('GET', f'/v2.1/servers/{server_id}').document['server'][
+        'security_groups'] == [{'name': 'default'}]
+    assert 'already associated' in error_of(
+        act(api, server_id, {'addSecurityGroup': {'name': 'default'}}), 400)[1]
 
 
 @pytest.mark.parametrize('body, status', [
@@ -108,6 +119,50 @@ def test_removing_and_adding_the_default_group_is_taken(api, gold):
 def test_other_groups_and_bad_bodies_are_refused(api, gold, body, status):
     server_id = active(api, gold)
     error_of(act(api, server_id, body), status)
+
+
+# -- lock / unlock ---------------------------------------------------------------------------
+
+def test_a_locked_server_refuses_its_owner_actions_until_unlocked(api, gold):
+    """Tempest's test_lock_unlock_server: locked, os-stop is a 409; unlocked, it works."""
+    server_id = active(api, gold)
+    cast = list(api.casts.sent)
+    for body in ({'lock': {}}, {'lock': None}):
+        assert act(api, server_id, body).status_int == 202
+    shown = api.as_(version='2.9')('GET', f'/v2.1/servers/{server_id}').document['server']
+    assert shown['locked'] is True and shown['status'] == 'ACTIVE'
+    for body in ({'os-stop': None}, {'reboot': {'type': 'SOFT'}}):
+        kind, message = error_of(act(api, server_id, body), 409)
+        assert 'locked' in message
+    error_of(api('DELETE', f'/v2.1/servers/{server_id}'), 409)
+    error_of(api('PUT', f'/v2.1/servers/{server_id}/metadata/k', {'meta': {'k': 'v'}}), 409)
+    assert state(api, server_id) == models.ACTIVE.value and api.casts.sent == cast
+    assert act(api, server_id, {'unlock': {}}).status_int == 202
+    assert api.as_(version='2.9')('GET', f'/v2.1/servers/{server_id}').document['server'][
+        'locked'] is False
+    assert act(api, server_id, {'os-stop': None}).status_int == 202
+
+
+def test_an_admin_acts_on_a_locked_server_and_an_owner_cannot_undo_an_admins_lock(api, gold):
+    server_id = active(api, gold)
+    assert act(api.as_(ADMIN), server_id, {'lock': None}).status_int == 202
+    assert db_instances.get_instance(api.engine, server_id).locked_by == 'admin'
+    # The owner locking again does not make it the owner's lock.
+    assert act(api, server_id, {'lock': None}).status_int == 202
+    assert db_instances.get_instance(api.engine, server_id).locked_by == 'admin'
+    kind, message = error_of(act(api, server_id, {'unlock': None}), 403)
+    assert 'compute:servers:unlock:override' in message
+    assert act(api.as_(ADMIN), server_id, {'reboot': {'type': 'HARD'}}).status_int == 202
+    assert act(api.as_(ADMIN), server_id, {'unlock': None}).status_int == 202
+    assert db_instances.get_instance(api.engine, server_id).locked_by is None
+
+
+@pytest.mark.parametrize('body', [{'lock': {'locked_reason': 'x'}}, {'lock': 1},
+                                  {'unlock': 'now'}])
+def test_bad_lock_bodies_are_a_400_and_lock_nothing(api, gold, body):
+    server_id = active(api, gold)
+    error_of(act(api, server_id, body), 400)
+    assert db_instances.get_instance(api.engine, server_id).locked_by is None
 
 
 # -- PUT /servers/{id} and the access addresses ------------------------------------------------
