@@ -173,38 +173,41 @@ def test_a_database_of_a_newer_release_fails(write_conf, tmp_path):
     assert result.returncode == 2
 
 
-def _marked(monkeypatch, contraction: str) -> None:
-    """As if revision ``contraction`` were a contraction of this release (this release has
-    none; the checks read the marks through computed.upgrade.migrations.read_revisions)."""
+def _marked(monkeypatch) -> tuple[str, str]:
+    """As if the head revision were a contraction of this release (this release has none; the
+    checks read the marks through computed.upgrade.migrations.read_revisions); (the head, the
+    revision before it)."""
     import dataclasses
 
     from computed.upgrade import migrations
     real = migrations.read_revisions()
-    marked = [dataclasses.replace(r, contraction=r.revision == contraction) for r in real]
+    head, before = real[-1].revision, real[-2].revision
+    marked = [dataclasses.replace(r, contraction=r.revision == head) for r in real]
     monkeypatch.setattr(migrations, 'read_revisions', lambda directory=None: marked)
+    return head, before
 
 
 def test_a_waiting_contraction_is_due_once_no_old_service_is_live(write_conf, tmp_path,
                                                                   monkeypatch, stack):
-    _marked(monkeypatch, '0008')
+    head, before = _marked(monkeypatch)
     group = f'g{uuid.uuid4().hex[:6]}'
     path = write_conf(synced=False, extra=f'[coordination]\ngroup = {group}\n')
-    db.sync(_url_of(path), '0007')  # the expansions only, as db sync leaves it
+    db.sync(_url_of(path), before)  # the expansions only, as db sync leaves it
     found = lines_of(cli.run('computed-status', '--config-file', path, 'upgrade', 'check',
                              home=tmp_path))
     assert found['Database schema'] == \
-        "Success: at 0007, this release's expansions (contractions to 0008 wait)"
+        f"Success: at {before}, this release's expansions (contractions to {head} wait)"
     assert found['Schema changes'] == (
-        "Warning: contraction(s) 0008 wait and no service of 0.1.0 is live: run "
+        f"Warning: contraction(s) {head} wait and no service of 0.1.0 is live: run "
         "'computed-manage db sync --contract'")
 
 
 def test_a_contraction_applied_while_an_old_daemon_is_live_fails(write_conf, tmp_path,
                                                                  monkeypatch, stack):
     from tooz import coordination
-    _marked(monkeypatch, '0008')
+    head, _before = _marked(monkeypatch)
     group = f'g{uuid.uuid4().hex[:6]}'
-    path = write_conf(extra=f'[coordination]\ngroup = {group}\n')  # at head: 0008 applied
+    path = write_conf(extra=f'[coordination]\ngroup = {group}\n')  # at head: it is applied
     # A daemon of 0.1.0: a member of the group whose capabilities carry no version.
     old = coordination.get_coordinator(f"{stack['zookeeper'].url}?timeout=10", b'old-c1')
     old.start()
@@ -220,7 +223,7 @@ def test_a_contraction_applied_while_an_old_daemon_is_live_fails(write_conf, tmp
         old.stop()
     found = lines_of(result)
     assert found['Schema changes'] == (
-        'Failure: contraction(s) 0008 applied while services of 0.1.0 are live, which may use '
+        f'Failure: contraction(s) {head} applied while services of 0.1.0 are live, which may use '
         'what they removed: upgrade them now (computed on old-c1: 0.1.0 (publishes no '
         'version))')
     assert result.returncode == 2
