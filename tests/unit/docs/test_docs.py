@@ -114,6 +114,11 @@ def check_tools(words: list[str]) -> None:
     if name == "run-tempest":
         assert_options_in(words[1:], help_text(sys.executable, str(ROOT / tool)), tool)
         return
+    if name == "run-upgrade-test":  # it runs python -m tests.upgrade.grenade with its arguments
+        assert "-m tests.upgrade.grenade" in (ROOT / tool).read_text()
+        assert_options_in(words[1:], help_text(sys.executable, "-m", "tests.upgrade.grenade"),
+                          tool)
+        return
     if name == "services":
         text = help_text(sys.executable, str(ROOT / tool))
         actions = re.search(r"\{([a-z,]+)\}", text).group(1).split(",")
@@ -183,7 +188,8 @@ def spawns(words: list[str]) -> bool:
         words = words[1:]
     if words[0].startswith("tools"):
         return words[0].removeprefix("tools/").rstrip("/") in ("run-local", "services",
-                                                                 "run-tempest")
+                                                                 "run-tempest",
+                                                                 "run-upgrade-test")
     return False
 
 
