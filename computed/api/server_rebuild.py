@@ -14,11 +14,12 @@ image URL, where Nova takes Glance ids only.
 Checks, each with Nova's code, and nothing written when one fails: 404 no such server (or
 another project's); 403 policy ``compute:servers:rebuild``; 400 a bad body, an image the server
 may not be built from, a key pair the caller does not have, user data that is not base64 of
-UTF-8 text; 403 more metadata items than the project's ``metadata_items`` quota; 409 a server
-that is not ACTIVE, SHUTOFF or ERROR (a task in progress, a build), one without a node (a build
-that found none), and every rebuild while ``[upgrade_levels] instances`` is below 1.2 (a pin,
-or ``auto`` with a daemon of an older release live): such a daemon does not serve the cast, so
-the rebuild waits until every daemon is upgraded rather than being sent to be dropped.
+UTF-8 text; 403 more metadata items than the project's ``metadata_items`` quota; 409 a locked
+server (for all but admins, as Nova's), a server that is not ACTIVE, SHUTOFF or ERROR (a task in
+progress, a build), one without a node (a build that found none), and every rebuild while
+``[upgrade_levels] instances`` is below 1.2 (a pin, or ``auto`` with a daemon of an older release
+live): such a daemon does not serve the cast, so the rebuild waits until every daemon is
+upgraded rather than being sent to be dropped.
 
 Then the row takes the new image and fields and moves to REBUILDING (REBUILDING_OFF from SHUTOFF)
 in one compare-and-set, and the rebuild is cast to the daemon of the server's node

@@ -290,6 +290,16 @@ def test_a_rebuild_racing_another_request_is_a_409(api, gold, monkeypatch):
     assert api.casts.sent == []
 
 
+def test_a_locked_server_is_a_409_for_its_owner_and_rebuilt_by_an_admin(api, gold):
+    server_id = server(api, gold)
+    assert api('POST', f'/v2.1/servers/{server_id}/action', {'lock': None}).status_int == 202
+    row = db_instances.get_instance(api.engine, server_id)
+    kind, message = error_of(rebuild(api, server_id), 409)
+    assert 'locked' in message
+    unchanged(api, server_id, row)
+    assert rebuild(api.as_(ADMIN), server_id).status_int == 202  # Nova's: admins may
+
+
 def test_the_policy_rule_is_the_owners(api, gold):
     server_id = server(api, gold)
     assert rebuild(api.as_(ADMIN), server_id).status_int == 202  # an admin may
