@@ -53,8 +53,9 @@ def _one_line(url: str, error: Exception) -> str:
     return text
 
 
-def _database(url: str, doing: str, body: Callable[[], T]) -> T:
-    """Run ``body``; a database or migration failure ends the process with one line."""
+def _database(url: str, doing: str, body: Callable[[], T], status: int = EXIT_DATABASE) -> T:
+    """Run ``body``; a database or migration failure ends the process with one line and
+    ``status``."""
     # Imported here: the other computed-manage commands need neither.
     from alembic.util import CommandError
     from sqlalchemy import exc as sa_exc
@@ -62,7 +63,7 @@ def _database(url: str, doing: str, body: Callable[[], T]) -> T:
         return body()
     except (sa_exc.SQLAlchemyError, CommandError) as error:
         common.fail(PROG, f'cannot {doing} database {_safe(url)}: {_one_line(url, error)}',
-                    EXIT_DATABASE)
+                    status)
 
 
 def db_sync(conf: cfg.ConfigOpts) -> int:
@@ -108,7 +109,9 @@ def db_online_data_migrations(conf: cfg.ConfigOpts) -> int:
     from computed.version import PREVIOUS_RELEASE
     url = _url(conf, 'online_data_migrations')
     max_count = conf.category.max_count
-    current = _database(url, 'read', lambda: db.current_revision(url))
+    # 1 means "run again" here: a database that cannot be read is an error, 2.
+    current = _database(url, 'read', lambda: db.current_revision(url),
+                        data_migrations.EXIT_ERRORS)
     revisions = migrations.read_revisions()
     needed = migrations.expand_head(revisions, PREVIOUS_RELEASE.schema_head)
     if not migrations.at_least(revisions, current, needed):

@@ -107,3 +107,14 @@ def test_a_database_behind_is_refused_in_one_line(tmp_path):
         f"none, the migrations need {online.expand_head()}: run 'computed-manage db sync' "
         f"first"]
 
+
+
+def test_an_unreachable_database_is_an_error_not_run_again(tmp_path):
+    # 1 would tell a loop "more to do"; a database that cannot be read is 2, in one line.
+    result = manage(tmp_path, 'postgresql+psycopg2://computed:s3cret@127.0.0.1:1/computed',
+                    'online_data_migrations')
+    assert result.returncode == EXIT_ERRORS
+    [line] = result.stderr.splitlines()
+    assert line.startswith('computed-manage: error: cannot read database '
+                           'postgresql+psycopg2://computed:***@127.0.0.1:1/computed: ')
+    assert 's3cret' not in line
