@@ -6,7 +6,8 @@ the RPC transport to the daemons, and a ZooKeeper session (a tooz coordinator on
 ``[coordination] backend_url`` that joins no group: the API only reads members, claims and
 drain markers, and writes drain markers, as ``computed-manage fleet`` does).
 :class:`Backends` holds them with the :class:`~computed.instances.rpcapi.ServerAPI` and
-the policy enforcer built on them.
+the policy enforcer built on them, and the queue that places what creates admitted
+(:mod:`computed.api.pending`, with its threads).
 
 Threads: the connections are made once per process and shared by the server's request
 threads (SQLAlchemy's pool, keystoneauth's session, oslo.messaging's transport and kazoo's
@@ -16,6 +17,7 @@ client are each safe to share between threads); kazoo runs its own threading han
 from __future__ import annotations
 
 import dataclasses
+from concurrent import futures
 from typing import Any
 
 from oslo_config import cfg
@@ -23,7 +25,7 @@ from oslo_policy import policy as oslo_policy
 from sqlalchemy.engine import Engine
 from tooz import coordination
 
-from computed.api import glance, policy
+from computed.api import glance, pending, policy
 from computed.conf.errors import ConfigError
 from computed.db import engine as db_engine
 from computed.fleet.membership import drain_markers_path, fleet_root
@@ -48,6 +50,8 @@ class Backends:
     zookeeper: Any  # KazooClient
     enforcer: oslo_policy.Enforcer
     transport: Any
+    #: Places the servers a create admitted (:mod:`computed.api.pending`).
+    builds: pending.BuildQueue
     #: :class:`computed.api.glance.Glance`; None: no Image service (imageRef is a URL).
     glance: Any = None
 
@@ -56,6 +60,7 @@ class Backends:
         return self.conf.coordination.group
 
     def close(self) -> None:
+        self.builds.stop()  # placements in flight finish first: they cast
         self.transport.cleanup()
         self.zookeeper.stop()
         self.zookeeper.close()
@@ -85,7 +90,12 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
         drain_markers_path(group))
     servers = ServerAPI(engine, placement, ComputeAPI(transport, version=cast_version), owner_of,
                         pipeline=pipeline)
+    builds = pending.BuildQueue(
+        servers, engine, placement,
+        futures.ThreadPoolExecutor(conf.api.scheduling_threads, 'scheduling'),
+        conf.api.pending_build_timeout)
+    builds.start()
     return Backends(conf=conf, engine=engine, placement=placement, servers=servers,
                     coordinator=coordinator, zookeeper=client,
-                    enforcer=policy.enforcer(conf), transport=transport,
+                    enforcer=policy.enforcer(conf), transport=transport, builds=builds,
                     glance=glance.Glance(conf))

@@ -22,6 +22,9 @@ REBUILD... REBUILD   stopped    rebuilding    4
 ========== ========= ========== ============= ===========
 
 (``REBUILD...``: REBUILDING_OFF, the rebuild of a stopped server, which ends stopped.)
+A BUILDING instance without node nor host (admitted by a create, not placed yet:
+:mod:`computed.api.pending`) shows the task ``scheduling``, as Nova's does before its
+scheduler chose a host.
 
 HARD_REBOOT is never shown: the daemons reboot a node one way (Ironic's reboot), whichever type
 was asked for. Filtering on it finds nothing.
@@ -61,8 +64,15 @@ STATUSES = frozenset(view.status for view in VIEWS.values()) | {'HARD_REBOOT'}
 _UNKNOWN = View('UNKNOWN', 'error', None, NOSTATE)
 
 
-def view(state: str) -> View:
-    """How a Compute API client sees ``state`` (a state written by newer code: UNKNOWN)."""
+SCHEDULING = View('BUILD', 'building', 'scheduling', NOSTATE)
+
+
+def view(state: str, placed: bool = True) -> View:
+    """How a Compute API client sees ``state`` (a state written by newer code: UNKNOWN);
+    ``placed``: the instance has a node or a host (a BUILDING one without is being
+    scheduled)."""
+    if state == models.BUILDING and not placed:
+        return SCHEDULING
     return VIEWS.get(state, _UNKNOWN)
 
 

@@ -5,17 +5,21 @@ the flavor must exist and its extra specs make a Placement request
 (:mod:`computed.instances.flavor_specs`); ``imageRef`` must be a Glance image the project may
 use, where there is an Image service (:mod:`computed.api.images`), or an image URL a conductor
 may be sent (:mod:`computed.api.image_urls`); the project must be
-within its quotas: each server is admitted before it is scheduled, under the project's lock,
-counting the builds admitted before it (:func:`computed.api.quotas.reserve`), so concurrent
-builds never leave more servers than the limit, ERROR ones included. A build that finds no
-host still leaves an ERROR server with the reason as its fault (what Nova's cell0 is for),
-without node nor allocation, which its owner can see and delete.
+within its quotas: each server is admitted under the project's lock, counting the builds
+admitted before it (:func:`computed.api.quotas.reserve`), so concurrent builds never leave
+more servers than the limit, ERROR ones included. A create answers 202 once its servers are
+admitted (recorded BUILDING, task ``scheduling``); they are placed after the answer, by this
+process's scheduling threads (:mod:`computed.api.pending`), as Nova's conductor schedules
+after its API answered. A build that finds no host leaves an ERROR server with the reason as
+its fault (what Nova's cell0 is for), without node nor allocation, which its owner can see
+and delete.
 
 Several servers in one request (``min_count``/``max_count``, :class:`_Build`) follow Nova: as
 many as the quota admits up to ``max_count`` (403 below ``min_count``), placed all or none
 (one without a host leaves every server of the request in ERROR, nodes and allocations given
 back, nothing cast). What Nova's create takes besides scheduling (``description``,
-``accessIPv4``/``accessIPv6``, the request's reservation id) is kept on the rows;
+``accessIPv4``/``accessIPv6``, the request's reservation id, the scheduler hints) is kept on
+the rows;
 ``adminPass`` is accepted, never kept nor answered (as Nova with ``enable_instance_password``
 off: nothing on bare metal would set it).
 
@@ -67,8 +71,7 @@ from computed.db import instances as db_instances
 from computed.db import key_pairs as db_key_pairs
 from computed.db import models
 from computed.instances import configdrive, flavor_specs, scheduler
-from computed.instances.rpcapi import NO_VALID_HOST, NoHost
-from computed.placement import allocations
+from computed.instances.rpcapi import NoHost
 
 INDEX = 'compute:servers:index'
 ALL_TENANTS = 'compute:servers:index:all_tenants'
@@ -106,6 +109,10 @@ def backend_errors() -> Iterator[None]:
         if type(exc).__module__.split('.')[0] in ('oslo_messaging', 'kazoo', 'keystoneauth1'):
             raise errors.ServiceUnavailable(f'{type(exc).__name__}: {exc}') from None
         raise
+
+
+def _placed(row: db_instances.InstanceRow) -> bool:
+    return row.host is not None or row.node_uuid is not None
 
 
 def _time(value: Any) -> str | None:
@@ -146,7 +153,7 @@ def document(call: Call, row: db_instances.InstanceRow, admin: bool,
              full: bool = True) -> dict[str, Any]:
     """The server as ``GET /servers/{id}`` shows it; ``full=False``: as Nova's answer to
     ``PUT /servers/{id}`` shows it (without the :data:`NOT_IN_UPDATE_ANSWER` attributes)."""
-    shown = server_status.view(row.state)
+    shown = server_status.view(row.state, placed=_placed(row))
     host_id = hashlib.sha224(f'{row.project_id}{row.host}'.encode()).hexdigest() \
         if row.host else ''
     doc: dict[str, Any] = {
@@ -628,10 +635,8 @@ def create(call: Call) -> webob.Response:
     hints = body.get('os:scheduler_hints') or body.get('OS-SCH-HNT:scheduler_hints')
     build = _Build(call, request, image, flavor, spec, hints, login)
     with backend_errors():
-        rows = build.admit_and_place(low, high)
-        if all(row.state == models.BUILDING for row in rows):
-            for row in rows:
-                call.backends.servers.start_build(row)
+        rows = build.admit(low, high)
+    call.backends.builds.submit(rows)  # placed after the 202 (computed.api.pending)
     first = rows[0]
     location = f'{call.base_url}/servers/{first.uuid}'
     if _flag_value(spec.get('return_reservation_id', False)):
@@ -694,19 +699,21 @@ class _Build:
         self.spec = spec
         self.reservation_id = 'r-' + uuidlib.uuid4().hex[:8]
 
-    def admit_and_place(self, low: int, high: int) -> list[db_instances.InstanceRow]:
+    def admit(self, low: int, high: int) -> list[db_instances.InstanceRow]:
         """As many servers as the quota admits, up to ``high`` (a 403 when fewer than
         ``low``: Nova's rule), each admitted under the project's lock
-        (:func:`computed.api.quotas.reserve`); then placed, all or none (:meth:`_place`)."""
+        (:func:`computed.api.quotas.reserve`) and recorded, not placed yet: what
+        :mod:`computed.api.pending` places after the 202."""
         backends = self.call.backends
-        project_id = self.call.context.project_id
+        context = self.call.context
         uuids: list[str] = []
         held: list[str] = []
+        rows: list[db_instances.InstanceRow] = []
         try:
             for index in range(high):
                 instance_uuid = str(uuidlib.uuid4())
                 try:
-                    if quotas.reserve(backends, project_id, self.request.resource_class,
+                    if quotas.reserve(backends, context.project_id, self.request.resource_class,
                                       instance_uuid, cores=self.flavor['vcpus'],
                                       ram=self.flavor['ram']):
                         held.append(instance_uuid)
@@ -715,82 +722,40 @@ class _Build:
                         raise
                     break
                 uuids.append(instance_uuid)
-            rows = self._place(uuids)
-            engine = self.call.backends.engine
+            engine = backends.engine
             details = self._details()
-            rows = [db_instances.set_instance_details(engine, row.uuid, **details) for row in rows]
             tags = list(dict.fromkeys(self.spec.get('tags') or ()))  # once each, in order
-            if tags:  # Nova's 2.52: every server of the request has them
-                rows = [db_instances.edit_instance(engine, row.uuid, lambda _row: {'tags': tags})
-                        for row in rows]
+            for index, instance_uuid in enumerate(uuids):
+                row = backends.servers.admit(
+                    self.request.resource_class, self.request.required, self.image,
+                    instance_uuid, project_id=context.project_id, user_id=context.user_id,
+                    name=_nth_name(self.spec['name'], index, len(uuids)),
+                    metadata=self.spec.get('metadata'), flavor=self.flavor)
+                row = db_instances.set_instance_details(engine, row.uuid, **details)
+                if tags:  # Nova's 2.52: every server of the request has them
+                    row = db_instances.edit_instance(engine, row.uuid,
+                                                     lambda _row: {'tags': tags})
+                rows.append(row)
             return rows
+        except BaseException:
+            for row in rows:  # all or none: nothing half-admitted is left to place
+                with contextlib.suppress(Exception):
+                    db_instances.set_instance_state(backends.engine, row.uuid, models.DELETED,
+                                              expect_state=models.BUILDING,
+                                              expect_unplaced=True)
+            raise
         finally:
-            # Each placed server has its row now, which counts itself.
+            # Each admitted server has its row now, which counts itself.
             for instance_uuid in held:
                 quotas.release(backends, instance_uuid)
 
-    def _details(self) -> dict[str, str | bool | None]:
-        """What the servers keep of the request besides what scheduling needs."""
+    def _details(self) -> dict[str, Any]:
+        """What the servers keep of the request besides what placing needs first."""
         return {'description': self.spec.get('description'),
                 'access_ip_v4': self.spec.get('accessIPv4') or None,
                 'access_ip_v6': self.spec.get('accessIPv6') or None,
-                'reservation_id': self.reservation_id, **self.login}
-
-    def _place(self, uuids: list[str]) -> list[db_instances.InstanceRow]:
-        """Place every server; if one finds no host none is built (Nova's all-or-nothing):
-        the ones placed give their node and allocation back, and every server of the request
-        is left in ERROR with the reason, as Nova's cell0 keeps them. Anything else raised
-        on the way removes what was placed (rows DELETED, allocations removed)."""
-        servers = self.call.backends.servers
-        context = self.call.context
-        rows: list[db_instances.InstanceRow] = []
-        try:
-            for index, instance_uuid in enumerate(uuids):
-                row = servers.place(self.request.resource_class, self.request.required,
-                                    self.image, instance_uuid,
-                                    forbidden=self.request.forbidden,
-                                    project_id=context.project_id, user_id=context.user_id,
-                                    name=_nth_name(self.spec['name'], index, len(uuids)),
-                                    metadata=self.spec.get('metadata'), flavor=self.flavor,
-                                    record_failure=True, hints=self.hints)
-                rows.append(row)
-                if row.state != models.BUILDING:
-                    break
-        except BaseException:
-            for row in rows:
-                if row.state == models.BUILDING:
-                    with contextlib.suppress(Exception):
-                        servers.abandon(row)
-            raise
-        if len(rows) == len(uuids) and rows[-1].state == models.BUILDING:
-            return rows
-        return self._fail_all(uuids, rows)
-
-    def _fail_all(self, uuids: list[str], rows: list[db_instances.InstanceRow]
-                  ) -> list[db_instances.InstanceRow]:
-        engine = self.call.backends.engine
-        context = self.call.context
-        failed = rows[-1]
-        fault = (failed.fault or NO_VALID_HOST) if len(uuids) == 1 else (
-            f'{NO_VALID_HOST}: {len(uuids)} servers were requested together and server '
-            f'{len(rows)} found no host ({failed.fault or "no reason given"}); none is built')
-        result = []
-        for row in rows[:-1]:  # placed: node and allocation given back
-            result.append(db_instances.set_instance_state(
-                engine, row.uuid, models.ERROR, fault, expect_state=models.BUILDING,
-                expect_host=row.host, expect_member_epoch=row.member_epoch,
-                release_node=True))
-            allocations.remove(self.call.backends.placement, row.uuid)
-        result.append(db_instances.set_instance_state(engine, failed.uuid, models.ERROR, fault)
-                      if len(uuids) > 1 else failed)
-        for index in range(len(rows), len(uuids)):  # never tried
-            result.append(db_instances.create_instance(
-                engine, uuids[index], scheduler.placement_class(self.request.resource_class),
-                traits=self.request.required, image=self.image, state=models.ERROR,
-                fault=fault, project_id=context.project_id, user_id=context.user_id,
-                name=_nth_name(self.spec['name'], index, len(uuids)),
-                metadata=self.spec.get('metadata'), flavor=self.flavor))
-        return result
+                'reservation_id': self.reservation_id,
+                'scheduler_hints': self.hints or None, **self.login}
 
 
 def _flavor_copy(flavor: db_flavors.FlavorRow) -> dict[str, Any]:
@@ -851,7 +816,7 @@ def action(call: Call) -> webob.Response:
                      {'project_id': row.project_id})
     check_unlocked(call, name, row)
     if row.state not in from_states:
-        shown = server_status.view(row.state)
+        shown = server_status.view(row.state, placed=_placed(row))
         raise errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in vm_state "
                               f'{shown.vm_state}' + (f' (task {shown.task_state})'
                                                      if shown.task_state else ''))

@@ -71,6 +71,19 @@ ALL_OPTS = [
     cfg.IntOpt(
         'backlog', default=128, min=1,
         help='Connections the kernel queues for a worker while all its threads are busy.'),
+    cfg.IntOpt(
+        'scheduling_threads', default=4, min=1, max=256,
+        help='Threads of each worker process that place the servers a create admitted '
+             '(Placement\'s candidates and claim, then the cast to the daemon), after its '
+             '202 was answered. More place a burst sooner while Placement keeps up; '
+             'concurrent placements of one class mostly compete for the same first '
+             'candidates.'),
+    cfg.IntOpt(
+        'pending_build_timeout', default=120, min=10, max=86400,
+        help='Seconds a server admitted by a create may wait to be placed before another '
+             'worker (any computed-api process) takes it over: the process that admitted '
+             'it may have died with it queued. Each worker looks for such servers every '
+             'half of this. Longer than a placement ever takes (Placement\'s timeouts).'),
     cfg.StrOpt(
         'auth_strategy', default='keystone', choices=AUTH_STRATEGIES,
         help='keystone: tokens are validated by keystonemiddleware\'s auth_token, '

@@ -117,6 +117,8 @@ class InstanceRow:
     locked_by: str | None = None
     # The security groups it is in, by name (revision 0009; rows before: default).
     security_groups: tuple[str, ...] = (DEFAULT_SECURITY_GROUP,)
+    # The build's scheduler hints (``os:scheduler_hints``), as given (revision 0011).
+    scheduler_hints: dict[str, Any] | None = None
 
     @property
     def live(self) -> bool:
@@ -140,7 +142,9 @@ def _instance_row(row: Any) -> InstanceRow:
                        tags=tuple(json.loads(row.tags)) if row.tags else (),
                        locked_by=row.locked_by,
                        security_groups=tuple(json.loads(row.security_groups))
-                       if row.security_groups is not None else (DEFAULT_SECURITY_GROUP,))
+                       if row.security_groups is not None else (DEFAULT_SECURITY_GROUP,),
+                       scheduler_hints=json.loads(row.scheduler_hints)
+                       if row.scheduler_hints else None)
 
 
 #: What a compare-and-set may expect the instance's state to be: one state (an InstanceState,
@@ -226,8 +230,10 @@ def get_instance(engine: Engine, uuid: str) -> InstanceRow | None:
 
 
 def _conditions(uuid: str, expect_state: ExpectedStates | None, expect_host: str | None,
-                expect_member_epoch: int | None) -> list[Any]:
+                expect_member_epoch: int | None, expect_unplaced: bool = False) -> list[Any]:
     conditions = [_instances.c.uuid == uuid]
+    if expect_unplaced:
+        conditions += [_instances.c.host.is_(None), _instances.c.node_uuid.is_(None)]
     if expect_state is not None:
         states = {expect_state} if isinstance(expect_state, str) else set(expect_state)
         # str() of an InstanceState is its value: the drivers are given plain strings.
@@ -242,13 +248,15 @@ def _conditions(uuid: str, expect_state: ExpectedStates | None, expect_host: str
 def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
                       expect_state: ExpectedStates | None, expect_host: str | None,
                       expect_member_epoch: int | None,
-                      node_uuid: str | None = None) -> InstanceRow:
+                      node_uuid: str | None = None,
+                      expect_unplaced: bool = False) -> InstanceRow:
     """Update the instance if it matches the expectations; the row after, or an error saying
     which expectation failed."""
     try:
         with _transaction(engine, write=True) as conn:
             result = conn.execute(sa.update(_instances).where(
-                *_conditions(uuid, expect_state, expect_host, expect_member_epoch))
+                *_conditions(uuid, expect_state, expect_host, expect_member_epoch,
+                             expect_unplaced))
                 .values(**values))
             row = _select_instance(conn, uuid)
             if row is None:
@@ -256,7 +264,8 @@ def _update_expecting(engine: Engine, uuid: str, values: dict[str, Any],
             if result.rowcount != 1:
                 expected = {"state": None if expect_state is None else _describe(expect_state),
                             "host": expect_host,
-                            "member epoch": expect_member_epoch}
+                            "member epoch": expect_member_epoch,
+                            "placement": "none yet" if expect_unplaced else None}
                 raise InstanceConflict(
                     uuid, ", ".join(f"{k} {v}" for k, v in expected.items() if v is not None),
                     f"state {row.state}, host {row.host}, member epoch {row.member_epoch}")
@@ -271,13 +280,15 @@ def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
                        expect_state: ExpectedStates | None = None,
                        expect_host: str | None = None,
                        expect_member_epoch: int | None = None,
+                       expect_unplaced: bool = False,
                        release_node: bool = False) -> InstanceRow:
     """Set the instance's state and fault (``fault`` replaces the stored one; None clears it).
 
     With ``expect_*`` it is a compare-and-set: raises :class:`InstanceConflict`
     when the instance is not in one of ``expect_state`` or not held by
     (``expect_host``, ``expect_member_epoch``) — how a daemon that lost an
-    instance to a re-homing finds out. DELETED frees the node for another
+    instance to a re-homing finds out — or (``expect_unplaced``) has a node or a host
+    (a server the compute API admitted and placed meanwhile). DELETED frees the node for another
     instance; so does ``release_node``, which empties ``node_uuid`` in the same
     statement (a failed build gives its node back and keeps its row, in ERROR).
     """
@@ -289,7 +300,7 @@ def set_instance_state(engine: Engine, uuid: str, state: InstanceState,
     if release_node:
         values["node_uuid"] = None
     return _update_expecting(engine, uuid, values, expect_state, expect_host,
-                             expect_member_epoch)
+                             expect_member_epoch, expect_unplaced=expect_unplaced)
 
 
 #: What a rebuild may change on the row besides its image and state (Nova's rebuild fields).
@@ -319,15 +330,47 @@ def record_rebuild(engine: Engine, uuid: str, state: InstanceState, image: str |
 def assign_node(engine: Engine, uuid: str, node_uuid: str, host: str, member_epoch: int, *,
                 expect_state: ExpectedStates | None = models.BUILDING,
                 expect_host: str | None = None, expect_member_epoch: int | None = None,
-                fault: str | None = None) -> InstanceRow:
+                expect_unplaced: bool = False, fault: str | None = None) -> InstanceRow:
     """Schedule the instance on ``node_uuid``, managed by (``host``, ``member_epoch``), with
     ``fault`` (a build retried on another node keeps its attempts there). Raises
     :class:`NodeInUse` if the node already hosts another live instance, and with
-    ``expect_*`` :class:`InstanceConflict` as :func:`set_instance_state` does."""
+    ``expect_*`` :class:`InstanceConflict` as :func:`set_instance_state` does
+    (``expect_unplaced``: no node nor host yet, a server the compute API admitted)."""
     values = dict(node_uuid=node_uuid, host=host, member_epoch=member_epoch, fault=fault,
                   updated_at=models.utcnow())
     return _update_expecting(engine, uuid, values, expect_state, expect_host,
-                             expect_member_epoch, node_uuid)
+                             expect_member_epoch, node_uuid, expect_unplaced)
+
+
+def _unplaced() -> list[Any]:
+    return [_instances.c.state == models.BUILDING, _instances.c.host.is_(None),
+            _instances.c.node_uuid.is_(None)]
+
+
+def take_admitted(engine: Engine, uuid: str, seen: datetime.datetime) -> InstanceRow | None:
+    """Take an admitted instance (BUILDING, no node nor host) to place it: a compare-and-set
+    of its ``updated_at`` from ``seen`` (what the taker read) to now; the row after, or None
+    when it changed meanwhile (taken by another process, placed, deleted). Of two takers
+    that read the same row, one gets it."""
+    now = models.utcnow()
+    with _transaction(engine, write=True) as conn:
+        result = conn.execute(sa.update(_instances).where(
+            _instances.c.uuid == uuid, _instances.c.updated_at == seen, *_unplaced())
+            .values(updated_at=now))
+        if result.rowcount != 1:
+            return None
+        return _instance_row(_select_instance(conn, uuid))
+
+
+def admitted_instances(engine: Engine, untouched_since: datetime.datetime,
+                       limit: int) -> list[InstanceRow]:
+    """At most ``limit`` admitted instances (BUILDING, no node nor host) nobody took since
+    ``untouched_since``, oldest first."""
+    with _transaction(engine) as conn:
+        rows = conn.execute(sa.select(_instances).where(
+            *_unplaced(), _instances.c.updated_at < untouched_since)
+            .order_by(_instances.c.created_at, _instances.c.uuid).limit(limit))
+        return [_instance_row(row) for row in rows]
 
 
 def rehome_instance(engine: Engine, uuid: str, from_host: str, from_member_epoch: int,
@@ -393,7 +436,8 @@ def _sort_column(name: str) -> Any:
 
 #: The compute API's fields of an instance that :func:`set_instance_details` writes.
 INSTANCE_DETAILS = frozenset({"description", "access_ip_v4", "access_ip_v6", "reservation_id",
-                              "key_name", "key_type", "key_data", "user_data", "config_drive"})
+                              "key_name", "key_type", "key_data", "user_data", "config_drive",
+                              "scheduler_hints"})
 
 
 def set_instance_details(engine: Engine, uuid: str, **details: str | bool | None
@@ -404,6 +448,8 @@ def set_instance_details(engine: Engine, uuid: str, **details: str | bool | None
     unknown = set(details) - INSTANCE_DETAILS
     if unknown:
         raise ValueError(f"not instance details: {sorted(unknown)}")
+    if details.get("scheduler_hints") is not None:
+        details["scheduler_hints"] = json.dumps(details["scheduler_hints"], sort_keys=True)
     with _transaction(engine, write=True) as conn:
         if details:
             conn.execute(sa.update(_instances).where(_instances.c.uuid == uuid)

@@ -241,6 +241,9 @@ class Instance(Base):
     # Revision 0009: JSON list of the security groups' names the server is in (a user's note:
     # it has no ports), NULL: ["default"] (what Nova's create answer says).
     security_groups: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Revision 0011: the build's scheduler hints (os:scheduler_hints), JSON: what places it
+    # should the API process that admitted it die first, and what a retry's filters see.
+    scheduler_hints: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class KeyPair(Base):

@@ -4,8 +4,8 @@ Owns the I/O of a retry, after :mod:`computed.instances.lifecycle` unwound the f
 (node cleared, allocation removed): ask Placement for the candidates of the instance's class and
 traits (without the traits its flavor forbids), leave out every node that failed the build, run
 the rest through the scheduling pipeline (the flavor's capability operators and the filters and
-weighers of :func:`computed.scheduling.loader.default_pipeline` unless one is given; the build's
-scheduler hints are not recorded, so they do not apply to a retry), claim one with an
+weighers of :func:`computed.scheduling.loader.default_pipeline` unless one is given, with the
+build's scheduler hints as its row records them), claim one with an
 allocation, find its owner daemon (``owner_of``), and move the instance row
 there with a compare-and-set on the (host, member epoch) that made the failed attempt. The
 caller then casts the build to the row's new host
@@ -61,7 +61,8 @@ def next_node(placement: Any, engine: Engine, row: InstanceRow, decision: NextAt
     facts = [node for node in candidates.read(placement, row.resource_class, row.traits,
                                               limit=limit, forbidden=forbidden)
              if node.uuid not in decision.exclude]
-    spec = RequestSpec(row.flavor, project_id=project_id, user_id=user_id,
+    spec = RequestSpec(row.flavor, hints=row.scheduler_hints, project_id=project_id,
+                       user_id=user_id,
                        instance_uuid=row.uuid, image=row.image,
                        resource_class=row.resource_class, traits=row.traits,
                        forbidden=forbidden)

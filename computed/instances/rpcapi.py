@@ -52,8 +52,7 @@ from sqlalchemy.engine import Engine
 from computed.db import instances as db_instances
 from computed.db import models
 from computed.db.instances import InstanceConflict, InstanceNotFound, InstanceRow
-from computed.instances import lifecycle, scheduler
-from computed.placement import allocations
+from computed.instances import lifecycle, reschedule, scheduler
 from computed.runtime import rpc
 from computed.scheduling.pipeline import Pipeline
 from computed.upgrade import levels
@@ -94,6 +93,11 @@ class NoHost(Exception):
     def __init__(self, instance_uuid: str):
         self.instance_uuid = instance_uuid
         super().__init__(f'instance {instance_uuid} has no host')
+
+
+def _admitted(row: InstanceRow) -> bool:
+    """Admitted by the compute API and not placed yet (:meth:`ServerAPI.admit`)."""
+    return row.state == models.BUILDING and row.host is None and row.node_uuid is None
 
 
 class ComputeAPI:
@@ -225,20 +229,29 @@ class ServerAPI:
                 project_id=project_id, user_id=user_id, name=name, metadata=metadata,
                 flavor=flavor)
 
+    def admit(self, resource_class: str, traits: Iterable[str], image: str | None,
+              instance_uuid: str, *, project_id: str, user_id: str, name: str | None,
+              metadata: dict[str, str] | None, flavor: dict[str, Any] | None) -> InstanceRow:
+        """Record a server the compute API admitted and will place later
+        (:meth:`place_admitted`): BUILDING, with no node nor host (Nova's "scheduling")."""
+        return db_instances.create_instance(
+            self._engine, scheduler.check_uuid(instance_uuid),
+            scheduler.placement_class(resource_class), traits=traits, image=image,
+            project_id=project_id, user_id=user_id, name=name, metadata=metadata,
+            flavor=flavor)
+
+    def place_admitted(self, row: InstanceRow) -> InstanceRow:
+        """Place an admitted server (:func:`scheduler.place_admitted`, with the traits its
+        flavor forbids and its recorded scheduler hints); the row, placed, not yet cast."""
+        pipeline = self._pipeline or scheduler.default_pipeline()
+        return scheduler.place_admitted(
+            self._placement, self._engine, row, owner_of=self._owner_of,
+            forbidden=reschedule.forbidden_traits(row), hints=row.scheduler_hints,
+            pipeline=pipeline, limit=pipeline.max_candidates or scheduler.DEFAULT_CANDIDATES)
+
     def start_build(self, row: InstanceRow) -> None:
         """Cast the build of a placed instance to its daemon."""
         self._compute.build_instance(row.host, row.uuid, row.member_epoch)
-
-    def abandon(self, row: InstanceRow) -> InstanceRow:
-        """Undo :meth:`place` before the build was cast: the row DELETED (compare-and-set from
-        BUILDING on its daemon, so a row some daemon took up meanwhile is left alone:
-        :class:`~computed.db.instances.InstanceConflict`), then its allocation removed."""
-        deleted = db_instances.set_instance_state(self._engine, row.uuid, models.DELETED,
-                                                  expect_state=models.BUILDING,
-                                                  expect_host=row.host,
-                                                  expect_member_epoch=row.member_epoch)
-        allocations.remove(self._placement, row.uuid)
-        return deleted
 
     def action(self, action: str, instance_uuid: str) -> InstanceRow:
         """Record ``action`` (one of :data:`ACTIONS`) as the instance's transitional state, then
@@ -264,6 +277,12 @@ class ServerAPI:
             return db_instances.set_instance_state(self._engine, row.uuid, models.DELETED,
                                                    row.fault, expect_state=models.ERROR,
                                                    release_node=True)
+        if action == 'delete' and _admitted(row):
+            # Not placed yet: nothing on a daemon nor in Placement. Whoever places it finds it
+            # DELETED (its compare-and-set fails) and removes the allocation it made.
+            return db_instances.set_instance_state(self._engine, row.uuid, models.DELETED,
+                                                   expect_state=models.BUILDING,
+                                                   expect_unplaced=True)
         if row.host is None:
             raise NoHost(row.uuid)
         if row.state != transitional:

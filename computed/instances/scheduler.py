@@ -48,7 +48,7 @@ import logging
 import random
 import threading
 import uuid as uuidlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -153,30 +153,93 @@ def schedule(placement: Any, engine: Engine, resource_class: str, traits: Iterab
     record = InstanceRecord(image, project_id, user_id, name, metadata, flavor)
     if db_instances.get_instance(engine, instance_uuid) is not None:
         raise db_instances.InstanceExists(instance_uuid)
-    pipeline = pipeline or default_pipeline()
     spec = RequestSpec(flavor, hints=hints, project_id=project_id, user_id=user_id,
                        instance_uuid=instance_uuid, availability_zone=availability_zone,
                        image=image, resource_class=rc, traits=traits, forbidden=forbidden)
-    tried: set[str] = set()
-    refused: dict[str, str] = {}
-    decision: Decision | None = None
-    for _round in range(CANDIDATE_ROUNDS):
-        # Concurrent builds get the same first candidates from Placement: when all of ours
-        # were taken meanwhile, ask again (Placement no longer lists the allocated ones)
-        # rather than refuse while free nodes remain. A node a filter refused stays refused.
-        facts = [node for node in candidate_facts(placement, rc, traits, forbidden, limit)
-                 if node.uuid not in tried and node.uuid not in refused]
-        if not facts:
-            break
-        decision = choose(pipeline, facts, spec, rand)
-        refused.update((node, str(why)) for node, why in decision.refused.items())
-        for host in decision.hosts:
-            row = _try_node(placement, engine, host.uuid, rc, traits, instance_uuid, owner_of,
-                            record)
-            if row is not None:
-                return row
-            tried.add(host.uuid)
-    raise NoValidHost(rc, traits, _reason(tried, refused, decision), forbidden)
+    search = _Search(placement, pipeline or default_pipeline(), spec, limit, rand)
+    for node in search.nodes():
+        row = _try_node(placement, engine, node, rc, traits, instance_uuid, owner_of, record)
+        if row is not None:
+            return row
+        search.taken(node)
+    raise search.no_valid_host()
+
+
+def place_admitted(placement: Any, engine: Engine, row: db_instances.InstanceRow, *,
+                   owner_of: OwnerOf, forbidden: Iterable[str] = (),
+                   hints: Mapping[str, Any] | None = None,
+                   pipeline: Pipeline | None = None, limit: int = DEFAULT_CANDIDATES,
+                   rand: random.Random | None = None) -> db_instances.InstanceRow:
+    """Place an instance the compute API admitted (``row``: BUILDING, no node nor host) as
+    :func:`schedule` places a new one, recording the node and owner on its row with a
+    compare-and-set on it being still unplaced; the row after.
+
+    :raises NoValidHost: no candidate could be claimed (the row is left as it was).
+    :raises InstanceConflict: the row is no longer BUILDING and unplaced (deleted, or placed by
+        another process): nothing is left behind.
+    :raises PlacementUnavailable: as :func:`schedule`.
+    """
+    forbidden = tuple(sorted(set(forbidden)))
+    spec = RequestSpec(row.flavor, hints=hints, project_id=row.project_id,
+                       user_id=row.user_id, instance_uuid=row.uuid, image=row.image,
+                       resource_class=row.resource_class, traits=row.traits,
+                       forbidden=forbidden)
+    search = _Search(placement, pipeline or default_pipeline(), spec, limit, rand)
+    record = InstanceRecord(row.image, row.project_id or DEFAULT_PROJECT,
+                            row.user_id or DEFAULT_USER, row.name, row.metadata, row.flavor)
+    for node in search.nodes():
+        placed = _try_node(placement, engine, node, row.resource_class, row.traits, row.uuid,
+                           owner_of, record, admitted=True)
+        if placed is not None:
+            return placed
+        search.taken(node)
+    raise search.no_valid_host()
+
+
+class _Search:
+    """The candidate nodes of one request, in the pipeline's order, round after round; and
+    why none could be taken.
+
+    Concurrent builds get the same first candidates from Placement: when all of a round's
+    were taken meanwhile, Placement is asked again (it no longer lists the allocated ones)
+    rather than the build refused while free nodes remain. A node a filter refused stays
+    refused; a node :meth:`taken` is not tried again."""
+
+    def __init__(self, placement: Any, pipeline: Pipeline, spec: RequestSpec, limit: int,
+                 rand: random.Random | None):
+        # Placement's request, in a stable order (the error names it).
+        self._wanted = (str(spec.resource_class), tuple(sorted(spec.traits)),
+                        tuple(sorted(spec.forbidden)))
+        self._placement = placement
+        self._pipeline = pipeline
+        self._spec = spec
+        self._limit = limit
+        self._rand = rand
+        self._tried: set[str] = set()
+        self._refused: dict[str, str] = {}
+        self._decision: Decision | None = None
+
+    def nodes(self) -> Iterator[str]:
+        for _round in range(CANDIDATE_ROUNDS):
+            facts = [node for node in candidate_facts(self._placement, *self._wanted,
+                                                      self._limit)
+                     if node.uuid not in self._tried and node.uuid not in self._refused]
+            if not facts:
+                return
+            self._decision = choose(self._pipeline, facts, self._spec, self._rand)
+            self._refused.update((node, str(why))
+                                 for node, why in self._decision.refused.items())
+            for host in self._decision.hosts:
+                yield host.uuid
+
+    def taken(self, node: str) -> None:
+        """``node`` could not be claimed (taken meanwhile, unowned, or hosting an instance)."""
+        self._tried.add(node)
+
+    def no_valid_host(self) -> NoValidHost:
+        rc, traits, forbidden = self._wanted
+        return NoValidHost(rc, traits, _reason(self._tried, self._refused, self._decision),
+                           forbidden)
 
 
 def choose(pipeline: Pipeline, facts: Iterable[NodeFacts], spec: RequestSpec,
@@ -229,9 +292,10 @@ class InstanceRecord:
 
 
 def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[str, ...],
-              instance_uuid: str, owner_of: OwnerOf,
-              record: InstanceRecord) -> db_instances.InstanceRow | None:
-    """The instance on ``node``, or None (and no allocation left) if the node cannot take it."""
+              instance_uuid: str, owner_of: OwnerOf, record: InstanceRecord, *,
+              admitted: bool = False) -> db_instances.InstanceRow | None:
+    """The instance on ``node``, or None (and no allocation left) if the node cannot take it.
+    ``admitted``: its row exists, unplaced (:func:`place_admitted`); else it is recorded."""
     if not allocations.put(placement, instance_uuid, node, rc, project_id=record.project_id,
                            user_id=record.user_id):
         LOG.info('instance %s: node %s taken meanwhile, next candidate', instance_uuid, node)
@@ -244,11 +308,14 @@ def _try_node(placement: Any, engine: Engine, node: str, rc: str, traits: tuple[
             allocations.remove(placement, instance_uuid)
             return None
         host, member_epoch = owner
+        if admitted:
+            return db_instances.assign_node(engine, instance_uuid, node, host, member_epoch,
+                                      expect_state=models.BUILDING, expect_unplaced=True)
         return db_instances.create_instance(engine, instance_uuid, rc, node_uuid=node, host=host,
-                                            member_epoch=member_epoch, traits=traits,
-                                            image=record.image, project_id=record.project_id,
-                                            user_id=record.user_id, name=record.name,
-                                            metadata=record.metadata, flavor=record.flavor)
+                                      member_epoch=member_epoch, traits=traits,
+                                      image=record.image, project_id=record.project_id,
+                                      user_id=record.user_id, name=record.name,
+                                      metadata=record.metadata, flavor=record.flavor)
     except db_instances.NodeInUse:
         LOG.info('instance %s: node %s hosts a live instance, next candidate', instance_uuid,
                  node)

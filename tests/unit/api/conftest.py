@@ -5,13 +5,14 @@ microversions. The real stack is the functional tests' (tests/functional/test_ap
 from __future__ import annotations
 
 import json
+from concurrent import futures
 
 import pytest
 import webob
 from oslo_config import cfg
 
 from computed import conf as computed_conf
-from computed.api import app, policy
+from computed.api import app, pending, policy
 from computed.api.backends import Backends
 from computed.instances.rpcapi import ServerAPI
 from computed.upgrade import levels
@@ -19,6 +20,19 @@ from tests.unit.instance.fakes import FakePlacement
 
 RC = 'CUSTOM_GOLD'
 NODES = [f'{i}' * 8 + '-0000-0000-0000-000000000000' for i in '123']
+
+
+class Inline(futures.Executor):
+    """Runs what is submitted in the caller's thread: a create's servers are placed before
+    its answer, so that a test reads them placed (the product places them after it)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
 
 
 class Casts:
@@ -86,9 +100,10 @@ def api(engine, tmp_path):
         placement.add(node, RC, ['CUSTOM_CAP_BOOT_MODE__UEFI'])
     casts = Casts()
     servers = ServerAPI(engine, placement, casts, lambda node: ('c1', 7))
+    builds = pending.BuildQueue(servers, engine, placement, Inline(), 120)
     backends = Backends(conf=conf, engine=engine, placement=placement, servers=servers,
                         coordinator=None, zookeeper=None, enforcer=policy.enforcer(conf),
-                        transport=None)
+                        transport=None, builds=builds)
     client = Client(app.build(conf, backends))
     client.casts = casts
     client.backends = backends

@@ -309,7 +309,7 @@ def test_keystone_mode_refuses_a_request_without_token_in_the_compute_format(eng
     conf(['--config-file', str(path)])
     backends = Backends(conf=conf, engine=engine, placement=None, servers=None,
                         coordinator=None, zookeeper=None, enforcer=policy.enforcer(conf),
-                        transport=None)
+                        transport=None, builds=None)
     client = Client(app.build(conf, backends), token='')
     kind, _message = error_of(client('GET', '/v2.1/servers', headers={
         'X-Identity-Status': 'Confirmed', 'X-Project-Id': 'p1', 'X-Roles': 'admin'}), 401)

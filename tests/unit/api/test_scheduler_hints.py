@@ -68,3 +68,28 @@ def test_a_raising_filter_is_a_server_in_error_never_a_500(api, monkeypatch):
     assert shown['status'] == 'ERROR'
     assert 'No valid host was found' in shown['fault']['message']
     assert 'BrokenFilter failed' in shown['fault']['message']
+
+
+def test_a_retried_build_keeps_its_hints(api):
+    # Issue 26's gap: the hints were not recorded, so a build retried on another node after a
+    # failed deploy ran the filters without them and could land on a node they exclude.
+    from computed.db import instances as db_instances
+    from computed.instances import reschedule
+    from computed.instances.retries import NextAttempt
+
+    allowed = NODES[:2]
+    query = json.dumps(['or', ['=', '$nodename', allowed[0]], ['=', '$nodename', allowed[1]]])
+    made = build(api, flavor(api), **{'os:scheduler_hints': {'query': query}})
+    assert made.status_int == 202, made.text
+    first = node_of(api, made)
+    assert first in allowed
+    row = db_instances.get_instance(api.engine, made.document['server']['id'])
+    assert row.scheduler_hints == {'query': query}
+    del api.placement.allocations[row.uuid]  # the failed attempt unwound
+    other = (set(allowed) - {first}).pop()
+    api.placement.allocations['someone-else'] = other  # left free: only the excluded node
+    moved = reschedule.next_node(api.placement, api.engine, row,
+                                 NextAttempt(frozenset({first}), 'attempt 1 failed'),
+                                 owner_of=lambda node: ('c1', 7), project_id=row.project_id,
+                                 user_id=row.user_id)
+    assert moved is None  # the third node is free, but the hint excludes it
