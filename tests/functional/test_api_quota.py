@@ -16,6 +16,7 @@ import uuid
 
 from openstack import exceptions as sdk_exc
 
+from tests.functional.daemons import wait_for
 from tests.functional.test_api import (  # noqa: F401 (fixtures)
     ADMIN,
     IMAGE,
@@ -58,7 +59,14 @@ def test_fifty_concurrent_creates_leave_at_most_the_limit(
     for thread in threads:
         thread.join()
     elapsed = time.monotonic() - started
-    servers = list(connection(compute, f"owner:{project}").compute.servers())
+    owner = connection(compute, f"owner:{project}")
+
+    def placed() -> tuple[list] | None:
+        # The 202 comes once a server is admitted; it is placed after (computed/api/pending).
+        found = list(owner.compute.servers())
+        return (found,) if all(s.task_state != "scheduling" for s in found) else None
+
+    (servers,) = wait_for(placed, 120, "every admitted server placed or in ERROR")
     usages = placement_api.get(f"/usages?project_id={project}", headers={
         "OpenStack-API-Version": "placement 1.9"}).json()["usages"]
     with_node = [s for s in servers if s.status != "ERROR"]

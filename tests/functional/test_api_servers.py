@@ -123,7 +123,9 @@ def test_novas_listing_actions_and_multiple_create(world, compute):  # noqa: F81
         "name": "db", "flavorRef": flavor.id, "imageRef": IMAGE, "networks": "none",
         "min_count": 2, "return_reservation_id": True}})
     assert made.status_code == 202 and made.json()["reservation_id"].startswith("r-")
-    failed = [s for s in member.compute.servers() if s.name.startswith("db-")]
+    # Placed after the 202 (computed/api/pending.py), as Nova schedules after its API answered.
+    failed = [member.compute.wait_for_server(s, status="ERROR", failures=[], wait=120)
+              for s in member.compute.servers() if s.name.startswith("db-")]
     assert sorted(s.name for s in failed) == ["db-1", "db-2"]
     assert {s.status for s in failed} == {"ERROR"}
     assert all("No valid host was found" in (s.fault or {}).get("message", "") for s in failed)
