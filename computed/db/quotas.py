@@ -166,8 +166,11 @@ def _quota_usage(conn: Connection, project_id: str, resource_class: str,
     # meanwhile is counted either by its reservation or by its row, never by neither.
     live = sa.and_(_instances.c.project_id == project_id,
                    _instances.c.state != models.DELETED)
+    # A server holds a unit of its class once placed; one admitted and not placed yet (no
+    # node nor host: computed.api.pending) is about to hold one, so it counts already.
+    admitted = sa.and_(_instances.c.state == models.BUILDING, _instances.c.host.is_(None))
     holds_class = sa.and_(live, _instances.c.resource_class == resource_class,
-                          _instances.c.node_uuid.is_not(None))
+                          sa.or_(_instances.c.node_uuid.is_not(None), admitted))
     rowless = sa.and_(
         _quota_reservations.c.project_id == project_id,
         _quota_reservations.c.created_at >= expired_before,
