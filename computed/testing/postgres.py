@@ -1,7 +1,8 @@
 """PostgreSQL for computed's own database, when a server is available.
 
 Reuses a server answering on 127.0.0.1:5432 (trust authentication for ``postgres``, as Debian's
-test machines have it) and creates a scratch database per stack, dropped on stop. When no server
+test machines have it) and creates a scratch database per stack, dropped on stop, and as many more
+as callers ask for (also dropped on stop), empty or copied from a template database. When no server
 answers but Debian's PostgreSQL binaries are installed, runs a private cluster as the ``postgres``
 user in the scratch directory. When neither is possible the stack has no PostgreSQL and the
 database layer is exercised on sqlite only (:func:`available` says which).
@@ -50,9 +51,13 @@ class PostgreSQL(Service):
         database = self.info.get("database") or f"computed_{uuid.uuid4().hex[:8]}"
         self.info.update(database=database, url=self.create_database(database))
 
-    def create_database(self, name: str) -> str:
-        """Create database ``name`` (dropped with the stack) and return its SQLAlchemy URL."""
-        self._psql(f'CREATE DATABASE "{name}"')
+    def create_database(self, name: str, template: str = "") -> str:
+        """Create database ``name`` (dropped with the stack) and return its SQLAlchemy URL.
+        With ``template``, the new database is a copy of that one (PostgreSQL copies its files:
+        a migrated schema without running the migrations again); nothing may be connected to
+        the template while it is copied."""
+        copy = f' TEMPLATE "{template}"' if template else ""
+        self._psql(f'CREATE DATABASE "{name}"{copy}')
         extra = self.info.setdefault("extra_databases", [])
         if name != self.info.get("database") and name not in extra:
             extra.append(name)
