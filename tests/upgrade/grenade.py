@@ -31,8 +31,9 @@ Three threads run from then to the end:
 
 The steps, in the runbook's order (docs/upgrades.md), each timed with the load beside it: soak
 on the previous release; database expand (this tree's ``computed-manage db sync``); each
-reporter; each daemon, one at a time (SIGTERM: it drains), the fleet converging after each, with
-one daemon rolled back to the previous release and upgraded again mid-way; computed-api;
+reporter (the next once it serves its topic); each daemon, one at a time (SIGTERM: it drains),
+the fleet converging after each, with one daemon rolled back to the previous release and
+upgraded again mid-way; computed-api;
 ``computed-manage db online_data_migrations``; with ``--pins previous`` (the default) the new
 processes run pinned by ``[upgrade_levels]`` to what the previous release serves and the pins
 are lifted by restarting each (``--pins auto``: no pin, the runbook's default, no such step);
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import random
 import signal
@@ -122,6 +124,8 @@ class FleetProcess(Process):
         super().__init__(*args, **kwargs)
 
     def start(self) -> FleetProcess:
+        #: Where this run's lines begin in the host's log (the releases before it wrote above).
+        self.log_offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             out.write(f"=== grenade: {self.script} of {self.release.name} starts\n".encode())
             out.flush()
@@ -160,6 +164,7 @@ class Grenade:
         self.tenant_stop = threading.Event()
         self.pets: set[str] = set()
         self.final_power = 0
+        self.slowest_look = 0.0
         self.thread_errors: list[str] = []
         self.tenant_nodes: list[str] = []
         self.toggled_nodes: list[str] = []
@@ -205,14 +210,14 @@ class Grenade:
         if host == "api":
             self.wait(lambda: api_serving(self.api_url), timeout, "computed-api serving",
                       [process])
-        else:
-            # A reporter or daemon has no endpoint that says it is ready in both releases: give
-            # it the seconds a start takes and make sure it did not exit (a daemon's readiness is
-            # the fleet converging, which the caller waits for).
-            time.sleep(2)
-            if not process.alive:
-                raise StepFailed(f"{host} ({process.release.name}) exited "
-                                 f"{process.proc.returncode}:\n{tail(process.log)}")
+        elif host in REPORTERS:
+            # Both releases log this line once the reporter consumes its topic (no endpoint
+            # says so in both); the next reporter waits for it, or no replica serves for the
+            # time a start takes (45 s at load 38: the providers stayed wrong that long).
+            self.wait(lambda: "serving topic" in process.log.read_text(
+                errors="replace")[process.log_offset:], timeout,
+                f"reporter {host} serving", [process])
+        # A daemon's readiness is the fleet converging, which the caller waits for.
 
     def wait(self, check, timeout: float, what: str, processes=()) -> None:
         deadline = time.monotonic() + timeout
@@ -411,6 +416,7 @@ class Grenade:
         ours = set(self.tenant_nodes) | set(self.toggled_nodes)
         fields = "uuid,maintenance,power_state,provision_state,instance_uuid"
         while not self.stop.wait(1.0):
+            began = time.monotonic()
             nodes = [n for n in list_nodes(self.stack["ironic"].url, fields)
                      if n["uuid"] in ours]
             offered = self.offered()
@@ -418,6 +424,8 @@ class Grenade:
             suspects = wrong_providers(nodes, offered, set())
             wrong = wrong_providers(nodes, offered, self.allocated(suspects))
             self.staleness.observe(time.time(), wrong, self.step)
+            # How long one look took: an episode's length is known to within that much.
+            self.slowest_look = max(self.slowest_look, time.monotonic() - began)
 
     def ironic_changes(self) -> None:
         url = self.stack["ironic"].url
@@ -582,7 +590,12 @@ class Grenade:
             f"{ledger['slowest'] or 0:.1f} s; final power actions on {self.final_power} servers")
         say(f"API answers {answers['by_class']} (other than 2xx: {answers['not_ok']}), 5xx "
             f"{len(answers['server_errors'])}, connections refused {answers['unreachable']}")
-        say(f"providers: {len(self.staleness.episodes())} wrong episodes, longest "
+        episodes = self.staleness.episodes()
+        (self.workdir / "wrong-providers.json").write_text(json.dumps(
+            [dataclasses.asdict(e) for e in episodes], indent=1))
+        say(f"providers: {len(episodes)} wrong episodes (in {self.workdir}/"
+            f"wrong-providers.json; one look at Ironic and Placement took up to "
+            f"{self.slowest_look:.1f} s), longest "
             + (f"{longest.length(time.time()):.1f} s (node {longest.node}, {longest.step})"
                if longest else "none") + f"; bound {self.args.events_bound:g} s")
         say(f"audit: {self.audit_records} records from {len(DAEMONS)} daemons, "
