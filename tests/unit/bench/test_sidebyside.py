@@ -126,3 +126,15 @@ def test_a_system_without_events_shows_none_made():
     text = "\n".join(sidebyside.table({300: {"nova": nova, "computed": ours}}))
     assert "| changes seen / made | 300 | 1 / 1 | - | |" in text
     assert "| maintenance on -> Placement reserved, p50 | 300 | 30.0 s | - | - |" in text
+
+
+def test_a_single_runs_recovered_summary_stands_for_its_lost_latencies():
+    nova = sidebyside.combine([{"events": [30.0, 40.0]}])
+    ours = sidebyside.combine([{"events": [], "events_summary": {"p50": 0.137, "p95": 0.262,
+                                                                 "seen": 20, "made": 20}}])
+    text = "\n".join(sidebyside.table({300: {"nova": nova, "computed": ours}}))
+    assert "| maintenance on -> Placement reserved, p50 | 300 | 30.0 s | 0.14 s | x 219.0 |" \
+        in text
+    assert "| changes seen / made | 300 | 2 / 2 | 20 / 20 | |" in text
+    two = sidebyside.combine([{"events": [], "events_summary": {"p50": 1.0}}, {"events": [2.0]}])
+    assert "events_summary" not in two and two["events"] == [2.0]
