@@ -297,6 +297,7 @@ class Phases:
         self.http = Http(stack["placement"].url)
         self.loads: dict[str, list[float]] = {}
         self.killed: tuple = ()
+        self.unfinished: dict = {}  # how far a cold start that hit its limit got
 
     def load(self, phase: str) -> None:
         self.loads.setdefault(phase, []).append(os.getloadavg()[0])
@@ -332,6 +333,8 @@ class Phases:
                 first = time.time() - t0
             self.alive_or_fail("the cold start")
             if time.time() > deadline:
+                self.unfinished = {"cold_over": self.args.cold_limit, "cold_count": n,
+                                   "first": first}
                 raise PhaseFailed(f"{self.side.name}: only {n} of {len(self.nodes)} providers "
                                   f"schedulable {self.args.cold_limit:.0f} s after the start")
             self.load("cold")
@@ -473,6 +476,8 @@ def one_phase(stack, workdir: Path, args, system: str, count: int, run: int, bas
     except PhaseFailed as exc:
         say(f"  {system} {count} run {run}: FAILED: {exc}")
         result["failed"] = str(exc).splitlines()[0]
+        if phases is not None:
+            result.update(phases.unfinished)
     except (KeyboardInterrupt, SystemExit):
         result["failed"] = "stopped before its end (Ctrl-C or SIGTERM)"
         raise

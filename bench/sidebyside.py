@@ -6,7 +6,8 @@ A phase's figures (one system, one node count, one run) are a dict with the keys
 :data:`FIGURES` (seconds, shares of one core, requests per minute), ``events`` (the seconds each
 maintenance change took to show in Placement; ``events_missed`` those never seen) and ``loads``
 (phase name -> (min, max) of the 1-minute load average); ``events_summary`` ({p50, p95, seen,
-made}) stands for ``events`` where only those were kept. A figure that was not measured is
+made}) stands for ``events`` where only those were kept; ``cold_over`` and ``cold_count`` say
+how far a cold start that hit its limit got. A figure that was not measured is
 ``None`` and shows as "-".
 """
 
@@ -99,6 +100,10 @@ def combine(runs: Sequence[dict]) -> dict:
         for phase, (low, high) in (r.get("loads") or {}).items():
             loads.setdefault(phase, []).extend([low, high])
     out["loads"] = {phase: (min(v), max(v)) for phase, v in loads.items()}
+    unfinished = [r for r in runs if r.get("cold") is None and r.get("cold_over")]
+    if unfinished:  # a cold start that hit its limit: how far the furthest got
+        out["cold_over"] = max(r["cold_over"] for r in unfinished)
+        out["cold_count"] = max(r.get("cold_count", 0) for r in unfinished)
     out["runs"] = len(runs)
     # a single run whose changes' latencies were lost but whose printed p50/p95 were recovered
     if len(runs) == 1 and not out["events"] and runs[0].get("events_summary"):
@@ -161,8 +166,12 @@ def table(results: dict[int, dict[str, dict]]) -> list[str]:
         lines.append(f"| changes seen / made | {nodes:,} | {_seen(nova)} | {_seen(ours)} | |")
         for key, label, unit in FIGURES:
             a, b = nova.get(key), ours.get(key)
-            lines.append(f"| {label} | {nodes:,} | {_figure(a, unit)} | {_figure(b, unit)} | "
-                         f"{ratio(a, b)} |")
+            shown = [_figure(a, unit), _figure(b, unit)]
+            if key == "cold":
+                shown = [f"> {side['cold_over']:,.0f} s ({side['cold_count']:,} of {nodes:,})"
+                         if side.get(key) is None and side.get("cold_over") else text
+                         for side, text in ((nova, shown[0]), (ours, shown[1]))]
+            lines.append(f"| {label} | {nodes:,} | {shown[0]} | {shown[1]} | {ratio(a, b)} |")
         lines.append(f"| 1-minute load by phase | {nodes:,} | {_loads(nova['loads'])} | "
                      f"{_loads(ours['loads'])} | |")
     return lines

@@ -138,3 +138,12 @@ def test_a_single_runs_recovered_summary_stands_for_its_lost_latencies():
     assert "| changes seen / made | 300 | 2 / 2 | 20 / 20 | |" in text
     two = sidebyside.combine([{"events": [], "events_summary": {"p50": 1.0}}, {"events": [2.0]}])
     assert "events_summary" not in two and two["events"] == [2.0]
+
+
+def test_a_cold_start_that_hit_its_limit_shows_how_far_it_got():
+    nova = sidebyside.combine([{"failed": "only 2424 of 3000", "cold_over": 1500.0,
+                                "cold_count": 2424, "first": 30.0}])
+    ours = sidebyside.combine([{"cold": 143.6}])
+    text = "\n".join(sidebyside.table({3000: {"nova": nova, "computed": ours}}))
+    assert ("| cold start: all providers schedulable in Placement | 3,000 | > 1,500 s (2,424 of "
+            "3,000) | 143.6 s | - |") in text
