@@ -41,6 +41,27 @@ class ApiProcess(Process):
     script = "computed-api"
 
 
+def start_api(stack, world, tmp_path, extra: str, name: str = "api") -> str:
+    """computed-api on a free loopback port, on the world's group and database, ``extra``
+    configuration after its [api] bind options (auth_strategy and what the test needs); its
+    URL once /healthcheck answers. It stops with the world's processes."""
+    port = free_port()
+    database = world.engine.url.render_as_string(hide_password=False)
+    api = ApiProcess(stack, tmp_path, name, group=world.group, database=database,
+                     extra=f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\n{extra}").start()
+    world.processes.append(api)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+    wait_for(healthy, 60, f"{name} serving", world.processes)
+    return url
+
+
 def connection(url: str, token: str, version: str | None = None) -> openstack.connection.Connection:
     """openstacksdk as a noauth2 user: the admin_token plugin sends the token to the endpoint."""
     kwargs = {"compute_api_version": version} if version else {}
@@ -58,22 +79,7 @@ def compute(stack, world, placement, tmp_path):
     for host in ("c1", "c2"):
         world.daemon(host)
     wait_schedulable(world, placement)
-    port = free_port()
-    database = world.engine.url.render_as_string(hide_password=False)
-    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database,
-                     extra=f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\n"
-                           "auth_strategy = noauth2\n[quota]\ninstances = 10\n").start()
-    world.processes.append(api)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy():
-        try:
-            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-    wait_for(healthy, 60, "computed-api serving", world.processes)
-    yield url
+    yield start_api(stack, world, tmp_path, "auth_strategy = noauth2\n[quota]\ninstances = 10\n")
 
 
 def gold_flavor(admin, world, name=None, **specs):

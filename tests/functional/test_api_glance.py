@@ -7,7 +7,6 @@ down are refused with nothing changed."""
 
 from __future__ import annotations
 
-import urllib.request
 import uuid
 
 import pytest
@@ -15,9 +14,8 @@ from openstack import exceptions as sdk_exc
 
 from computed.testing.keystone import ADMIN as KS_ADMIN
 from computed.testing.keystone import MEMBER_A, MEMBER_B
-from computed.testing.process import free_port
-from tests.functional.daemons import ironic, make_available, wait_for, wait_schedulable
-from tests.functional.test_api import ADMIN, ApiProcess, connection, error_body, gold_flavor
+from tests.functional.daemons import ironic, make_available, wait_schedulable
+from tests.functional.test_api import ADMIN, connection, error_body, gold_flavor, start_api
 from tests.functional.test_api_keystone import serve_keystone_api
 
 WORLD_NODES = 2
@@ -29,22 +27,9 @@ def compute(stack, world, placement, tmp_path, glance_service):
     world.reporter("r1")
     world.daemon("c1")
     wait_schedulable(world, placement)
-    port = free_port()
-    database = world.engine.url.render_as_string(hide_password=False)
-    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database, extra=(
-        f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\nauth_strategy = noauth2\n"
-        f"[glance]\nauth_type = none\nendpoint_override = {glance_service.url}\n")).start()
-    world.processes.append(api)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy():
-        try:
-            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-    wait_for(healthy, 60, "computed-api serving", world.processes)
-    yield url
+    yield start_api(stack, world, tmp_path, (
+        "auth_strategy = noauth2\n"
+        f"[glance]\nauth_type = none\nendpoint_override = {glance_service.url}\n"))
 
 
 def test_a_server_from_a_glance_image_reaches_ironic_as_its_image_source(

@@ -20,9 +20,8 @@ import pytest
 from openstack import exceptions as sdk_exc
 
 from computed.testing.keystone import ADMIN, MEMBER_A, MEMBER_B, PEOPLE
-from computed.testing.process import free_port
-from tests.functional.daemons import make_available, wait_for, wait_schedulable
-from tests.functional.test_api import IMAGE, ApiProcess, gold_flavor
+from tests.functional.daemons import make_available, wait_schedulable
+from tests.functional.test_api import IMAGE, gold_flavor, start_api
 
 WORLD_NODES = 2
 
@@ -34,26 +33,13 @@ def serve_keystone_api(stack, world, placement, tmp_path, keystone_service):
     world.reporter("r1")
     world.daemon("c1")
     wait_schedulable(world, placement)
-    port = free_port()
-    database = world.engine.url.render_as_string(hide_password=False)
     ks = keystone_service
-    api = ApiProcess(stack, tmp_path, "api", group=world.group, database=database, extra=(
-        f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\nauth_strategy = keystone\n"
+    yield start_api(stack, world, tmp_path, (
+        "auth_strategy = keystone\n"
         f"[keystone_authtoken]\nwww_authenticate_uri = {ks.auth_url}\n"
         f"auth_url = {ks.auth_url}\nauth_type = password\nusername = {ADMIN}\n"
         f"password = {ks.password(ADMIN)}\nproject_name = {PEOPLE[ADMIN][0]}\n"
-        "user_domain_id = default\nproject_domain_id = default\n")).start()
-    world.processes.append(api)
-    url = f"http://127.0.0.1:{port}"
-
-    def serving():
-        try:
-            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-    wait_for(serving, 60, "computed-api serving", world.processes)
-    yield url
+        "user_domain_id = default\nproject_domain_id = default\n"))
 
 
 @pytest.fixture

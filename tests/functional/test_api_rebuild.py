@@ -10,20 +10,18 @@ computed-api, fake hardware)."""
 from __future__ import annotations
 
 import base64
-import urllib.request
 
 import pytest
 from openstack import exceptions as sdk_exc
 
-from computed.testing.process import free_port
-from tests.functional.daemons import ironic, wait_for
+from tests.functional.daemons import ironic
 from tests.functional.test_api import (  # noqa: F401 - the fixture
     ADMIN,
     IMAGE,
-    ApiProcess,
     compute,
     connection,
     gold_flavor,
+    start_api,
 )
 
 WORLD_NODES = 2
@@ -108,22 +106,9 @@ def test_an_api_pinned_below_1_2_refuses_the_rebuild(stack, world, compute, tmp_
     node = node_of(compute, server.id)
     before = ironic(stack, "GET", f"/nodes/{node}?fields={FIELDS}")
 
-    port = free_port()
-    pinned = ApiProcess(stack, tmp_path, "api-pinned", group=world.group,
-                        database=world.engine.url.render_as_string(hide_password=False),
-                        extra=f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\n"
-                              "auth_strategy = noauth2\n"
-                              "[upgrade_levels]\ninstances = 1.1\n").start()
-    world.processes.append(pinned)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy():
-        try:
-            with urllib.request.urlopen(f"{url}/healthcheck", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-    wait_for(healthy, 60, "the pinned computed-api serving", world.processes)
+    url = start_api(stack, world, tmp_path,
+                    "auth_strategy = noauth2\n[upgrade_levels]\ninstances = 1.1\n",
+                    name="api-pinned")
 
     with pytest.raises(sdk_exc.ConflictException) as exc:
         connection(url, "dave:p8").compute.rebuild_server(server, NEW_IMAGE)
