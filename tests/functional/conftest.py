@@ -41,7 +41,8 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory):
+def session_stack(tmp_path_factory):
+    """The session's services (COMPUTED_STACK_DIR: a stack already up, reused)."""
     reuse = os.environ.get("COMPUTED_STACK_DIR")
     if reuse:
         yield Stack.load(Path(reuse))
@@ -57,6 +58,14 @@ def stack(tmp_path_factory):
         yield stack
     finally:
         stack.down()
+
+
+@pytest.fixture(scope="session")
+def stack(session_stack):
+    """The services a test runs on: the session's, unless its module overrides this fixture
+    (test_zookeeper_ensemble puts an ensemble in place of ZooKeeper). Session-scoped fixtures
+    take ``session_stack``: a module's override is module-scoped."""
+    return session_stack
 
 
 @pytest.fixture(scope="session")
@@ -111,15 +120,17 @@ def placement(computed_config):
 
 
 @pytest.fixture(scope="session")
-def migrated_template(stack):
-    """The name of a PostgreSQL database of the stack migrated once per session (None without
-    PostgreSQL): a test's own database is a copy of it (``CREATE DATABASE ... TEMPLATE``),
-    which costs a file copy in the server instead of running every migration again."""
-    if "postgres" not in stack:
+def migrated_template(session_stack):
+    """The name of a PostgreSQL database of the session's stack migrated once per session
+    (None without PostgreSQL): a test's own database is a copy of it (``CREATE DATABASE ...
+    TEMPLATE``), which costs a file copy in the server instead of running every migration
+    again. A module whose stack overrides ZooKeeper only shares the session's PostgreSQL."""
+    if "postgres" not in session_stack:
         return None
     name = f"template_{uuid.uuid4().hex[:8]}"
-    db.sync(stack["postgres"].create_database(name))  # disposes its engine: nothing stays on it
-    stack.save()  # dropped with the stack, also one reused through COMPUTED_STACK_DIR
+    # db.sync disposes its engine: nothing stays connected to the template.
+    db.sync(session_stack["postgres"].create_database(name))
+    session_stack.save()  # dropped with the stack, also one reused through COMPUTED_STACK_DIR
     return name
 
 
