@@ -48,7 +48,7 @@ from computed.api.request import Call, json_response
 from computed.db import instances as db_instances
 from computed.db import models
 from computed.instances import lifecycle
-from computed.instances.rpcapi import NeedsUpgrade, NoHost
+from computed.instances.rpcapi import NeedsUpgrade
 
 REBUILD = 'compute:servers:rebuild'
 
@@ -142,20 +142,14 @@ def _details(call: Call, body: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _refusals(row: db_instances.InstanceRow) -> Iterator[None]:
-    """What the server API refuses once past the checks here, as the Compute API answers it."""
+    """What the server API refuses once past the checks here, as the Compute API answers it:
+    :func:`computed.api.servers.raced`'s refusals, and a fleet not upgraded for rebuilds."""
     try:
-        yield
+        with servers.raced('rebuild', row):
+            yield
     except NeedsUpgrade as exc:
         raise errors.Conflict(f"Cannot 'rebuild' instance {row.uuid}: rebuild needs every "
                               f'compute daemon upgraded ({exc})') from None
-    except db_instances.InstanceConflict:
-        raise errors.Conflict(f"Cannot 'rebuild' instance {row.uuid}: its state changed while "
-                              'the request was recorded (another request on it is in '
-                              'progress)') from None
-    except db_instances.InstanceNotFound:
-        raise errors.NotFound(f'Instance {row.uuid} could not be found.') from None
-    except NoHost:
-        raise errors.Conflict(f"Cannot 'rebuild' instance {row.uuid}: it has no node") from None
 
 
 def rebuild(call: Call) -> webob.Response:

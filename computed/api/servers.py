@@ -765,7 +765,7 @@ def _flavor_copy(flavor: db_flavors.FlavorRow) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _raced(name: str, row: db_instances.InstanceRow) -> Iterator[None]:
+def raced(name: str, row: db_instances.InstanceRow) -> Iterator[None]:
     """What the server API refuses once the request is past the API's own checks, as the
     Compute API answers it: the instance changed state or hands since it was read (another
     request on it at the same moment: a delete and a reboot) is a 409, gone meanwhile a 404,
@@ -797,7 +797,7 @@ def delete(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, DELETE, call.context,
                      {'project_id': row.project_id})
     check_unlocked(call, 'delete', row)
-    with backend_errors(), _raced('delete', row):
+    with backend_errors(), raced('delete', row):
         call.backends.servers.action('delete', row.uuid)
     return empty(204)
 
@@ -820,7 +820,7 @@ def action(call: Call) -> webob.Response:
         raise errors.Conflict(f"Cannot '{name}' instance {row.uuid} while it is in vm_state "
                               f'{shown.vm_state}' + (f' (task {shown.task_state})'
                                                      if shown.task_state else ''))
-    with backend_errors(), _raced(name, row):
+    with backend_errors(), raced(name, row):
         call.backends.servers.action(operation, row.uuid)
     return empty(202)
 
@@ -838,7 +838,7 @@ def _reset_state(call: Call) -> webob.Response:
     if target == models.ACTIVE and row.node_uuid is None:
         raise errors.Conflict(f"Cannot 'os-resetState' instance {row.uuid} to active: it has "
                               'no node')
-    with _raced('os-resetState', row):
+    with raced('os-resetState', row):
         # ERROR keeps the fault there is (the reason it failed, if it did).
         db_instances.set_instance_state(call.backends.engine, row.uuid, target,
                                         row.fault if target == models.ERROR else None,
