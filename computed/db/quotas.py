@@ -50,21 +50,13 @@ _quota_reservations = QuotaReservation.__table__
 def quota_limits(engine: Engine, project_id: str) -> dict[str, int]:
     """``{resource: hard limit}`` the project has of its own (no defaults)."""
     with _transaction(engine) as conn:
-        return {row.resource: row.hard_limit for row in conn.execute(
-            sa.select(_quota_limits).where(_quota_limits.c.project_id == project_id))}
+        return _limits(conn, _quota_limits.c.project_id, project_id)
 
 
 def set_quota_limits(engine: Engine, project_id: str, limits: dict[str, int]) -> dict[str, int]:
     """Set the project's own limits for the given resources; all its own limits after."""
     with _transaction(engine, write=True) as conn:
-        for resource, hard_limit in limits.items():
-            conn.execute(sa.delete(_quota_limits).where(
-                _quota_limits.c.project_id == project_id,
-                _quota_limits.c.resource == resource))
-            conn.execute(sa.insert(_quota_limits).values(
-                project_id=project_id, resource=resource, hard_limit=hard_limit))
-        return {row.resource: row.hard_limit for row in conn.execute(
-            sa.select(_quota_limits).where(_quota_limits.c.project_id == project_id))}
+        return _set_limits(conn, _quota_limits.c.project_id, project_id, limits)
 
 
 def delete_quota_limits(engine: Engine, project_id: str) -> None:
@@ -78,22 +70,31 @@ def delete_quota_limits(engine: Engine, project_id: str) -> None:
 def quota_class_limits(engine: Engine, class_name: str) -> dict[str, int]:
     """``{resource: hard limit}`` set for the quota class (nothing for a class never set)."""
     with _transaction(engine) as conn:
-        return {row.resource: row.hard_limit for row in conn.execute(
-            sa.select(_quota_classes).where(_quota_classes.c.class_name == class_name))}
+        return _limits(conn, _quota_classes.c.class_name, class_name)
 
 
 def set_quota_class_limits(engine: Engine, class_name: str,
                            limits: dict[str, int]) -> dict[str, int]:
     """Set the class's limits for the given resources; all its limits after."""
     with _transaction(engine, write=True) as conn:
-        for resource, hard_limit in limits.items():
-            conn.execute(sa.delete(_quota_classes).where(
-                _quota_classes.c.class_name == class_name,
-                _quota_classes.c.resource == resource))
-            conn.execute(sa.insert(_quota_classes).values(
-                class_name=class_name, resource=resource, hard_limit=hard_limit))
-        return {row.resource: row.hard_limit for row in conn.execute(
-            sa.select(_quota_classes).where(_quota_classes.c.class_name == class_name))}
+        return _set_limits(conn, _quota_classes.c.class_name, class_name, limits)
+
+
+# Project limits and class limits are one shape of table: (owner key, resource, hard_limit).
+
+def _limits(conn: Connection, key: sa.Column, owner: str) -> dict[str, int]:
+    return {row.resource: row.hard_limit
+            for row in conn.execute(sa.select(key.table).where(key == owner))}
+
+
+def _set_limits(conn: Connection, key: sa.Column, owner: str,
+                limits: dict[str, int]) -> dict[str, int]:
+    table = key.table
+    for resource, hard_limit in limits.items():
+        conn.execute(sa.delete(table).where(key == owner, table.c.resource == resource))
+        conn.execute(sa.insert(table).values(
+            {key.name: owner, 'resource': resource, 'hard_limit': hard_limit}))
+    return _limits(conn, key, owner)
 
 
 # -- quota reservations ----------------------------------------------------------------------
