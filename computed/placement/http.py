@@ -18,14 +18,23 @@ Guarantees:
 * A connection failure, a timeout or a 5xx is :class:`PlacementUnavailable` (retry later); an
   authentication failure is :class:`PlacementError` (or Unavailable when Keystone answered
   5xx). Either names the provider or consumer the request was about and the request itself.
+* A 500 (Internal Server Error, not 502-504) is not taken for "unavailable" on its face: the
+  request is sent once more, and if it gets 500 again while Placement answers a probe that reads
+  its database (``GET`` :data:`PROBE`), the request itself is the cause (e.g. a NUL in a
+  provider name, which PostgreSQL cannot store): :class:`PlacementRequestFailed`, a
+  :class:`PlacementError` that callers must not resend as is (:func:`judge_500` decides). So a
+  request that makes Placement fail costs three requests, never an endless retry. A 500 whose
+  probe fails too stays :class:`PlacementUnavailable`.
 * Error details are one line of at most 300 characters.
-* No retries here: what is worth retrying (a generation conflict, a taken node) is a decision of
-  the caller, who knows what to re-read.
+* No other retries here: what is worth retrying (a generation conflict, a taken node) is a
+  decision of the caller, who knows what to re-read.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
@@ -34,6 +43,11 @@ from keystoneauth1 import exceptions as ks_exc
 MICROVERSION = '1.39'
 
 _DETAIL_CHARS = 300
+#: What is asked of Placement after a request got 500 twice: a read of its database that no
+#: request of computed's can break (a provider list filtered by a plain name).
+PROBE = '/resource_providers?name=computed-placement-probe'
+#: Seconds between a request's 500 and its one retry.
+RETRY_500_DELAY = 0.2
 
 
 class PlacementError(Exception):
@@ -70,11 +84,31 @@ class PlacementUnavailable(PlacementError):
     """Placement could not be reached or failed (5xx): worth retrying."""
 
 
+class PlacementRequestFailed(PlacementError):
+    """Placement answered 500 to this request twice while it answered others: the request
+    itself makes Placement fail. Resending it as is would fail for ever."""
+
+
+def judge_500(retry_status: int | None, probe_status: int | None) -> str:
+    """PURE: what a 500 means, from the status of the request's one retry and of the probe
+    sent after it (None: not sent, or no answer). ``"answered"``: the retry got an answer
+    below 500, use it; ``"request"``: the retry got 500 and the probe was answered 200, the
+    request is the cause; ``"unavailable"``: anything else (Placement fails whatever it is
+    asked)."""
+    if retry_status is not None and retry_status < 500:
+        return 'answered'
+    if retry_status == 500 and probe_status == 200:
+        return 'request'
+    return 'unavailable'
+
+
 class PlacementHTTP:
     """Sends requests to Placement through a keystoneauth ``Adapter``; thread-safe."""
 
-    def __init__(self, adapter: Any, microversion: str = MICROVERSION):
+    def __init__(self, adapter: Any, microversion: str = MICROVERSION, *,
+                 sleep: Callable[[float], None] = time.sleep):
         self._adapter = adapter
+        self._sleep = sleep
         self._headers = {'OpenStack-API-Version': f'placement {microversion}',
                          'Accept': 'application/json'}
         self._count_lock = threading.Lock()
@@ -92,8 +126,45 @@ class PlacementHTTP:
         ``uuid`` (a provider) and ``consumer`` name what the request is about, for errors.
 
         :raises PlacementUnavailable: no answer, or a 5xx.
+        :raises PlacementRequestFailed: a 500 caused by the request (see the module docstring).
         :raises PlacementError: Keystone refused the credentials.
         """
+        resp = self._send(method, url, uuid, body, consumer)
+        if resp.status_code != 500:
+            if resp.status_code > 500:
+                raise error(uuid, f'{method} {url}', resp, consumer=consumer)
+            return resp
+        first = resp
+        self._sleep(RETRY_500_DELAY)
+        retry = self._answer_or_none(method, url, uuid, body, consumer)
+        probe = None
+        if retry is not None and retry.status_code == 500:
+            probe = self._answer_or_none('GET', PROBE, None, None, None)
+        verdict = judge_500(None if retry is None else retry.status_code,
+                            None if probe is None else probe.status_code)
+        if verdict == 'answered':
+            return retry
+        if verdict == 'request':
+            raise PlacementRequestFailed(
+                uuid, f'{method} {url}', status=500, code=error_code(retry),
+                detail=_short('Placement failed this request twice (HTTP 500) while it answers '
+                              'others: the request is the cause, not resent as is: '
+                              + error_detail(retry)),
+                consumer=consumer)
+        raise error(uuid, f'{method} {url}', retry if retry is not None else first,
+                    consumer=consumer)
+
+    def _answer_or_none(self, method: str, url: str, uuid: str | None, body: Any,
+                        consumer: str | None) -> Any:
+        """The response to a request, None when it got no answer at all."""
+        try:
+            return self._send(method, url, uuid, body, consumer)
+        except PlacementUnavailable:
+            return None
+
+    def _send(self, method: str, url: str, uuid: str | None, body: Any,
+              consumer: str | None) -> Any:
+        """One request: its response, whatever its status."""
         with self._count_lock:
             self._requests += 1
         kwargs: dict[str, Any] = {'headers': self._headers, 'raise_exc': False}
@@ -115,8 +186,6 @@ class PlacementHTTP:
             status = getattr(exc, 'http_status', None)
             cls = PlacementUnavailable if status and status >= 500 else PlacementError
             raise cls(uuid, what, status=status, detail=_short(str(exc)), consumer=consumer)
-        if resp.status_code >= 500:
-            raise error(uuid, what, resp, consumer=consumer)
         return resp
 
 

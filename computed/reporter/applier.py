@@ -6,7 +6,11 @@ topic (:mod:`computed.reporter.endpoint`); each call carries a batch of
 answers with an outcome per report. For each report, in this order:
 
 1. **Validate** it (:meth:`Report.from_dict`, :meth:`ProviderState.from_dict`): a malformed report
-   is logged and answered ``invalid``, never retried, never fatal to the worker.
+   is logged and answered ``invalid``, never retried, never fatal to the worker. So is a report
+   Placement itself fails with a 500 while it answers other requests
+   (:class:`computed.placement.http.PlacementRequestFailed`, e.g. a name PostgreSQL cannot
+   store): one log line naming the provider, counted ``invalid``, never taken for "Placement
+   unavailable" and resent for ever.
    A ``seq`` too far ahead of this reporter's clock is malformed too
    (:data:`computed.providers.report.MAX_SEQ_AHEAD_MS`).
 2. **Fence** it: the live claim on the node must have that claim epoch (the claim znode's
@@ -79,7 +83,7 @@ from sqlalchemy.engine import Engine
 from computed.db import providers as db_providers
 from computed.fleet import claims
 from computed.placement.client import DeleteOutcome, PlacementClient
-from computed.placement.http import PlacementError, PlacementUnavailable
+from computed.placement.http import PlacementError, PlacementRequestFailed, PlacementUnavailable
 from computed.providers.report import MalformedReport, Outcome, Report
 from computed.providers.state import InvalidProvider, ProviderState
 
@@ -268,7 +272,7 @@ class ReportApplier:
         try:
             return None if self._placement.create(state) else Outcome.STALE
         except Exception as exc:
-            outcome, no_answer = _failure(report, exc)
+            outcome, no_answer = self._failure(report, exc)
             if no_answer:
                 unanswered.set()
             return outcome
@@ -282,7 +286,7 @@ class ReportApplier:
         try:
             return Outcome.APPLIED, self._write(report, state, row)
         except Exception as exc:
-            outcome, no_answer = _failure(report, exc)
+            outcome, no_answer = self._failure(report, exc)
             if no_answer:
                 unanswered.set()
             return outcome, None
@@ -308,6 +312,14 @@ class ReportApplier:
         # (computed.reporter.resync): a later change by someone else bumps it.
         return db_providers.Applied(json.dumps(state.to_dict(), sort_keys=True),
                                     self._placement.generation(report.uuid))
+
+    def _failure(self, report: Report, exc: Exception) -> tuple[Outcome, bool]:
+        """:func:`_failure`, counting the reports Placement itself fails
+        (``counts[PLACEMENT_REFUSED]``)."""
+        if isinstance(exc, PlacementRequestFailed):
+            with self._lock:
+                self.counts[PLACEMENT_REFUSED] += 1
+        return _failure(report, exc)
 
     def _count(self, outcome: Outcome) -> str:
         with self._lock:
@@ -350,6 +362,11 @@ def _failure(report: Report, exc: Exception) -> tuple[Outcome, bool]:
         LOG.warning("provider %s: node gone from Ironic but the provider has allocations; "
                     "kept", report.uuid)
         return Outcome.KEPT, False
+    if isinstance(exc, PlacementRequestFailed):
+        LOG.error("provider %s: Placement fails report seq %s itself (HTTP 500 twice, while it "
+                  "answers other requests); refused as invalid, not resent: %s",
+                  report.uuid, report.seq, exc)
+        return Outcome.INVALID, False
     if isinstance(exc, PlacementUnavailable):
         LOG.warning("provider %s: Placement unavailable, report will be resent: %s",
                     report.uuid, exc)
@@ -362,8 +379,11 @@ def _failure(report: Report, exc: Exception) -> tuple[Outcome, bool]:
     return Outcome.FAILED, False
 
 
+#: The count of reports Placement itself failed (a 500 of their own), beside the outcomes'.
+PLACEMENT_REFUSED = "placement_refused"
+
 #: Outcomes of a batch that record nothing, and stay true when the batch's commit fails.
-_UNRECORDED = (Outcome.KEPT, Outcome.FAILED)
+_UNRECORDED = (Outcome.KEPT, Outcome.FAILED, Outcome.INVALID)
 
 
 class ProviderLocks:

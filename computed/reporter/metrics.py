@@ -20,6 +20,7 @@ from oslo_config import cfg
 from prometheus_client.core import Metric
 
 from computed.providers.report import Outcome
+from computed.reporter.applier import PLACEMENT_REFUSED
 from computed.reporter.resync import Drift
 from computed.reporter.resync import Outcome as RepairOutcome
 from computed.runtime import metrics
@@ -57,6 +58,11 @@ class ReporterCollector:
         for outcome in Outcome:
             family.add_metric([outcome.value], float(counts.get(outcome.value, 0)))
         yield family
+        yield counter("reporter_placement_refused_reports", "Reports Placement itself failed: "
+                      "HTTP 500 to the report's request twice while it answered a probe (e.g. "
+                      "a name its database cannot store); answered invalid, not resent. Also "
+                      "counted in reporter_reports{outcome=\"invalid\"}.",
+                      value=float(counts.get(PLACEMENT_REFUSED, 0)))
         if self._resync is not None:
             yield from self._resync_metrics(dict(self._resync.counts))
 

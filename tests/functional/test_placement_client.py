@@ -313,3 +313,24 @@ def test_threads_applying_the_same_and_different_providers(client):
         client.apply(s)
     for s in updates:
         assert client.get(s.uuid) == s
+
+
+def test_a_request_placement_fails_with_500_is_refused_after_two_tries_not_unavailable(adapter):
+    """A NUL in a provider name makes the real Placement answer 500 on PostgreSQL (sqlite
+    stores it): the request is sent twice, Placement's database is probed, and the failure is
+    the request's, not 'Placement unavailable' to be resent for ever (issue 23 item 7)."""
+    from computed.placement import http
+    recorder = Recorder(adapter)
+    uuid = str(uuidlib.uuid4())
+    layer = http.PlacementHTTP(adapter)
+    try:
+        resp = layer.request('POST', '/resource_providers', uuid,
+                             body={'uuid': uuid, 'name': 'bad\x00name'})
+    except http.PlacementRequestFailed as exc:
+        assert not isinstance(exc, PlacementUnavailable)
+        assert exc.uuid == uuid and exc.status == 500 and 'NUL' in str(exc)
+        assert recorder.calls == [('POST', '/resource_providers')] * 2 + [('GET', http.PROBE)]
+    else:  # Placement on sqlite: nothing to refuse
+        assert resp.status_code == 200
+        pytest.skip("this Placement stores a NUL (sqlite): no 500 to judge")
+    assert layer.request('GET', f'/resource_providers/{uuid}', uuid).status_code == 404

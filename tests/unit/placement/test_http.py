@@ -76,3 +76,45 @@ def test_allocation_outcomes():
     body = adapter.requests[0][4]
     assert body["consumer_type"] == allocations.CONSUMER_TYPE
     assert (body["project_id"], body["user_id"]) == ("p", "u")
+
+
+SERVER_ERROR = Response(500, {"errors": [{"code": "placement.undefined_code",
+                                          "detail": "A string literal cannot contain NUL"}]})
+
+
+def test_a_500_that_the_request_causes_is_not_unavailable_and_is_sent_twice_only():
+    # The request gets 500 twice while the probe (a read of Placement's database) is answered.
+    adapter = ScriptedAdapter(SERVER_ERROR, SERVER_ERROR, Response(200, {"resource_providers": []}))
+    layer = http.PlacementHTTP(adapter, sleep=lambda _s: None)
+    with pytest.raises(http.PlacementRequestFailed) as err:
+        layer.request("POST", "/resource_providers", NODE, body={"name": "a\x00b"})
+    assert not isinstance(err.value, http.PlacementUnavailable)
+    assert err.value.uuid == NODE and err.value.status == 500
+    assert str(err.value).startswith(f"provider {NODE}: POST /resource_providers: HTTP 500")
+    assert "the request is the cause" in str(err.value) and "NUL" in str(err.value)
+    assert [(m, u) for m, u, *_ in adapter.requests] == [
+        ("POST", "/resource_providers"), ("POST", "/resource_providers"), ("GET", http.PROBE)]
+
+
+@pytest.mark.parametrize("probe", [SERVER_ERROR, Response(503), ks_exc.ConnectFailure("gone")])
+def test_a_500_while_placement_fails_everything_is_unavailable(probe):
+    adapter = ScriptedAdapter(SERVER_ERROR, SERVER_ERROR, probe)
+    with pytest.raises(http.PlacementUnavailable) as err:
+        http.PlacementHTTP(adapter, sleep=lambda _s: None).request(
+            "PUT", f"/resource_providers/{NODE}/inventories", NODE, body={})
+    assert err.value.status == 500 and err.value.uuid == NODE
+
+
+def test_a_500_whose_retry_is_answered_gives_that_answer():
+    adapter = ScriptedAdapter(SERVER_ERROR, Response(409))
+    layer = http.PlacementHTTP(adapter, sleep=lambda _s: None)
+    assert layer.request("GET", "/resource_providers/x", "x").status_code == 409
+    assert len(adapter.requests) == 2 and layer.request_count == 2
+
+
+@pytest.mark.parametrize("retry,probe,verdict", [
+    (200, None, "answered"), (409, None, "answered"), (500, 200, "request"),
+    (500, 500, "unavailable"), (500, None, "unavailable"), (None, None, "unavailable"),
+    (503, None, "unavailable"), (500, 404, "unavailable")])
+def test_judge_500(retry, probe, verdict):
+    assert http.judge_500(retry, probe) == verdict

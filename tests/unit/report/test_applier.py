@@ -6,7 +6,7 @@ import pytest
 from computed.db import common as db_common
 from computed.db import providers as db_providers
 from computed.placement.client import DeleteOutcome
-from computed.placement.http import PlacementUnavailable
+from computed.placement.http import PlacementRequestFailed, PlacementUnavailable
 from computed.providers.report import Report
 from computed.reporter.applier import ReportApplier, newest_per_provider, split_new
 from tests import database
@@ -238,6 +238,28 @@ def test_a_placement_error_answer_does_not_fail_the_rest_of_the_batch(world):
     placement.apply = error_for_u1
     answers = applier.apply([report(U1), report(U2, epoch=9)])
     assert sorted(answers) == [[U1, 1, "failed"], [U2, 1, "applied"]]
+
+
+def test_a_report_placement_itself_fails_is_invalid_once_counted_and_logged(world, caplog):
+    """A 500 the request causes (PlacementRequestFailed) is not 'Placement unavailable': the
+    report is answered invalid (its sender does not resend it for ever), one line names the
+    provider, and it is counted; the batch's other reports are applied."""
+    placement, engine, _, applier = world
+    real = placement.apply
+
+    def nul_for_u1(provider, assume_new=False, last_applied=None):
+        if provider.uuid == U1:
+            raise PlacementRequestFailed(provider.uuid, "POST /resource_providers", status=500,
+                                         detail="the request is the cause")
+        return real(provider, assume_new, last_applied)
+
+    placement.apply = nul_for_u1
+    answers = applier.apply([report(U1), report(U2, epoch=9)])
+    assert sorted(answers) == [[U1, 1, "invalid"], [U2, 1, "applied"]]
+    assert last_applied(engine, U1) is None
+    assert applier.counts["invalid"] == 1 and applier.counts["placement_refused"] == 1
+    lines = [r.getMessage() for r in caplog.records if U1 in r.getMessage()]
+    assert len(lines) == 1 and "not resent" in lines[0] and "unavailable" not in lines[0]
 
 
 # -- batches (issue 13 item 9) -------------------------------------------------------------------
