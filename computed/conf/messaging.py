@@ -33,6 +33,18 @@ ALL_OPTS = [
              'move it first everywhere, then remove the old one (docs/operations.md). Empty: '
              'nothing is signed, and a message is only checked for its shape '
              '(docs/security.md).'),
+    cfg.BoolOpt(
+        'accept_unsigned',
+        default=False,
+        help='With signing_keys set, also accept messages that carry no signature (from '
+             'processes not yet given the keys, or no longer), counted as '
+             'computed_rpc_messages_unsigned_accepted; a message signed with a key none of '
+             'signing_keys verifies is still refused. Only for turning signing on or off '
+             'without refusing anything: set it with the keys everywhere, restart each '
+             'process, then once every process signs (the count no longer grows anywhere) '
+             'remove it and restart each again (docs/operations.md). While it is set, anyone '
+             'who can publish on the bus can send unsigned messages that are accepted. '
+             'Without signing_keys it changes nothing.'),
     cfg.IntOpt(
         'signature_max_age',
         default=300,

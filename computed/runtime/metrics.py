@@ -184,6 +184,11 @@ class _RpcRefusedCollector:
     # Process-wide, as the counts are: the daemon's instance casts, the reporter's report calls.
     def collect(self) -> Iterable[CounterMetricFamily]:
         yield _rpc_refused()
+        yield CounterMetricFamily(
+            f"{PREFIX}_rpc_messages_unsigned_accepted", "RPC messages without a signature "
+            "accepted because [messaging] accept_unsigned is set (turning signing on or off): "
+            "once it no longer grows on any process, every sender signs.",
+            value=float(rpc.unsigned_accepted_count()))
 
 
 class _BuildInfoCollector:

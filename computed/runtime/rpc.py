@@ -11,11 +11,15 @@ be before any endpoint sees it:
 * Every server :func:`get_server` makes dispatches through a :class:`GuardedDispatcher`, which
   first checks the envelope (:class:`computed.runtime.signing.Verifier`: with keys, unsigned,
   forged, expired, replayed and misdirected messages are refused; without, only the shape is
-  checked), then that the method is one the endpoint serves (its ``rpc_methods`` when it
-  declares them: an endpoint's other public methods are not on the bus). A refused message, an
-  unknown method or an unsupported version is one log line (method, claimed sender, reason;
-  never a traceback, a key nor a signature) and a count by reason (:func:`refused_counts`, the
-  metric ``computed_rpc_messages_refused``); a call gets the refusal as its error, a cast is
+  checked; with keys and ``[messaging] accept_unsigned``, a message without a signature
+  is accepted and counted, :func:`unsigned_accepted_count`, the metric
+  ``computed_rpc_messages_unsigned_accepted``, so that signing can be turned on or off
+  across a running fleet without refusing anything), then that the method is one the
+  endpoint serves (its ``rpc_methods`` when it declares them: an endpoint's other public
+  methods are not on the bus). A refused message, an unknown method or an unsupported
+  version is one log line (method, claimed sender, reason; never a traceback, a key nor a
+  signature) and a count by reason (:func:`refused_counts`, the metric
+  ``computed_rpc_messages_refused``); a call gets the refusal as its error, a cast is
   dropped. Thread-safety: oslo.messaging dispatches from a pool; the counts and each verifier's
   memory are behind locks.
 
@@ -136,8 +140,13 @@ def get_server(transport: oslo_messaging.Transport, topic: str, server: str,
     """A server consuming ``topic`` (shared) and ``topic.server`` (its own), dispatching only
     messages its :class:`GuardedDispatcher` accepts."""
     conf = transport.conf
-    _keys(conf)  # registers [messaging] on a bare configuration
-    verifier = signing.Verifier(_keys(conf), conf.messaging.signature_max_age)
+    keys = _keys(conf)  # registers [messaging] on a bare configuration
+    verifier = signing.Verifier(keys, conf.messaging.signature_max_age,
+                                accept_unsigned=conf.messaging.accept_unsigned)
+    if keys and conf.messaging.accept_unsigned:
+        LOG.warning("%s.%s accepts unsigned RPC messages ([messaging] accept_unsigned): remove "
+                    "it once every process of the fleet signs (docs/operations.md, \"Signing "
+                    "keys\")", topic, server)
     target = oslo_messaging.Target(topic=topic, server=server)
     return oslo_messaging.get_rpc_server(
         transport, target, list(endpoints), executor="threading",
@@ -169,6 +178,22 @@ def refused_counts() -> dict[str, int]:
 def _count(reason: str) -> None:
     with _refused_lock:
         _refused[reason] += 1
+
+
+_unsigned_accepted = 0
+
+
+def unsigned_accepted_count() -> int:
+    """Messages without a signature this process's servers accepted because of
+    ``[messaging] accept_unsigned`` (none while it is off, or without keys)."""
+    with _refused_lock:
+        return _unsigned_accepted
+
+
+def _count_unsigned() -> None:
+    global _unsigned_accepted
+    with _refused_lock:
+        _unsigned_accepted += 1
 
 
 class GuardedDispatcher(rpc_dispatcher.RPCDispatcher):
@@ -212,6 +237,8 @@ class GuardedDispatcher(rpc_dispatcher.RPCDispatcher):
                 raise signing.Refused("malformed", "its arguments are not an object")
             sender = self._verifier.check(incoming.ctxt, method, args, self._topic,
                                           self._server)
+            if not sender.signed:
+                _count_unsigned()
             return super().dispatch(incoming)
         except signing.Refused as exc:
             self._refuse(method, incoming.ctxt, exc.reason, str(exc))
@@ -219,7 +246,7 @@ class GuardedDispatcher(rpc_dispatcher.RPCDispatcher):
         except (rpc_dispatcher.NoSuchMethod, rpc_dispatcher.UnsupportedVersion) as exc:
             # oslo.messaging would log these with a traceback; the caller of a call still
             # gets the exception (a daemon's outbox retries an UnsupportedVersion).
-            self._refuse(method, incoming.ctxt, "unknown_method", f"{exc} (from {sender})")
+            self._refuse(method, incoming.ctxt, "unknown_method", f"{exc} (from {sender or None})")
             raise oslo_messaging.ExpectedException() from None
 
     def _refuse(self, method: Any, ctxt: Any, reason: str, why: str) -> None:

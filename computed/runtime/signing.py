@@ -25,6 +25,11 @@ reason a metric counts it under):
   Reasons: ``unsigned``, ``forged`` (no key gives that MAC: a wrong key, or a changed message),
   ``expired``, ``replayed``, ``misdirected``, ``malformed`` (an envelope of the wrong shape, or
   a context with other keys).
+* **With keys and** ``accept_unsigned`` (``[messaging] accept_unsigned``, while signing is
+  turned on or off across a fleet): as with keys, except that a message without a MAC (an
+  empty context, or an envelope whose ``mac`` is null) is accepted as it would be without
+  keys; :meth:`Verifier.check` says so (:attr:`Accepted.signed` false) so that the caller
+  counts it. A MAC that no key computes is still ``forged``.
 * **Without keys**: an empty context (a sender from before signing) or a well-formed envelope,
   signed or not (a receiver not yet given the key while its senders have it, during a
   rollout). A context with any other key (``{"user": "nobody"}``) is ``malformed``: computed
@@ -68,6 +73,19 @@ MAX_NONCES = 200_000
 _FIELDS = frozenset({"v", "sender", "topic", "server", "ts", "nonce", "mac"})
 _HEX = re.compile(r"[0-9a-f]+")
 _NAME = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,255}")
+
+
+class Accepted(str):
+    """The sender an accepted message claims (a ``str``; empty for an empty context), and
+    whether it was signed: :attr:`signed` is false only for a message accepted without a MAC
+    by a verifier that has keys (``accept_unsigned``)."""
+
+    signed: bool
+
+    def __new__(cls, sender: str | None, signed: bool = True) -> Accepted:
+        accepted = super().__new__(cls, sender or "")
+        accepted.signed = signed
+        return accepted
 
 
 class Refused(Exception):
@@ -131,8 +149,9 @@ class Verifier:
     def __init__(self, keys: Sequence[bytes], max_age: float,
                  clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
-                 max_nonces: int = MAX_NONCES):
+                 max_nonces: int = MAX_NONCES, accept_unsigned: bool = False):
         self._keys = list(keys)
+        self.accept_unsigned = accept_unsigned
         self._max_age = max_age
         self._clock = clock
         self._monotonic = monotonic
@@ -142,12 +161,13 @@ class Verifier:
 
     @property
     def requires_signatures(self) -> bool:
-        return bool(self._keys)
+        return bool(self._keys) and not self.accept_unsigned
 
     def check(self, ctxt: Any, method: str, args: Any, topic: str,
-              server: str | None) -> str | None:
-        """The sender an acceptable message claims (None for an empty context); raises
-        :class:`Refused` otherwise. ``topic``/``server``: where this receiver listens."""
+              server: str | None) -> Accepted:
+        """The sender an acceptable message claims (empty for an empty context), as
+        :class:`Accepted`; raises :class:`Refused` otherwise. ``topic``/``server``: where this
+        receiver listens."""
         if ctxt is None:
             ctxt = {}
         if not isinstance(ctxt, Mapping):
@@ -158,15 +178,17 @@ class Verifier:
                                        f"no computed sender writes")
         envelope = ctxt.get(ENVELOPE)
         if envelope is None:
-            if self._keys:
+            if self._keys and not self.accept_unsigned:
                 raise Refused("unsigned", "it is not signed, and [messaging] signing_keys is "
                                           "set here")
-            return None
+            return Accepted(None, signed=not self._keys)
         _check_shape(envelope)
         sender = envelope["sender"]
         if not self._keys:
-            return sender
+            return Accepted(sender)
         if envelope["mac"] is None:
+            if self.accept_unsigned:
+                return Accepted(sender, signed=False)
             raise Refused("unsigned", f"sender {sender!r} did not sign it, and [messaging] "
                                       f"signing_keys is set here")
         try:
@@ -189,7 +211,7 @@ class Verifier:
                                          f"{envelope['topic']}.{envelope['server']}, "
                                          f"received on {topic}.{server}")
         self._remember(envelope["nonce"], sender)
-        return sender
+        return Accepted(sender)
 
     def _remember(self, nonce: str, sender: str) -> None:
         now = self._monotonic()

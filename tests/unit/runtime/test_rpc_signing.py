@@ -44,12 +44,13 @@ class Worker:
         self.arrived.set()
 
 
-def transport(keys=(), host="c1"):
+def transport(keys=(), host="c1", accept_unsigned=False):
     conf = cfg.ConfigOpts()
     conf.register_opts([cfg.StrOpt("host", default=host)])
     conf([])
     rpc.register_opts(conf)
     conf.set_override("signing_keys", list(keys), group="messaging")
+    conf.set_override("accept_unsigned", accept_unsigned, group="messaging")
     return rpc.get_transport(conf, url="fake://")
 
 
@@ -58,9 +59,9 @@ def bus():
     """A server for ``c1`` on a fake bus and what it received; ``send(keys)`` gives clients."""
     made = []
 
-    def serve(keys=()):
+    def serve(keys=(), accept_unsigned=False):
         worker = Worker()
-        server_transport = transport(keys)
+        server_transport = transport(keys, accept_unsigned=accept_unsigned)
         server = rpc.get_server(server_transport, "computed", "c1", [worker])
         server.start()
         made.append((server, server_transport))
@@ -167,6 +168,53 @@ def test_with_keys_a_signed_cast_and_call_are_served(bus):
                                              reports=[{"uuid": UUID, "seq": 1}])
     assert worker.calls[0] == ("delete_instance", UUID)
     assert answer == [[UUID, 1, "applied"]]
+
+
+def test_turning_signing_on_refuses_nothing_while_receivers_accept_unsigned(bus, caplog):
+    """The rollout of docs/operations.md: receivers with the key and accept_unsigned serve the
+    unsigned senders not yet restarted (counted) and the signed ones; a wrong key is still
+    forged."""
+    with caplog.at_level(logging.WARNING):
+        worker, _ = bus([KEY_A], accept_unsigned=True)
+    assert "accepts unsigned RPC messages" in caplog.text
+    before, unsigned = rpc.refused_counts(), rpc.unsigned_accepted_count()
+    for keys in ([], [KEY_A]):  # a sender not yet restarted, one restarted with the key
+        worker.arrived.clear()
+        rpc.get_client(transport(keys), "computed", server="c1", version="1.1").cast(
+            {}, "delete_instance", instance_uuid=UUID)
+        settle(worker, 5)
+    raw = oslo_messaging.get_rpc_client(transport(), oslo_messaging.Target(
+        topic="computed", server="c1", version="1.1"))
+    assert raw.prepare(timeout=10).call({}, "apply_reports", reports=[]) == []  # empty context
+    assert worker.calls == [("delete_instance", UUID)] * 2 + [("apply_reports", [])]
+    assert rpc.unsigned_accepted_count() - unsigned == 2
+    assert rpc.refused_counts() == before
+    worker.arrived.clear()
+    rpc.get_client(transport([KEY_B]), "computed", server="c1", version="1.1").cast(
+        {}, "delete_instance", instance_uuid=UUID)
+    settle(worker)
+    assert len(worker.calls) == 3 and refused_since(before, "forged") == 1
+    # Step 2 (accept_unsigned removed): test_with_keys_an_unsigned_cast_is_refused_and_counted.
+
+
+def test_accept_unsigned_without_keys_changes_nothing():
+    context, _, _ = signed(keys=())
+    for accept in (False, True):
+        accepted = check(signing.Verifier([], max_age=60, accept_unsigned=accept), context)
+        assert accepted == "api" and accepted.signed
+        assert check(signing.Verifier([], max_age=60, accept_unsigned=accept), {}).signed
+
+
+def test_with_accept_unsigned_a_signed_message_is_still_fully_checked():
+    verifier = signing.Verifier([KEY_A.encode()], max_age=60, accept_unsigned=True)
+    context, _, _ = signed()
+    accepted = check(verifier, context)
+    assert accepted == "api" and accepted.signed
+    assert reason(verifier, context) == "replayed"
+    old, _, _ = signed(clock=lambda: time.time() - 61)
+    assert reason(verifier, old) == "expired"
+    unsigned = check(verifier, signed(keys=())[0])
+    assert unsigned == "api" and not unsigned.signed
 
 
 def test_a_refused_call_gets_the_refusal_as_its_error(bus):
