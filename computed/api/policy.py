@@ -150,6 +150,12 @@ RULES = [
           [('GET', '/limits')]),
     _rule('compute:services', 'rule:admin_api', 'List, disable and enable the daemons.',
           [('GET', '/os-services'), ('PUT', '/os-services/{service_id}')]),
+    _rule('compute:hosts', 'rule:admin_api',
+          'List the daemons as hosts, show what a host\'s servers use, enable and disable one '
+          '(Nova\'s deprecated os-hosts, to 2.42).',
+          [('GET', '/os-hosts'), ('GET', '/os-hosts/{host_name}'),
+           ('PUT', '/os-hosts/{host_name}'), ('GET', '/os-hosts/{host_name}/startup'),
+           ('GET', '/os-hosts/{host_name}/shutdown'), ('GET', '/os-hosts/{host_name}/reboot')]),
     _rule('compute:hypervisors', 'rule:admin_api',
           'List and show the nodes as hypervisors, and their statistics.',
           [('GET', '/os-hypervisors'), ('GET', '/os-hypervisors/detail'),

@@ -325,6 +325,17 @@ SERVICE_UPDATE_LEGACY = {
     'additionalProperties': False,
 }
 
+_ENABLE = {'type': 'string', 'enum': ['enable', 'disable', 'Enable', 'Disable', 'ENABLE',
+                                      'DISABLE']}
+
+#: ``PUT /os-hosts/{host}``, Nova's: one of them at least.
+HOST_UPDATE = {
+    'type': 'object',
+    'properties': {'status': _ENABLE, 'maintenance_mode': _ENABLE},
+    'anyOf': [{'required': ['status']}, {'required': ['maintenance_mode']}],
+    'additionalProperties': False,
+}
+
 
 #: Longest string value an error message quotes.
 QUOTED = 64

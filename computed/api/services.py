@@ -142,7 +142,10 @@ def index(call: Call) -> webob.Response:
     return json_response(200, {'services': documents})
 
 
-def _set(call: Call, host: str, disable: bool, reason: str | None) -> dict[str, Any]:
+def set_disabled(call: Call, host: str, disable: bool, reason: str | None) -> dict[str, Any]:
+    """Disable (drain, with ``reason``) or enable the daemon ``host``; its service as
+    :func:`daemons` lists it, changed. 404 for an unknown host, 409 to disable one that is
+    down. What ``PUT /os-services`` and ``PUT /os-hosts`` change."""
     backends = call.backends
     services = {service['host']: service for service in _services(backends)}
     if host not in services:
@@ -173,7 +176,7 @@ def update(call: Call) -> webob.Response:
                                   'be found.')
         reason = body.get('disabled_reason')
         host = normalise_host(body['host'])
-        _set(call, host, target != 'enable', reason)
+        set_disabled(call, host, target != 'enable', reason)
         result = {'host': host, 'binary': body['binary'],
                   'status': 'enabled' if target == 'enable' else 'disabled'}
         if target == 'disable-log-reason':
@@ -184,6 +187,6 @@ def update(call: Call) -> webob.Response:
     by_id = {service_id(call, call.backends.group, s['host'], 0): s for s in services}
     if target not in by_id:
         raise errors.NotFound(f'Service {target} could not be found.')
-    service = _set(call, by_id[target]['host'], body['status'] == 'disabled',
+    service = set_disabled(call, by_id[target]['host'], body['status'] == 'disabled',
                    body.get('disabled_reason'))
     return json_response(200, {'service': document(call, service, 0)})

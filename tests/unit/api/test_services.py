@@ -36,7 +36,7 @@ def test_without_a_binary_they_are_computed_and_other_binaries_have_none(admin):
 
 def test_the_legacy_update_takes_novas_binary_name(admin, monkeypatch):
     changed = []
-    monkeypatch.setattr(services, '_set', lambda call, host, disable, reason:
+    monkeypatch.setattr(services, 'set_disabled', lambda call, host, disable, reason:
                         changed.append((host, disable, reason)))
     response = admin('PUT', '/v2.1/os-services/disable',
                      {'host': 'c1', 'binary': 'nova-compute'})
