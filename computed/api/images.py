@@ -46,16 +46,20 @@ def judge(image_id: str, image: dict[str, Any] | None, project_id: str, admin: b
     public and community images are everyone's, private and shared ones their owner's,
     shared ones also their members' (``member()`` asks Glance, only when it matters), and an
     admin sees every image as Glance's admin does."""
-    not_found = BadImage(f'Image {image_id} could not be found.')
-    if image is None:
-        raise not_found
-    visible = (admin or image.get('visibility') in PUBLIC
-               or (image.get('owner') is not None and image.get('owner') == project_id)
-               or (image.get('visibility') == 'shared' and member()))
-    if not visible:
-        raise not_found
+    if image is None or not visible(image, project_id, admin, member):
+        raise BadImage(f'Image {image_id} could not be found.')
     if image.get('status') != 'active':
         raise BadImage(f'Image {image_id} is not active.')
+
+
+def visible(image: dict[str, Any], project_id: str, admin: bool,
+            member: Callable[[], bool] = lambda: False) -> bool:
+    """Whether ``project_id`` sees ``image`` (Glance's document): public and community images
+    are everyone's, private and shared ones their owner's, shared ones also their members'
+    (``member()`` asks Glance, only when it matters); an admin sees every image."""
+    return (admin or image.get('visibility') in PUBLIC
+            or (image.get('owner') is not None and image.get('owner') == project_id)
+            or (image.get('visibility') == 'shared' and member()))
 
 
 def shown(image: str | None, application_url: str) -> dict[str, Any] | str:

@@ -114,3 +114,78 @@ def test_keystone_mode_reads_glance_from_the_catalog_with_the_callers_token(
         == image["id"]
     member_a.compute.delete_server(server)
     member_a.compute.wait_for_delete(server, wait=120)
+
+
+# -- the /images proxy (Nova's, to 2.35; its metadata to 2.38) -------------------------------
+
+def test_the_images_proxy_through_openstacksdk(compute, glance_service):
+    """openstacksdk's compute images: Glance's images as Nova's proxy shows them, their
+    properties as metadata (written back to Glance), deleted through the proxy; another
+    project's private image is not found; bad input is a 400 that changes nothing."""
+    from openstack.compute.v2.image import Image
+
+    suffix = uuid.uuid4().hex[:6]
+    mine = glance_service.upload(f"mine-{suffix}", owner="p1", visibility="private")
+    public = glance_service.upload(f"public-{suffix}", owner="p0")
+    theirs = glance_service.upload(f"theirs-{suffix}", owner="p2", visibility="private")
+    member = connection(compute, "alice:p1")
+    other = connection(compute, "bob:p2")
+
+    listed = {image.id: image for image in member.compute.images(details=True)}
+    assert {mine["id"], public["id"]} <= set(listed) and theirs["id"] not in listed
+    shown = member.compute.get_image(mine["id"])
+    assert (shown.name, shown.status, shown.progress, shown.size, shown.min_ram) == \
+        (f"mine-{suffix}", "ACTIVE", 100, 1024, 0)
+    assert [link["rel"] for link in shown.links] == ["self", "bookmark", "alternate"]
+    assert shown.links[2]["href"] == f"{glance_service.url}/images/{mine['id']}"
+    by_name = list(member.compute.images(name=f"mine-{suffix}"))
+    assert [image.id for image in by_name] == [mine["id"]]
+    assert len(list(member.compute.images(limit=1, paginated=False))) == 1
+    with pytest.raises(sdk_exc.NotFoundException):
+        member.compute.get_image(theirs["id"])
+    with pytest.raises(sdk_exc.NotFoundException):
+        member.compute.get_image(str(uuid.uuid4()))
+
+    # Metadata: Glance's own properties of the image, written there.
+    member.compute.set_image_metadata(mine["id"], os_distro="debian", os_version="12")
+    assert member.compute.get_image_metadata(mine["id"]).metadata == {
+        "os_distro": "debian", "os_version": "12"}
+    assert glance_service._request("GET", f"/v2/images/{mine['id']}")["os_distro"] == "debian"
+    Image(id=mine["id"]).replace_metadata(member.compute, {"os_distro": "alpine",
+                                                           "architecture": "x86_64"})
+    assert member.compute.get_image(mine["id"]).metadata == {
+        "os_distro": "alpine", "architecture": "x86_64"}
+    member.compute.delete_image_metadata(mine["id"], ["architecture"])
+    assert member.compute.get_image_metadata(mine["id"]).metadata == {"os_distro": "alpine"}
+    item = member.compute.get(f"/images/{mine['id']}/metadata/os_distro")
+    assert item.json() == {"meta": {"os_distro": "alpine"}}
+
+    # Refused, nothing changed: Glance's own attributes, another project's image, a key the
+    # body does not name, over the metadata_items quota, too late a microversion.
+    for body, status in (({"metadata": {"name": "x"}}, 400),
+                         ({"metadata": {"k": 1}}, 400),
+                         ({"metadata": {f"k{i}": "v" for i in range(129)}}, 403)):
+        response = member.compute.post(f"/images/{mine['id']}/metadata", json=body)
+        assert response.status_code == status, response.text
+    response = member.compute.put(f"/images/{mine['id']}/metadata/os_distro",
+                                  json={"meta": {"other": "x"}})
+    assert response.status_code == 400 and "mismatch" in response.text
+    response = other.compute.post(f"/images/{mine['id']}/metadata",
+                                  json={"metadata": {"k": "v"}})
+    assert response.status_code == 404, response.text
+    response = other.compute.delete(f"/images/{public['id']}")
+    assert response.status_code == 403, response.text
+    assert member.compute.get(f"/images/{mine['id']}",
+                              microversion="2.36").status_code == 404
+    assert member.compute.get(f"/images/{mine['id']}/metadata",
+                              microversion="2.38").status_code == 200
+    assert member.compute.get(f"/images/{mine['id']}/metadata",
+                              microversion="2.39").status_code == 404
+    assert member.compute.get_image_metadata(mine["id"]).metadata == {"os_distro": "alpine"}
+
+    member.compute.delete_image(mine["id"])
+    with pytest.raises(sdk_exc.NotFoundException):
+        member.compute.get_image(mine["id"])
+    with pytest.raises(sdk_exc.NotFoundException):
+        member.compute.delete_image(mine["id"], ignore_missing=False)
+    assert glance_service._request("GET", f"/v2/images/{public['id']}")["status"] == "active"
