@@ -9,6 +9,12 @@ while the broker is down instead of blocking every write.
 Ready when ``GET /v1`` answers: never judge by the PID (a crash-looping worker leaves the master
 alive).
 
+With ``glance`` (:meth:`Ironic.use_glance`: a Keystone's URL and a user of it), Ironic reads
+Glance images from the Image service of that Keystone's catalog with the user's password, as
+a deployed Ironic does with its ``[glance]`` service user: it then knows a Glance image's type
+(whole disk or partition), which its rebuild needs (Ironic 39.0.0 answers the rebuild of a
+Glance image it cannot read with a 500, ``auto_lessee``). Without it Ironic reads no Glance.
+
 Its policy shows instance secrets (``show_instance_secrets``: Ironic masks them by default), so
 that a test or the local run reads back the config drive the daemon passed, in the node's
 ``instance_info.configdrive`` (the fake deploy keeps the JSON object as it was received).
@@ -81,6 +87,12 @@ class Ironic(Service):
             # Ironic int()s it: '0.0' would fail every deploy.
             f"deploy_delay = {int(self.info['deploy_delay'])}",
         ]
+        glance = self.info.get("glance")
+        if glance:
+            lines += ["[glance]", "auth_type = password", f"auth_url = {glance['auth_url']}",
+                      f"username = {glance['username']}", f"password = {glance['password']}",
+                      f"project_name = {glance['project_name']}", "user_domain_id = default",
+                      "project_domain_id = default"]
         if self.info.get("transport_url"):
             lines[1:1] = ["notification_level = info",
                           f"versioned_notifications_topics = {NOTIFICATION_TOPIC}"]
@@ -89,6 +101,15 @@ class Ironic(Service):
                       f"transport_url = {self.info['transport_url']}",
                       "retry = 0"]
         return "\n".join(lines) + "\n"
+
+    def use_glance(self, auth_url: str, username: str, password: str, project_name: str
+                   ) -> None:
+        """Read Glance images from the catalog of the Keystone at ``auth_url`` as ``username``
+        (a restart on the same port and data when running)."""
+        self.info["glance"] = {"auth_url": auth_url, "username": username,
+                               "password": password, "project_name": project_name}
+        if self.pid:
+            self.restart()
 
     def ready(self) -> bool:
         if not self.info.get("port"):
