@@ -3,8 +3,9 @@
 sqlite in the scratch directory, fernet tokens (``keystone-manage db_sync``, ``fernet_setup``,
 ``bootstrap``), Keystone's cache in process (as a deployment's Keystone has one, in memcached:
 without it one validation took 1.5 s on a loaded 2-core machine, and a burst of fresh tokens
-measured the harness, not computed-api; BENCHMARKS.md), served by computed/testing/bin/wsgi_serve.py on loopback; ready when ``GET /v3``
-answers. Then it makes the people the compute API's keystone mode is tested with (issue 15):
+measured the harness, not computed-api; BENCHMARKS.md), served by
+computed/testing/bin/wsgi_serve.py on loopback; ready when ``GET /v3`` answers. Then it makes
+the people the compute API's keystone mode is tested with (issue 15):
 
 * ``admin``: the bootstrap admin (role ``admin`` on project ``admin``);
 * ``member-a``: role ``member`` on project ``project-a``;
