@@ -12,7 +12,7 @@ import logging as std_logging
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 from urllib import parse
 
 from oslo_config import cfg
@@ -62,24 +62,38 @@ def run(prog: str, body: Callable[[], int]) -> NoReturn:
     # the one line a bad configuration is allowed; oslo.log's setup
     # replaces this handler.
     std_logging.getLogger().addHandler(std_logging.NullHandler())
+    sys.exit(outcome(prog, body))
+
+
+def outcome(prog: str, body: Callable[[], int], stderr: TextIO | None = None) -> int:
+    """The exit status of ``body``: what it returns, or for the expected failures their status
+    with one line on ``stderr`` (default: ``sys.stderr``) instead of a traceback. :func:`run`
+    exits with it; a console script's service run in a thread of another program (the test
+    suite's in-process daemons) ends with it."""
     try:
-        status = body()
+        return body()
     except ConfigError as exc:
         # Late configuration problems (e.g. a section a command needs).
-        fail(prog, str(exc), EXIT_CONFIG)
+        status, message = EXIT_CONFIG, str(exc)
     except ServiceUnreachable as exc:
-        fail(prog, str(exc), EXIT_UNREACHABLE)
+        status, message = EXIT_UNREACHABLE, str(exc)
     except KeyboardInterrupt:
-        sys.exit(EXIT_INTERRUPTED)
-    sys.exit(status)
+        return EXIT_INTERRUPTED
+    print(f'{prog}: error: {message}', file=stderr or sys.stderr)
+    return status
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
     logging.setup(conf, 'computed')
-    # kazoo logs the digest credential of a backend_url with user:password at DEBUG; the
-    # signing keys are never logged by computed, and a library that would is masked too.
-    secrets.keep_out_of_logs(secrets.url_secrets(conf.coordination.backend_url or '') +
-                             [key for key in conf.messaging.signing_keys if key])
+    secrets.keep_out_of_logs(log_secrets(conf))
+
+
+def log_secrets(conf: cfg.ConfigOpts) -> list[str]:
+    """What no log line may show of ``conf``: kazoo logs the digest credential of a
+    backend_url with user:password at DEBUG; the signing keys are never logged by computed, and
+    a library that would is masked too."""
+    return (secrets.url_secrets(conf.coordination.backend_url or '') +
+            [key for key in conf.messaging.signing_keys if key])
 
 
 def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:

@@ -21,6 +21,7 @@ bad configuration.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Sequence
@@ -91,9 +92,11 @@ def session_timeout(backend_url: str) -> float:
     return float(values[-1]) if values else DEFAULT_SESSION_TIMEOUT
 
 
-def _service(conf: cfg.ConfigOpts) -> ComputeService:
+def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeService:
     """Build every part of the daemon from ``conf``, each after what it needs, and hand them to
-    the service that runs them, in three groups (fleet, provider reporting, instances)."""
+    the service that runs them, in three groups (fleet, provider reporting, instances). What
+    the service does not close itself (the database engine, the two RPC transports) is put on
+    ``resources``, released after the service is closed (also when a later part fails)."""
     url = conf.coordination.backend_url
     if parse.urlsplit(url).scheme == 'file':
         raise ConfigError('coordination', 'backend_url',
@@ -108,9 +111,12 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
     group = conf.coordination.group
     driver = common.baremetal_driver(conf)
     engine = db_engine.engine_from_conf(conf)
+    resources.callback(engine.dispose)
     transport = rpc.get_transport(conf)
+    resources.callback(transport.cleanup)  # its connections, and their heartbeat threads
     # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
     notification_transport = oslo_messaging.get_notification_transport(conf)
+    resources.callback(notification_transport.cleanup)
     coordinator = coordination.get_coordinator(url, host.encode())
     zookeeper = kazoo_client(coordinator)
     catalog = NodeCatalog(driver)
@@ -180,15 +186,29 @@ def _service(conf: cfg.ConfigOpts) -> ComputeService:
 
 
 def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
+    """Run the daemon of ``conf`` until ``stop`` is requested (or the service ends by itself);
+    its exit status. The stop drains first unless it waives the drain
+    (:attr:`~computed.runtime.stopping.StopRequest.drain`). Everything the daemon opened is
+    closed when this returns: its threads, connections and transports (so it can run in a
+    thread of a longer-lived process: the test suite runs daemons so)."""
     start_profiling()  # only with COMPUTED_TRACEMALLOC set (benchmarks)
+    with contextlib.ExitStack() as resources:
+        return _serve(conf, stop, resources)
+
+
+def _serve(conf: cfg.ConfigOpts, stop: StopRequest, resources: contextlib.ExitStack) -> int:
     backend = _backend_label(conf.coordination.backend_url)
-    service = _service(conf)
+    service = _service(conf, resources)
     endpoint = metrics.serve_daemon(conf, service)  # before joining: a busy port is a config error
     try:
         service.start()
     except coordination.ToozError as exc:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
+        try:
+            service.close()
+        finally:
+            endpoint.stop()
         return EXIT_BACKEND
     status = systemd.StatusLoop(lambda: metrics.describe(service)).start()
     systemd.ready(metrics.describe(service))
@@ -197,11 +217,16 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
                  service.membership.host, conf.coordination.group, backend)
         while not stop.wait(_TICK) and not service.stopped:
             pass
-        if stop.requested:
+        if stop.requested and stop.drain:
             LOG.info('Received %s: draining, then leaving group %s',
                      stop.signal_name, conf.coordination.group)
             systemd.stopping(f'{stop.signal_name}: draining')
-            service.stop()
+        elif stop.requested:
+            LOG.info('Stop %s: leaving group %s without draining',
+                     stop.signal_name, conf.coordination.group)
+            systemd.stopping(f'{stop.signal_name}: leaving')
+        if stop.requested:
+            service.stop(drain=stop.drain)
             service.wait(conf.fleet.drain_timeout + 10)
         failed = service.error
     finally:

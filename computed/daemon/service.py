@@ -39,9 +39,9 @@ first listing, which waits for a heartbeat's round trip (:mod:`computed.daemon.l
 listing at start). The listener and the RPC server are :class:`computed.runtime.rpc.Serving`,
 whose start does not wait for the message bus: a daemon started before its broker joins, claims
 and stays killable, and serves once the broker is up.
-Stop: :meth:`stop`
-asks the fleet to drain and leave; :meth:`close` stops the RPC server, the worker, the threads and
-the listener, then the session, the audit log and the driver.
+Stop: :meth:`stop` asks the fleet to drain and leave (or to leave at once); :meth:`close` stops
+the RPC server, the worker, the threads and the listener, then the session, the audit log and the
+driver.
 
 The parts the metrics read at scrape time (:mod:`computed.daemon.metrics`) are public attributes.
 
@@ -145,6 +145,7 @@ class ComputeService:
         self._stop = threading.Event()
         self._stopping = threading.Event()  # stop() was called: draining to leave
         self._threads: list[threading.Thread] = []
+        self._session_started = False  # start() started the coordinator: close() stops it
         self._zookeeper.add_listener(self._kazoo_state)
 
     # --- session -----------------------------------------------------------------------
@@ -212,7 +213,10 @@ class ComputeService:
     # --- lifetime ----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the session and every thread; raises tooz's error when the session cannot be
+        had (nothing is left running then; :meth:`close` still releases the parts)."""
         self._coordinator.start(start_heart=True)
+        self._session_started = True
         # The lease must come from the timeout the server granted, not the one asked for.
         self.fence.granted(zookeeper.granted_session_timeout(
             self._zookeeper, self.fence.requested_session_timeout))
@@ -255,10 +259,11 @@ class ComputeService:
         self.sync.wake()
         self._nodes.request_refresh()
 
-    def stop(self) -> None:
-        """Drain and leave (the fleet thread does it), then stop the other threads."""
+    def stop(self, drain: bool = True) -> None:
+        """Drain and leave (the fleet thread does it; with ``drain`` false it leaves at once),
+        then stop the other threads."""
         self._stopping.set()
-        self.fleet.request_stop()
+        self.fleet.request_stop(drain=drain)
 
     @property
     def stopping(self) -> bool:
@@ -280,6 +285,9 @@ class ComputeService:
     def close(self) -> None:
         self._rpc_server.stop()
         self._worker.stop()
+        # Its casts in flight only hand work to the worker's pool: short. The wait also closes
+        # the server's connection to the broker (and the thread that acknowledges its messages).
+        self._rpc_server.wait()
         self._end_threads()
         if self._listener is not None:
             try:
@@ -289,7 +297,8 @@ class ComputeService:
                 LOG.exception("stopping the notification listener failed")
         self.wait(5)
         try:
-            self._coordinator.stop()
+            if self._session_started:
+                self._coordinator.stop()
         finally:
             self._audit.close()
             self._driver.close()

@@ -109,8 +109,8 @@ class Fleet:
     """One daemon's membership, claims and fence, reconciled by one thread.
 
     Each pass reads ``nodes.uuids()`` and ``hosting.hosts()``; every (re)join is told to
-    ``hosting.joined``. ``run`` is the thread; ``join``, ``reconcile``, ``reconcile_draining``
-    and ``drain_and_leave`` are its steps.
+    ``hosting.joined``. ``run`` is the thread; ``join``, ``reconcile``, ``reconcile_draining``,
+    ``drain_and_leave`` and ``leave`` are its steps.
     """
 
     def __init__(self, membership: Membership, claims: ClaimTable, fence: Fence,
@@ -134,6 +134,7 @@ class Fleet:
         # they were built first, as the daemon builds them), or one of its own.
         self._wake = wake if wake is not None else threading.Event()
         self._stop = threading.Event()
+        self._no_drain = threading.Event()  # set by request_stop(drain=False)
         self._term = 0  # the fence term our membership and claims belong to
         self._member_epoch: int | None = None  # of the last join, once it is complete
         # Guards (state, _member_epoch, _term) as one: a join changes them in several steps.
@@ -159,14 +160,21 @@ class Fleet:
             LOG.warning("ZooKeeper session %s", state.value)
         self.wake()
 
-    def request_stop(self) -> None:
+    def request_stop(self, drain: bool = True) -> None:
+        """Ask :meth:`run` to end: after a drain (the daemon's SIGTERM), or with ``drain``
+        false by leaving at once (:meth:`leave`: the peers take the nodes without waiting
+        for a session to expire, but with no hand-over in order). A request without drain
+        made before the run ends its drain wins."""
+        if not drain:
+            self._no_drain.set()
         self._stop.set()
         self.wake()
 
     # --- the reconciler thread -------------------------------------------------------------
 
     def run(self) -> None:
-        """Join, then reconcile on every event until asked to stop; then drain and leave.
+        """Join, then reconcile on every event until asked to stop; then drain and leave (or
+        leave at once, when the stop asked for no drain).
 
         Raises :class:`computed.fleet.membership.MembershipError` when the daemon cannot be a
         member (another daemon runs with its host name); a lost ZooKeeper connection while
@@ -188,7 +196,10 @@ class Fleet:
             except Exception:  # a pass failing must not end the daemon: the next one retries
                 LOG.exception("reconcile pass failed; retrying")
                 time.sleep(min(self._tick, 1.0))
-        self.drain_and_leave()
+        if self._no_drain.is_set():
+            self.leave()
+        else:
+            self.drain_and_leave()
 
     def _start(self) -> bool:
         """The first join and the watches, retried while ZooKeeper is away (a connection that
@@ -308,6 +319,10 @@ class Fleet:
                     self._wake.clear()
         except Exception:
             LOG.exception("draining failed; leaving anyway")
+        self.leave()
+
+    def leave(self) -> None:
+        """Release every claim still held and leave the group (the end of every run)."""
         self.state = FleetState.LEAVING
         self._release(self.claims.held().keys())
         self._membership.leave()

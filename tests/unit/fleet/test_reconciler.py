@@ -331,6 +331,32 @@ def test_run_joins_follows_events_then_drains_and_leaves(tmp_path):
     assert a.held() == set() and ensemble.claims == {} and "a" not in ensemble.members
 
 
+def test_a_stop_without_drain_leaves_at_once_releasing_everything_in_one_step(tmp_path):
+    # What a test's tear-down (or an operator who cannot wait) asks: no draining mark, no
+    # drain passes; every claim released and the group left, as a leave after a drain ends.
+    ensemble = Ensemble()
+    a = Daemon(ensemble, "a", tmp_path, drain_timeout=3600)
+    thread = threading.Thread(target=a.fleet.run, daemon=True)  # a failure must not hang pytest
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while a.held() != set(NODES):
+            assert time.monotonic() < deadline, a.fleet.state
+            time.sleep(0.01)
+        a.claims.calls.clear()
+        marked = []
+        a.membership.set_draining = lambda reason, persistent: marked.append(reason)
+    finally:
+        a.fleet.request_stop(drain=False)
+        thread.join(10)
+    assert not thread.is_alive()
+    assert marked == []
+    assert [call for call, _ in a.claims.calls] == ["release"]
+    assert a.fleet.state is FleetState.STOPPED
+    assert a.held() == set() and ensemble.claims == {} and "a" not in ensemble.members
+    assert len(a.records("leave")) == 1
+
+
 # --- the guard of in-flight actions, and the standing the re-homing asks for ------------------
 
 def test_a_guard_holds_while_the_claim_is_held_and_the_fence_allows(tmp_path):
