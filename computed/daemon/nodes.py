@@ -47,7 +47,7 @@ import threading
 from sqlalchemy.engine import Engine
 
 from computed.baremetal.catalog import NodeCatalog
-from computed.baremetal.driver import DriverError
+from computed.baremetal.driver import DriverError, shared_uuid
 from computed.db import providers as db_providers
 
 LOG = logging.getLogger(__name__)
@@ -134,7 +134,9 @@ class FleetNodes:
             self._provider_reads += 1
             read = self._provider_reads
         try:
-            providers = frozenset(db_providers.provider_uuids(self._engine))
+            # The listing's strings (shared_uuid): the set shares them instead of holding a
+            # copy of every uuid per read.
+            providers = frozenset(map(shared_uuid, db_providers.provider_uuids(self._engine)))
         except Exception as exc:  # the database is a hint here: keep the last set
             LOG.warning("cannot read known providers: %s", exc)
             return

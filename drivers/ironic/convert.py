@@ -9,12 +9,13 @@ out, so one bad record cannot break a listing.
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any
 
-from computed.baremetal.driver import NO_PROPERTIES, MalformedNode, Node
+from computed.baremetal.driver import NO_PROPERTIES, MalformedNode, Node, shared_uuid
 
 #: What ``GET /v1/nodes?fields=`` asks for. ``updated_at`` is not in this
 #: list: Ironic (39.0, API 1.115) rejects it in ``fields`` ("not a valid
@@ -31,6 +32,8 @@ _OPTIONAL_STR = ('name', 'resource_class', 'provision_state',
 #: every node of the fleet; a parsed listing makes a new string per node).
 _SHARED = frozenset(('resource_class', 'provision_state',
                      'target_provision_state', 'power_state', 'shard'))
+#: A uuid as Ironic writes it (lower case, hyphens): taken as it is, without a UUID object.
+_CANONICAL = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 
 
 def node_from_api(record: Any) -> Node:
@@ -55,12 +58,17 @@ def node_from_api(record: Any) -> Node:
 
 
 def _uuid(value: Any) -> str:
+    """The node's uuid in canonical form, as the one string the daemon keeps for it
+    (:func:`~computed.baremetal.driver.shared_uuid`): a listing's copy of a known node's uuid
+    is dropped at once, and the catalog, the providers and the plan share one string."""
     if not isinstance(value, str):
         raise MalformedNode(None, 'uuid', f'expected a string, got {value!r}')
-    try:
-        return str(uuidlib.UUID(value))
-    except ValueError:
-        raise MalformedNode(None, 'uuid', f'not a UUID: {value!r}')
+    if _CANONICAL.fullmatch(value) is None:
+        try:
+            value = str(uuidlib.UUID(value))
+        except ValueError:
+            raise MalformedNode(None, 'uuid', f'not a UUID: {value!r}')
+    return shared_uuid(value)
 
 
 def _optional_str(record: Mapping, field: str, node_uuid: str) -> str | None:

@@ -7,7 +7,7 @@ import threading
 import sqlalchemy
 
 from computed.baremetal.catalog import NodeCatalog
-from computed.baremetal.driver import Node
+from computed.baremetal.driver import Node, shared_uuid
 from computed.daemon.nodes import FleetNodes
 from computed.db import models
 from tests import database
@@ -91,3 +91,13 @@ def test_the_shared_set_is_the_same_object_until_something_changes(engine):
     assert nodes.uuids() == {N2}
     nodes.mark_foreign(N2)
     assert nodes.uuids() == frozenset()
+
+
+def test_known_providers_share_the_listing_s_uuid_strings(engine):
+    listed = "".join(list(N1))  # a string of its own, as a listing parses one
+    ironic = Ironic(Node(uuid=shared_uuid(listed)))
+    record_provider(engine, N1)
+    nodes = FleetNodes(NodeCatalog(ironic), engine)
+    nodes.refresh()
+    (provider,) = nodes._providers
+    assert provider is listed  # not the database's copy of the text

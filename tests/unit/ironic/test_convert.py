@@ -66,3 +66,12 @@ def test_nodes_of_a_listing_share_their_repeated_values_and_carry_no_dict():
     assert first.traits[0] is second.traits[0]
     assert first.properties is second.properties  # no capabilities: one shared empty mapping
     assert not hasattr(first, '__dict__')
+
+
+def test_a_uuid_is_one_string_however_often_it_is_parsed():
+    # Each listing parses a new copy of every uuid: the daemon keeps one (shared_uuid).
+    text = '11111111-2222-4333-8444-555555555555'
+    first = node_from_api({'uuid': ''.join(list(text))})
+    again = node_from_api({'uuid': ''.join(list(text))})
+    upper = node_from_api({'uuid': text.upper()})
+    assert first.uuid == text and first.uuid is again.uuid is upper.uuid
