@@ -1,7 +1,7 @@
 """Full listings of Ironic's nodes: when a daemon lists, and when one daemon lists for the fleet.
 
 Owns the listing thread's decisions (pure: :func:`own_listing_due`, :func:`round_due`,
-:func:`missed_by_events`) and their executor, :class:`Listings`. A full listing exists to catch
+:func:`differing`) and their executor, :class:`Listings`. A full listing exists to catch
 what Ironic's events missed; at 10,000 nodes one costs Ironic about ten CPU seconds, so how often
 it runs is the steady-state cost of the fleet.
 
@@ -60,7 +60,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -174,31 +174,43 @@ def to_announce(differing: Mapping[str, Any], previous: Mapping[str, Any],
 
 
 def differing(listed: Mapping[str, Node],
-              applied: Mapping[str, dict[str, Any] | None]) -> dict[str, Any]:
-    """:func:`missed_by_events` with how each node differs (its listed node and applied state),
-    for :func:`to_announce` to compare one round with the next."""
-    return {uuid: (listed.get(uuid), json.dumps(applied.get(uuid), sort_keys=True))
-            for uuid in missed_by_events(listed, applied)}
+              applied: Iterable[tuple[str, str | None]]) -> dict[str, tuple[Node | None, Any]]:
+    """Nodes whose provider state from ``listed`` differs from the state computed last applied,
+    plus applied providers whose node is not listed, each with how it differs (its listed node,
+    None when not listed, and the applied state's JSON text), for :func:`to_announce` to compare
+    one round with the next.
 
-
-def missed_by_events(listed: Mapping[str, Node],
-                     applied: Mapping[str, dict[str, Any] | None]) -> set[str]:
-    """Nodes whose provider state from ``listed`` differs from the state computed last applied
-    (``applied``: uuid -> state dict, None for a deleted provider), plus applied providers whose
-    node is not listed. A node that cannot make a provider counts as differing (its owner logs
-    why)."""
-    missed = set()
+    ``applied``: ``(uuid, state)`` pairs, each uuid once, the state as the JSON text stored (None
+    for a deleted provider); a uuid absent from them was never applied. They are read one at a
+    time (a fleet-wide listing compares every node: holding every applied state parsed at once
+    cost a daemon tens of MB at 50,000 nodes). A node that cannot make a provider counts as
+    differing (its owner logs why)."""
+    found: dict[str, tuple[Node | None, Any]] = {}
+    compared: set[str] = set()
+    for uuid, text in applied:
+        compared.add(uuid)
+        node = listed.get(uuid)
+        if node is None:
+            if text is not None:
+                found[uuid] = (None, text)
+        elif _listed_state(node) != (None if text is None else json.loads(text)):
+            found[uuid] = (node, text)
     for uuid, node in listed.items():
-        try:
-            state = provider_from_node(node)
-        except InvalidProvider:
-            missed.add(uuid)
-            continue
-        if (None if state is None else state.to_dict()) != applied.get(uuid):
-            missed.add(uuid)
-    missed.update(uuid for uuid, state in applied.items()
-                  if state is not None and uuid not in listed)
-    return missed
+        if uuid not in compared and _listed_state(node) is not None:
+            found[uuid] = (node, None)
+    return found
+
+
+_INVALID = object()  # what _listed_state answers for a node that cannot make a provider
+
+
+def _listed_state(node: Node) -> Any:
+    """The provider state a listed node makes, as its dict (None: no provider)."""
+    try:
+        state = provider_from_node(node)
+    except InvalidProvider:
+        return _INVALID
+    return None if state is None else state.to_dict()
 
 
 # --- the executor -------------------------------------------------------------------------------
@@ -328,9 +340,7 @@ class Listings:
         view = self._catalog.view()
         if view is None or view.stale:
             return changed  # the next round is due at the usual time; the catalog logged why
-        applied = {row.uuid: None if row.state is None else json.loads(row.state)
-                   for row in db_providers.applied_providers(self._engine)}
-        found = differing(view.nodes, applied)
+        found = differing(view.nodes, db_providers.applied_states(self._engine))
         announce = to_announce(found, self._differing, ANNOUNCE_PER_ROUND)
         self._differing = found
         if found:

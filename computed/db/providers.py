@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -235,6 +235,19 @@ def applied_providers(engine: Engine) -> list[ProviderRow]:
         rows = conn.execute(sa.select(_providers).where(
             _providers.c.claim_epoch != UNAPPLIED).order_by(_providers.c.uuid))
         return [_provider_row(row) for row in rows]
+
+
+def applied_states(engine: Engine, page: int = 1000) -> Iterator[tuple[str, str | None]]:
+    """``(uuid, state)`` of every provider a report was applied to (state None for a deleted
+    one), as the JSON text stored, read ``page`` rows at a time (a server-side cursor on
+    PostgreSQL): the fleet-wide listing compares 50,000 of them without holding them all. The
+    transaction lasts until the iterator is exhausted or closed."""
+    with _transaction(engine) as conn:
+        result = conn.execution_options(stream_results=True, yield_per=page).execute(
+            sa.select(_providers.c.uuid, _providers.c.state).where(
+                _providers.c.claim_epoch != UNAPPLIED))
+        for row in result:
+            yield row.uuid, row.state
 
 
 def provider_uuids(engine: Engine) -> set[str]:

@@ -28,7 +28,6 @@ from computed.daemon.listing import (
     RoundRecord,
     differing,
     first_listing_wait,
-    missed_by_events,
     own_listing_due,
     round_due,
     round_lists_again,
@@ -114,12 +113,17 @@ def test_only_differences_that_outlived_a_round_are_announced_and_at_most_a_limi
     assert to_announce(many, many, 100) == sorted(many)[:100]
 
 
+def applied_pairs(applied):
+    """``(uuid, state as stored)`` pairs of ``{uuid: state dict, or None}``."""
+    return [(u, None if s is None else json.dumps(s)) for u, s in applied.items()]
+
+
 def test_differing_says_how():
     listed = {N1: node(N1, maintenance=True)}
-    found = differing(listed, {N1: state(node(N1))})
+    found = differing(listed, applied_pairs({N1: state(node(N1))}))
     assert set(found) == {N1}
-    assert found[N1][0] == node(N1, maintenance=True)
-    assert differing(listed, {N1: state(node(N1, maintenance=True))}) == {}
+    assert found[N1] == (node(N1, maintenance=True), json.dumps(state(node(N1))))
+    assert differing(listed, applied_pairs({N1: state(node(N1, maintenance=True))})) == {}
 
 
 def test_round_record_round_trips_and_garbage_is_no_record():
@@ -129,13 +133,22 @@ def test_round_record_round_trips_and_garbage_is_no_record():
         assert RoundRecord.from_bytes(junk) is None
 
 
-def test_missed_by_events_compares_with_what_computed_applied():
+def test_differing_compares_with_what_computed_applied():
     listed = {N1: node(N1), N2: node(N2, maintenance=True), N3: node(N3, resource_class=None)}
     applied = {N1: state(node(N1)), N2: state(node(N2)), "gone": state(node(N1)),
                "deleted": None}
     # N2 changed with no event, "gone" vanished with no event; N3 has nothing to report.
-    assert missed_by_events(listed, applied) == {N2, "gone"}
-    assert missed_by_events({N1: node(N1, traits=("bad trait",))}, {}) == {N1}
+    assert set(differing(listed, applied_pairs(applied))) == {N2, "gone"}
+    assert set(differing({N1: node(N1, traits=("bad trait",))}, [])) == {N1}
+    # Never applied, or applied and deleted since: a listed node with a provider differs.
+    assert set(differing({N1: node(N1), N2: node(N2)}, [(N2, None)])) == {N1, N2}
+
+
+def test_differing_reads_the_applied_states_once_one_at_a_time():
+    listed = {N1: node(N1), N2: node(N2, maintenance=True)}
+    pairs = iter(applied_pairs({N1: state(node(N1)), N2: state(node(N2))}))
+    assert set(differing(listed, pairs)) == {N2}
+    assert next(pairs, None) is None
 
 
 # --- the stream watch ----------------------------------------------------------------------------
@@ -342,8 +355,8 @@ def listings(monkeypatch, watch, applied=()):
     nodes = Nodes(catalog)
     zk = ZooKeeper()
     notifier = Notifier()
-    rows = [type("Row", (), {"uuid": u, "state": json.dumps(s)}) for u, s in applied]
-    monkeypatch.setattr("computed.db.providers.applied_providers", lambda engine: rows)
+    rows = [(u, json.dumps(s)) for u, s in applied]
+    monkeypatch.setattr("computed.db.providers.applied_states", lambda engine: iter(rows))
     result = Listings(nodes, catalog, None, 30.0, 600.0, watch,
                       None if watch is None else ListingRound(zk, "/r", "c1", wall=clock),
                       Heartbeat(notifier, "c1"), clock=clock)
@@ -416,9 +429,8 @@ def started(monkeypatch, seconds=80.0):
     watch = StreamWatch("c1", 5.0, 5.0, clock=clock, wall=wall)
     catalog = NodeCatalog(Ironic(node(N1), node(N2)), clock=clock)
     nodes = SlowNodes(catalog, clock, wall, watch, seconds)
-    rows = [type("Row", (), {"uuid": n.uuid, "state": json.dumps(state(n))})
-            for n in (node(N1), node(N2))]  # every report applied
-    monkeypatch.setattr("computed.db.providers.applied_providers", lambda engine: rows)
+    rows = [(n.uuid, json.dumps(state(n))) for n in (node(N1), node(N2))]  # every report applied
+    monkeypatch.setattr("computed.db.providers.applied_states", lambda engine: iter(rows))
     notifier = Notifier()
     lister = Listings(nodes, catalog, None, 30.0, 600.0, watch,
                       ListingRound(ZooKeeper(), "/r", "c1", wall=wall),

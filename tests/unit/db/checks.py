@@ -79,6 +79,25 @@ def check_report_delete_and_revive(engine) -> None:
     assert uuid in db_providers.provider_uuids(engine)
 
 
+def check_applied_states(engine) -> None:
+    applied, deleted, unapplied = new_uuid(), new_uuid(), new_uuid()
+    assert database.apply_report_if_newer(engine, applied, 1, 0, "h", Recorder('{"v": 1}'))
+    assert database.apply_report_if_newer(engine, deleted, 1, 0, "h", Recorder())
+    assert database.apply_report_if_newer(engine, deleted, 1, 1, "h", Recorder(None))
+
+    def boom(row):
+        raise RuntimeError("placement down")
+
+    with pytest.raises(RuntimeError):  # its row is inserted to be locked, never applied
+        database.apply_report_if_newer(engine, unapplied, 1, 0, "h", boom)
+    # Pages smaller than the table: every applied row once, as stored, the deleted one None.
+    states = dict(db_providers.applied_states(engine, page=1))
+    assert states[applied] == '{"v": 1}'
+    assert deleted in states and states[deleted] is None
+    assert unapplied not in states
+    assert len(states) == len(list(db_providers.applied_states(engine)))
+
+
 def check_report_apply_failure_stores_nothing(engine) -> None:
     uuid = new_uuid()
 
@@ -319,7 +338,7 @@ def check_instance_queries(engine) -> None:
     assert nodes[2] not in hosts
 
 
-ALL = [check_report_order, check_report_delete_and_revive,
+ALL = [check_report_order, check_report_delete_and_revive, check_applied_states,
        check_report_apply_failure_stores_nothing, check_report_refuses_a_negative_order,
        check_placement_generation,
        check_instance_lifecycle,
