@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import urllib.parse
 import uuid as uuidlib
 from collections.abc import Iterable
 from typing import Any
@@ -218,11 +217,9 @@ def _list(call: Call, detail: bool) -> webob.Response:
         more = len(nodes) > limit
         nodes = nodes[:limit]
         if more and nodes:
-            query = [(k, v) for k, v in call.request.GET.items() if k != 'marker']
-            query.append(('marker', str(hypervisor_id(call, nodes[-1]))))
             path = '/os-hypervisors/detail' if detail else '/os-hypervisors'
-            body['hypervisors_links'] = [{'rel': 'next', 'href': f'{call.base_url}{path}?'
-                                          f'{urllib.parse.urlencode(query)}'}]
+            body['hypervisors_links'] = call.next_links(
+                path, str(hypervisor_id(call, nodes[-1])))
     body['hypervisors'] = _views(call, nodes, detail, with_servers)
     return json_response(200, body)
 

@@ -33,7 +33,6 @@ Pure parts: :func:`glance_query`, :func:`view`, :func:`metadata_of`, :func:`chan
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -235,11 +234,8 @@ def _list(call: Call, detail: bool) -> webob.Response:
     body: dict[str, Any] = {'images': [view(image, base_url, root_url, glance_url, detail)
                                        for image in found]}
     if found and len(found) == limit:
-        query = [(key, value) for key, value in call.request.GET.items() if key != 'marker']
-        query.append(('marker', found[-1]['id']))
-        path = '/images/detail' if detail else '/images'
-        body['images_links'] = [{'rel': 'next', 'href': f'{base_url}{path}?'
-                                 f'{urllib.parse.urlencode(query)}'}]
+        body['images_links'] = call.next_links('/images/detail' if detail else '/images',
+                                               found[-1]['id'])
     return json_response(200, body)
 
 

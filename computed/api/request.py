@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import webob
@@ -52,6 +53,14 @@ class Call:
     def base_url(self) -> str:
         """``http://host:port[/script]/v2.1`` (or ``/v2``), as the client reached it."""
         return self.request.application_url + self.request.environ.get(PREFIX_KEY, PREFIX)
+
+    def next_links(self, path: str, marker: str) -> list[dict[str, str]]:
+        """A list's ``*_links``: the next page of ``path`` (after ``base_url``), this request's
+        query with its ``marker`` replaced by ``marker``."""
+        query = [(key, value) for key, value in self.request.GET.items() if key != 'marker']
+        query.append(('marker', marker))
+        return [{'rel': 'next',
+                 'href': f'{self.base_url}{path}?{urllib.parse.urlencode(query)}'}]
 
     def at_least(self, major: int, minor: int) -> bool:
         return self.version >= microversion.Version(major, minor)

@@ -46,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import ipaddress
-import urllib.parse
 import uuid as uuidlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -448,11 +447,8 @@ def _list(call: Call, detail: bool) -> webob.Response:
                    for row in rows]
     body: dict[str, Any] = {'servers': servers}
     if following is not None and limit:
-        query = [(key, value) for key, value in call.request.GET.items() if key != 'marker']
-        query.append(('marker', following))
-        path = '/servers/detail' if detail else '/servers'
-        body['servers_links'] = [{'rel': 'next', 'href': f'{call.base_url}{path}?'
-                                  f'{urllib.parse.urlencode(query)}'}]
+        body['servers_links'] = call.next_links('/servers/detail' if detail else '/servers',
+                                                following)
     return json_response(200, body)
 
 

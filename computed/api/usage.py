@@ -18,7 +18,6 @@ uuid), as Nova's. The listing of every project is an admin's; a project reads it
 from __future__ import annotations
 
 import datetime
-import urllib.parse
 from typing import Any
 
 import webob
@@ -125,11 +124,8 @@ def _page(call: Call, rows: list[db_instances.InstanceRow], links_key: str
     if len(rows) <= limit:
         return rows, {}
     rows = rows[:limit]
-    query = [(k, v) for k, v in call.request.GET.items() if k != 'marker']
-    query.append(('marker', rows[-1].uuid))
     path = call.request.path_info.split('/v2.1', 1)[-1]
-    return rows, {links_key: [{'rel': 'next', 'href': f'{call.base_url}{path}?'
-                               f'{urllib.parse.urlencode(query)}'}]}
+    return rows, {links_key: call.next_links(path, rows[-1].uuid)}
 
 
 def index(call: Call) -> webob.Response:
