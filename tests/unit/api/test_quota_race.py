@@ -202,19 +202,13 @@ def test_two_failed_builds_racing_keep_one_error_server(api):
     assert states == [models.ERROR], states
 
 
-@pytest.fixture
-def postgres_engine():
-    """A scratch database on the PostgreSQL server of the machine (skipped without one)."""
+def _scratch_engine(server_url: str, create: str, url: str, drop: str):
+    """An engine on a migrated scratch database: ``create`` and ``drop`` run on the server's
+    ``server_url``; the database at ``url`` is migrated, its engine yielded, then dropped."""
     from computed import db
-    from computed.testing import postgres
-    if not postgres.speaks_postgres(postgres.SHARED_PORT):
-        pytest.skip('no PostgreSQL on 127.0.0.1:5432')
-    name = f'quota_{uuid.uuid4().hex[:8]}'
-    server = sa.create_engine(f'postgresql+psycopg2://postgres@127.0.0.1:'
-                              f'{postgres.SHARED_PORT}/postgres', isolation_level='AUTOCOMMIT')
+    server = sa.create_engine(server_url, isolation_level='AUTOCOMMIT')
     with server.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = f'postgresql+psycopg2://postgres@127.0.0.1:{postgres.SHARED_PORT}/{name}'
+        conn.execute(sa.text(create))
     try:
         db.sync(url)
         engine = db_engine.engine_from_url(url, pool_size=20, max_overflow=40)
@@ -222,8 +216,20 @@ def postgres_engine():
         engine.dispose()
     finally:
         with server.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+            conn.execute(sa.text(drop))
         server.dispose()
+
+
+@pytest.fixture
+def postgres_engine():
+    """A scratch database on the PostgreSQL server of the machine (skipped without one)."""
+    from computed.testing import postgres
+    if not postgres.speaks_postgres(postgres.SHARED_PORT):
+        pytest.skip('no PostgreSQL on 127.0.0.1:5432')
+    name = f'quota_{uuid.uuid4().hex[:8]}'
+    server = f'postgresql+psycopg2://postgres@127.0.0.1:{postgres.SHARED_PORT}'
+    yield from _scratch_engine(f'{server}/postgres', f'CREATE DATABASE "{name}"',
+                               f'{server}/{name}', f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 MARIADB_PORT = 3306
@@ -233,26 +239,14 @@ MARIADB_PORT = 3306
 def mariadb_engine():
     """A scratch database on the MariaDB (or MySQL) server of the machine, user root without a
     password (skipped without one)."""
-    from computed import db
     try:
         socket.create_connection(('127.0.0.1', MARIADB_PORT), timeout=2).close()
     except OSError:
         pytest.skip(f'no MariaDB on 127.0.0.1:{MARIADB_PORT}')
     name = f'quota_{uuid.uuid4().hex[:8]}'
-    server = sa.create_engine(f'mysql+pymysql://root@127.0.0.1:{MARIADB_PORT}/',
-                              isolation_level='AUTOCOMMIT')
-    with server.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE `{name}` CHARACTER SET utf8mb4'))
-    url = f'mysql+pymysql://root@127.0.0.1:{MARIADB_PORT}/{name}?charset=utf8mb4'
-    try:
-        db.sync(url)
-        engine = db_engine.engine_from_url(url, pool_size=20, max_overflow=40)
-        yield engine
-        engine.dispose()
-    finally:
-        with server.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE `{name}`'))
-        server.dispose()
+    server = f'mysql+pymysql://root@127.0.0.1:{MARIADB_PORT}'
+    yield from _scratch_engine(f'{server}/', f'CREATE DATABASE `{name}` CHARACTER SET utf8mb4',
+                               f'{server}/{name}?charset=utf8mb4', f'DROP DATABASE `{name}`')
 
 
 @pytest.fixture(params=['postgres', 'mariadb'])
