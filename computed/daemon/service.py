@@ -78,6 +78,7 @@ from computed.fleet.membership import Membership, MembershipError, fleet_root
 from computed.fleet.reconciler import Fleet
 from computed.instances.worker import InstanceWorker
 from computed.providers.outbox import Outbox
+from computed.runtime import rpc
 from computed.runtime.rpc import Serving
 
 LOG = logging.getLogger(__name__)
@@ -283,7 +284,8 @@ class ComputeService:
         return self._stop.is_set()
 
     def close(self) -> None:
-        self._rpc_server.stop()
+        # Both servers at once: each stop waits out its poll of the broker (rpc.stop_together).
+        rpc.stop_together([self._rpc_server] + ([self._listener] if self._listener else []))
         self._worker.stop()
         # Its casts in flight only hand work to the worker's pool: short. The wait also closes
         # the server's connection to the broker (and the thread that acknowledges its messages).
@@ -291,7 +293,6 @@ class ComputeService:
         self._end_threads()
         if self._listener is not None:
             try:
-                self._listener.stop()
                 self._listener.wait()
             except Exception:
                 LOG.exception("stopping the notification listener failed")

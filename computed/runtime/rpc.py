@@ -258,6 +258,29 @@ class GuardedDispatcher(rpc_dispatcher.RPCDispatcher):
                     signing.brief(claimed), why)
 
 
+def stop_together(servings: Sequence[Serving]) -> None:
+    """Stop ``servings`` at once and return when every stop has returned; a stop that fails is
+    logged (naming the server) and does not keep the others from stopping.
+
+    Why at once: an oslo.messaging server's stop returns only when its listener's poll does, and
+    the rabbit driver's idle poll waits up to 5 s for a message (its wait doubles while nothing
+    comes); a daemon stopping its RPC server and its notification listener one after the other
+    waited out both polls (2-3 s each, measured), at once only the longer.
+    """
+    def stop(serving: Serving) -> None:
+        try:
+            serving.stop()
+        except Exception:
+            LOG.exception("stopping %s failed", serving.what)
+
+    threads = [threading.Thread(target=stop, args=(serving,), name=f"stop {serving.what}",
+                                daemon=True) for serving in servings]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 class Serving:
     """One oslo.messaging server (RPC server or notification listener) started off the caller's
     thread; ``what`` names it in the log.

@@ -78,3 +78,35 @@ def _wait_until(check, timeout: float = 10.0) -> None:
             return
         done.wait(0.01)
     raise AssertionError("condition not reached")
+
+
+class PollingServer(Server):
+    """A started server whose stop returns only once every stop of ``barrier``'s parties has
+    begun (as two oslo.messaging listeners, each waiting out its own poll): stopped one after
+    the other, the first stop would never return."""
+
+    def __init__(self, barrier: threading.Barrier, fails: bool = False):
+        super().__init__()
+        self.broker_up.set()
+        self.barrier = barrier
+        self.fails = fails
+
+    def stop(self) -> None:
+        self.barrier.wait(5)  # BrokenBarrierError unless the other stop runs meanwhile
+        super().stop()
+        if self.fails:
+            raise OSError("connection reset")
+
+
+def test_stop_together_stops_servers_at_once_and_a_failure_stops_no_other(caplog):
+    barrier = threading.Barrier(2)
+    servers = [PollingServer(barrier, fails=True), PollingServer(barrier)]
+    servings = [rpc.Serving(f"server {n}", server) for n, server in enumerate(servers)]
+    for serving in servings:
+        serving.start()
+        _wait_until(lambda serving=serving: serving.started)
+    rpc.stop_together(servings)
+    assert [server.calls for server in servers] == [["start", "stop"], ["start", "stop"]]
+    assert not barrier.broken
+    assert "stopping server 0 failed" in caplog.text and "connection reset" in caplog.text
+    assert not any(serving.started for serving in servings)
