@@ -13,7 +13,8 @@ image URL, where Nova takes Glance ids only.
 
 Checks, each with Nova's code, and nothing written when one fails: 404 no such server (or
 another project's); 403 policy ``compute:servers:rebuild``; 400 a bad body, an image the server
-may not be built from, a key pair the caller does not have, user data that is not base64 of
+may not be built from (also one its flavor cannot hold: Nova's ``min_ram``/``min_disk``/size
+checks), a key pair the caller does not have, user data that is not base64 of
 UTF-8 text; 403 more metadata items than the project's ``metadata_items`` quota; 409 a locked
 server (for all but admins, as Nova's), a server that is not ACTIVE, SHUTOFF or ERROR (a task in
 progress, a build), one without a node (a build that found none), and every rebuild while
@@ -164,7 +165,8 @@ def rebuild(call: Call) -> webob.Response:
     problem = refusal(row)
     if problem is not None:
         raise errors.Conflict(problem)
-    image = servers.checked_image(call, body['imageRef'])
+    size = row.flavor or {}  # the server's flavor copy: the new image must fit it, as Nova's
+    image = servers.checked_image(call, body['imageRef'], size.get('ram'), size.get('disk'))
     details = _details(call, body)
     if 'metadata' in body:
         quotas.check_metadata_items(call.backends, row.project_id, len(body['metadata']))

@@ -489,15 +489,18 @@ def interfaces(call: Call) -> webob.Response:
     return json_response(200, {'interfaceAttachments': []})
 
 
-def checked_image(call: Call, ref: str) -> str:
+def checked_image(call: Call, ref: str, ram: int | None = None,
+                  disk: int | None = None) -> str:
     """``imageRef`` if a server may be built from it; 400 saying why not. A uuid is a Glance
     image when there is an Image service (:mod:`computed.api.glance`): it must exist, be
     active and be visible to the project (:func:`computed.api.images.judge`; Glance down is a
-    503 naming it); anything else is an image URL (:mod:`computed.api.image_urls`, under
-    ``[api] image_url_schemes`` and ``image_url_allowed_networks``)."""
+    503 naming it), and fit a flavor of ``ram`` MB and ``disk`` GB where they are given
+    (:func:`computed.api.images.check_fit`); anything else is an image URL
+    (:mod:`computed.api.image_urls`, under ``[api] image_url_schemes`` and
+    ``image_url_allowed_networks``)."""
     image_id = images.glance_id(ref)
     if image_id is not None:
-        checked = _glance_image(call, image_id)
+        checked = _glance_image(call, image_id, ram, disk)
         if checked is not None:
             return checked
     conf = call.backends.conf.api
@@ -511,9 +514,11 @@ def checked_image(call: Call, ref: str) -> str:
         raise errors.BadRequest(f'imageRef {image_urls.quoted(ref)} refused: {exc}') from None
 
 
-def _glance_image(call: Call, image_id: str) -> str | None:
-    """``image_id`` once Glance shows it fit for the caller's project; None where there is
-    no Image service (the uuid is then refused as an image URL)."""
+def _glance_image(call: Call, image_id: str, ram: int | None,
+                  disk: int | None) -> str | None:
+    """``image_id`` once Glance shows it fit for the caller's project (and for a flavor of
+    ``ram`` MB and ``disk`` GB, where given); None where there is no Image service (the uuid
+    is then refused as an image URL)."""
     backend = call.backends.glance
     if backend is None:
         return None
@@ -524,6 +529,8 @@ def _glance_image(call: Call, image_id: str) -> str | None:
         images.judge(image_id, found, context.project_id,
                      policy.is_admin(call.backends.enforcer, context),
                      member=lambda: backend.is_member(environ, image_id, context.project_id))
+        if ram is not None and disk is not None:
+            images.check_fit(found, ram, disk)
     except glance.NoImageService:
         return None
     except glance.GlanceUnavailable as exc:
@@ -620,7 +627,7 @@ def create(call: Call) -> webob.Response:
         if field in spec:
             spec[field] = access_ip(field, spec[field], version)
     flavor = _flavor_ref(call, spec['flavorRef'])
-    image = checked_image(call, spec['imageRef'])
+    image = checked_image(call, spec['imageRef'], flavor.ram, flavor.disk)
     login = login_fields(call, spec)
     try:
         request = flavor_specs.placement_request(flavor.extra_specs)

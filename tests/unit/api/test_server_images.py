@@ -15,7 +15,7 @@ from oslo_config import cfg
 from computed import conf as computed_conf
 from computed.api import glance, images
 from computed.db import instances as db_instances
-from tests.unit.api.test_app import ADMIN, IMAGE, create, error_of, flavor
+from tests.unit.api.test_app import ADMIN, GOLD, IMAGE, create, error_of, flavor
 
 # Fixed, not drawn: the id is part of parametrized test ids, which every xdist worker must
 # collect alike.
@@ -54,7 +54,7 @@ def servers(api):
     return api.as_(ADMIN)('GET', '/v2.1/servers?all_tenants=1').document['servers']
 
 
-def made(api, gold, ref, token=None):
+def made(api, gold, ref=ACTIVE, token=None):
     response = create(api.as_(token) if token else api, gold, imageRef=ref)
     assert response.status_int == 202, response.text
     return response.document['server']['id']
@@ -84,6 +84,42 @@ def test_a_missing_inactive_or_invisible_image_is_a_400_and_nothing_changes(api,
     api.backends.glance = FakeGlance({ACTIVE: found} if found else {})
     assert error_of(create(api, gold, imageRef=ACTIVE), 400)[1] == message
     assert servers(api) == []
+
+
+GIB = 1024 ** 3
+
+
+@pytest.mark.parametrize('extra, message', [
+    ({'min_ram': 1025}, "Flavor's memory is too small for requested image."),
+    ({'min_disk': 11}, "Flavor's disk is smaller than the minimum size specified in image "
+                       f"metadata. Flavor disk is {10 * GIB} bytes, minimum size is "
+                       f"{11 * GIB} bytes."),
+    ({'size': 10 * GIB + 1}, "Flavor's disk is too small for requested image. Flavor disk is "
+                             f"{10 * GIB} bytes, image is {10 * GIB + 1} bytes.")])
+def test_an_image_needing_more_than_the_flavor_is_a_400_and_nothing_changes(api, gold, extra,
+                                                                            message):
+    # Nova's _validate_flavor_image_nostatus: the gold flavor has 1024 MB and 10 GB.
+    api.backends.glance = FakeGlance({ACTIVE: image(**extra)})
+    assert error_of(create(api, gold, imageRef=ACTIVE), 400) == ('badRequest', message)
+    assert servers(api) == []
+
+
+def test_an_image_within_the_flavor_or_a_flavor_without_disk_is_taken(api, gold):
+    api.backends.glance = FakeGlance({ACTIVE: image(min_ram=1024, min_disk=10, size=10 * GIB)})
+    made(api, gold)
+    # Glance's null fields (an image still without data) are no requirement.
+    api.backends.glance.images[ACTIVE] = image(min_ram=None, min_disk=None, size=None)
+    made(api, gold)
+    # A flavor of disk 0 is not checked against the image's disk (Nova's "0 means do not
+    # check"); its memory still is.
+    diskless = api.as_(ADMIN)('POST', '/v2.1/flavors', {'flavor': {
+        'name': 'diskless', 'ram': 512, 'vcpus': 1, 'disk': 0}}).document['flavor']['id']
+    api.as_(ADMIN)('POST', f'/v2.1/flavors/{diskless}/os-extra_specs', {'extra_specs': GOLD})
+    api.backends.glance.images[ACTIVE] = image(min_disk=100, size=100 * GIB)
+    made(api, diskless)
+    api.backends.glance.images[ACTIVE] = image(min_ram=1024)
+    assert error_of(create(api, diskless, imageRef=ACTIVE), 400)[1] == \
+        "Flavor's memory is too small for requested image."
 
 
 def test_the_projects_own_shared_to_it_and_admins_see_private_images(api, gold):

@@ -13,6 +13,7 @@ from computed.api import servers as servers_api
 from computed.db import instances as db_instances
 from computed.db import models
 from tests.unit.api.test_app import ADMIN, IMAGE, create, error_of, flavor
+from tests.unit.api.test_server_images import ACTIVE, FakeGlance, image
 from tests.unit.api.test_server_keys import key_pair
 
 NEW_IMAGE = 'http://images.example/new.qcow2'
@@ -244,6 +245,18 @@ def test_a_key_pair_the_caller_does_not_have_and_bad_user_data_are_400s(api, gol
     kind, message = error_of(rebuild(api, server_id, '2.57', user_data='not base64!'), 400)
     assert 'user_data' in message
     unchanged(api, server_id, row)
+
+
+def test_a_glance_image_the_servers_flavor_cannot_hold_is_a_400(api, gold):
+    # As Nova's rebuild: the new image is checked against the server's flavor (1024 MB).
+    server_id = server(api, gold)
+    row = db_instances.get_instance(api.engine, server_id)
+    api.backends.glance = FakeGlance({ACTIVE: image(min_ram=2048)})
+    assert error_of(rebuild(api, server_id, imageRef=ACTIVE), 400)[1] == \
+        "Flavor's memory is too small for requested image."
+    unchanged(api, server_id, row)
+    api.backends.glance.images[ACTIVE] = image(min_ram=1024)
+    assert rebuild(api, server_id, imageRef=ACTIVE).status_int == 202
 
 
 def test_more_metadata_items_than_the_quota_is_a_403(api, gold):
