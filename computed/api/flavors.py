@@ -20,7 +20,6 @@ boolean: those; anything else a 400) and ignore it from anyone else.
 
 from __future__ import annotations
 
-import urllib.parse
 import uuid as uuidlib
 from typing import Any
 
@@ -112,11 +111,8 @@ def _list(call: Call, detail: bool) -> webob.Response:
         raise errors.BadRequest(f'marker [{marker}] not found') from None
     body: dict[str, Any] = {'flavors': [document(call, row, detail) for row in rows]}
     if rows and len(rows) == limit:
-        query = {key: value for key, value in call.request.GET.items() if key != 'marker'}
-        query.update(limit=str(limit), marker=rows[-1].id)
-        body['flavors_links'] = [{'rel': 'next', 'href': f'{call.base_url}/flavors'
-                                  f'{"/detail" if detail else ""}?'
-                                  f'{urllib.parse.urlencode(query)}'}]
+        body['flavors_links'] = call.next_links('/flavors/detail' if detail else '/flavors',
+                                                rows[-1].id, limit)
     return json_response(200, body)
 
 

@@ -22,7 +22,6 @@ Threads: request threads only; nothing is shared but the database (one transacti
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import webob
@@ -84,10 +83,7 @@ def index(call: Call) -> webob.Response:
     body: dict[str, Any] = {'keypairs': [{'keypair': _document(call, row, ())}
                                          for row in rows]}
     if limit is not None and rows and len(rows) == limit:
-        query = {key: value for key, value in call.request.GET.items() if key != 'marker'}
-        query.update(limit=str(limit), marker=rows[-1].name)
-        body['keypairs_links'] = [{'rel': 'next', 'href': f'{call.base_url}/os-keypairs?'
-                                   f'{urllib.parse.urlencode(query)}'}]
+        body['keypairs_links'] = call.next_links('/os-keypairs', rows[-1].name, limit)
     return json_response(200, body)
 
 

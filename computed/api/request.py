@@ -54,10 +54,16 @@ class Call:
         """``http://host:port[/script]/v2.1`` (or ``/v2``), as the client reached it."""
         return self.request.application_url + self.request.environ.get(PREFIX_KEY, PREFIX)
 
-    def next_links(self, path: str, marker: str) -> list[dict[str, str]]:
+    def next_links(self, path: str, marker: str,
+                   limit: int | None = None) -> list[dict[str, str]]:
         """A list's ``*_links``: the next page of ``path`` (after ``base_url``), this request's
-        query with its ``marker`` replaced by ``marker``."""
-        query = [(key, value) for key, value in self.request.GET.items() if key != 'marker']
+        query with its ``marker`` replaced by ``marker``; with ``limit``, its ``limit`` replaced
+        too (a page size the request did not state, its default, is then in the link)."""
+        replaced = {'marker'} if limit is None else {'marker', 'limit'}
+        query = [(key, value) for key, value in self.request.GET.items()
+                 if key not in replaced]
+        if limit is not None:
+            query.append(('limit', str(limit)))
         query.append(('marker', marker))
         return [{'rel': 'next',
                  'href': f'{self.base_url}{path}?{urllib.parse.urlencode(query)}'}]
