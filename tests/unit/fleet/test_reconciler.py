@@ -312,16 +312,21 @@ def test_a_pass_with_nothing_changed_does_not_place_the_nodes_again(tmp_path):
     assert NODES[0] not in a.held()
 
 
+def _wait_until_holding_every_node(daemon: Daemon) -> None:
+    """Wait (10 s at most) until ``daemon``'s fleet thread holds every node of the ensemble."""
+    deadline = time.monotonic() + 10
+    while daemon.held() != set(NODES):
+        assert time.monotonic() < deadline, daemon.fleet.state
+        time.sleep(0.01)
+
+
 def test_run_joins_follows_events_then_drains_and_leaves(tmp_path):
     ensemble = Ensemble()
     a = Daemon(ensemble, "a", tmp_path, drain_timeout=1.0)
     thread = threading.Thread(target=a.fleet.run)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while a.held() != set(NODES):
-            assert time.monotonic() < deadline, a.fleet.state
-            time.sleep(0.01)
+        _wait_until_holding_every_node(a)
         assert a.membership.watching
     finally:
         a.fleet.request_stop()
@@ -339,10 +344,7 @@ def test_a_stop_without_drain_leaves_at_once_releasing_everything_in_one_step(tm
     thread = threading.Thread(target=a.fleet.run, daemon=True)  # a failure must not hang pytest
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while a.held() != set(NODES):
-            assert time.monotonic() < deadline, a.fleet.state
-            time.sleep(0.01)
+        _wait_until_holding_every_node(a)
         a.claims.calls.clear()
         marked = []
         a.membership.set_draining = lambda reason, persistent: marked.append(reason)
@@ -435,9 +437,7 @@ def test_a_zookeeper_error_while_starting_is_retried_not_fatal(tmp_path):
     a = Daemon(ensemble, "a", tmp_path, membership=membership)
     runner = threading.Thread(target=a.fleet.run)
     runner.start()
-    deadline = time.monotonic() + 10
-    while a.held() != set(NODES) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_until_holding_every_node(a)
     a.fleet.request_stop()
     runner.join(10)
     assert not runner.is_alive()
