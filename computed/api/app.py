@@ -39,6 +39,7 @@ from oslo_middleware import cors, healthcheck, http_proxy_to_wsgi, request_id
 from computed.api import (
     auth,
     errors,
+    extensions,
     flavor_access,
     flavors,
     hosts,
@@ -142,6 +143,8 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('GET', '/os-aggregates', zones.aggregates),
     ('GET', '/os-simple-tenant-usage', usage.index),
     ('GET', '/os-simple-tenant-usage/{tenant_id}', usage.show),
+    ('GET', '/extensions', extensions.index),
+    ('GET', '/extensions/{alias}', extensions.show),
 ]
 
 HEALTHCHECK = '/healthcheck'

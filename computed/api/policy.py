@@ -171,6 +171,8 @@ RULES = [
           [('GET', '/os-simple-tenant-usage')]),
     _rule('compute:usage:show', OWNER_READER, 'Show a project\'s usage.',
           [('GET', '/os-simple-tenant-usage/{tenant_id}')]),
+    _rule('compute:extensions', ANYONE, 'List and show the (fixed) extension documents.',
+          [('GET', '/extensions'), ('GET', '/extensions/{alias}')]),
 ]
 
 
