@@ -40,6 +40,7 @@ from computed.api import (
     auth,
     errors,
     extensions,
+    external_events,
     flavor_access,
     flavors,
     hosts,
@@ -47,6 +48,7 @@ from computed.api import (
     image_proxy,
     keypairs,
     microversion,
+    migrations,
     policy,
     quota_classes,
     quotas,
@@ -145,6 +147,8 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('GET', '/os-simple-tenant-usage/{tenant_id}', usage.show),
     ('GET', '/extensions', extensions.index),
     ('GET', '/extensions/{alias}', extensions.show),
+    ('GET', '/os-migrations', migrations.index),
+    ('POST', '/os-server-external-events', external_events.create),
 ]
 
 HEALTHCHECK = '/healthcheck'

@@ -35,6 +35,8 @@ OWNER_READER = 'role:admin or project_id:%(project_id)s'
 #: Key pairs belong to a user (Nova's os_compute_api:os-keypairs:* default).
 KEY_OWNER = 'role:admin or user_id:%(user_id)s'
 ANYONE = '@'
+#: Other services' users (Nova's service_or_admin).
+SERVICE = 'role:service or role:admin'
 
 BASE = [
     policy.RuleDefault('context_is_admin', ADMIN, 'Administrators.'),
@@ -173,6 +175,11 @@ RULES = [
           [('GET', '/os-simple-tenant-usage/{tenant_id}')]),
     _rule('compute:extensions', ANYONE, 'List and show the (fixed) extension documents.',
           [('GET', '/extensions'), ('GET', '/extensions/{alias}')]),
+    _rule('compute:migrations:index', 'rule:admin_api', 'List the migrations (none).',
+          [('GET', '/os-migrations')]),
+    _rule('compute:server_external_events:create', SERVICE,
+          'Send events about servers (Neutron\'s and Cinder\'s, as to Nova).',
+          [('POST', '/os-server-external-events')]),
 ]
 
 
