@@ -10,7 +10,8 @@ no traceback, 500s counted), then by path: the version documents, ``/healthcheck
 Routes are a ``routes.Mapper``; each names a controller function ``f(call) -> Response``
 (:class:`computed.api.request.Call`). ``/v2.1/{project_id}/...`` is served as ``/v2.1/...``
 (Keystone catalogs of Nova often carry the project in the URL); the project in the URL must be
-the caller's, unless the caller is an admin. The requested microversion
+the caller's, unless the caller is an admin. A path with a trailing slash names nothing (404),
+as in Nova. The requested microversion
 (:mod:`computed.api.microversion`) is parsed before dispatch and echoed on every response.
 ``/v2/...`` is Nova's v2.0: the same routes at microversion 2.1, whatever the headers ask, and
 no microversion headers in the answers (:mod:`computed.api.versions` lists it).
@@ -186,7 +187,9 @@ class Router:
                 raise errors.Forbidden(f'Project {segments[1]} in the URL is not the '
                                        'project of the token.')
             path = '/' + '/'.join(segments[2:])
-        path = path.rstrip('/') or '/'
+        # A trailing slash names no resource (Nova's routes neither match it):
+        # /os-simple-tenant-usage/ is a project's usage without a project, a 404.
+        path = path or '/'
         match = self.mapper.match(environ={'PATH_INFO': path,
                                            'REQUEST_METHOD': request.method})
         if match is None:
