@@ -58,6 +58,7 @@ from computed.api import (
     servers,
     services,
     usage,
+    usage_audit,
     versions,
     zones,
 )
@@ -150,6 +151,8 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('GET', '/extensions/{alias}', extensions.show),
     ('GET', '/os-migrations', migrations.index),
     ('POST', '/os-server-external-events', external_events.create),
+    ('GET', '/os-instance_usage_audit_log', usage_audit.index),
+    ('GET', '/os-instance_usage_audit_log/{before}', usage_audit.show),
 ]
 
 HEALTHCHECK = '/healthcheck'

@@ -180,6 +180,12 @@ RULES = [
     _rule('compute:server_external_events:create', SERVICE,
           'Send events about servers (Neutron\'s and Cinder\'s, as to Nova).',
           [('POST', '/os-server-external-events')]),
+    _rule('compute:usage_audit_log:list', 'rule:admin_api',
+          'Show the usage audit log of the last completed period (no host runs the audit).',
+          [('GET', '/os-instance_usage_audit_log')]),
+    _rule('compute:usage_audit_log:show', 'rule:admin_api',
+          'Show the usage audit log of the last period completed before a time.',
+          [('GET', '/os-instance_usage_audit_log/{before}')]),
 ]
 
 
