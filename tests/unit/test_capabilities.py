@@ -1,7 +1,9 @@
 """The capability <-> trait mapping (computed.providers.capabilities)."""
 
+import math
+
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from computed.providers import capabilities
@@ -54,7 +56,18 @@ def test_malformed_string_is_refused(text):
 
 @given(st.text(min_size=1, max_size=40).filter(lambda k: ':' not in k),
        st.text(max_size=40))
-def test_mapping_is_reversible(key, value):
-    trait = capabilities.capability_trait(key, value)
+# Found by a suite run: 4-byte characters make 81 characters 256 once base32-encoded.
+@example(key='00000000' + '\x80' * 14 + '\U00010000' * 10,
+         value='0000000' + '\x80' * 14 + '\U00010000' * 10)
+def test_mapping_is_reversible_or_refused_as_too_long(key, value):
+    try:
+        trait = capabilities.capability_trait(key, value)
+    except InvalidCapability as exc:
+        # Refused only when the trait cannot fit Placement's 255 characters: base32 makes
+        # every 5 bytes of the UTF-8 pair 8 characters.
+        encoded = math.ceil(len(f'{key}:{value}'.encode()) * 8 / 5)
+        assert len(capabilities.ENCODED_PREFIX) + encoded > 255, exc
+        assert 'too long for a trait' in str(exc)
+        return
     assert is_custom_name(trait)
     assert capabilities.parse_capability_trait(trait) == (key, value)
