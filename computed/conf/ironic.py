@@ -45,15 +45,19 @@ OPTS = [
         default=5,
         min=0,
         help='How many times to retry an Ironic request that fails with a '
-             'conflict (the node is locked by a conductor), a server error or '
-             'a connection error, with exponential backoff from '
-             'api_retry_interval (capped at 30 s). 0: try once. While Ironic '
-             'is unreachable the daemon keeps using its last good node list.'),
+             'server error or a connection error, with exponential backoff '
+             'from api_retry_interval (capped at 30 s). 0: try once. While '
+             'Ironic is unreachable the daemon keeps using its last good node '
+             'list. A write to a node that is locked by a conductor is not '
+             'counted here: it is retried every api_retry_interval until the '
+             'operation\'s own timeout (a lock is a conductor at work on the '
+             'node, which ends).'),
     cfg.IntOpt(
         'api_retry_interval',
         default=2,
         min=1,
-        help='Seconds between two retries of a conflicting Ironic request.'),
+        help='Seconds between two retries of a write to a node locked by a '
+             'conductor, and the first backoff of other retries.'),
     cfg.BoolOpt(
         'notifications',
         default=True,

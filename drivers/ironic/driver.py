@@ -42,8 +42,14 @@ Guarantees:
   waits; what the guard raises ends the operation at once (nothing more is
   written) and reaches the caller unchanged.
 * Node operations (``deploy``, ``rebuild``, ``undeploy``, ``set_power``,
-  ``clear_instance``) also retry 409 "node locked" answers (the conductor
-  holds the node for a moment) with the same policy; they wait for their
+  ``clear_instance``) also retry 409 "node locked" answers, every
+  ``api_retry_interval``, until the operation's own timeout: a lock is a
+  conductor at work on the node, which ends (Ironic answers "please retry"),
+  however long its work takes under load (a deploy from a Glance image
+  looks the image up in Glance, through Keystone, holding the lock), so it
+  is waited out as the operation's result is, not counted as a failure of
+  Ironic's (Nova's Ironic driver waits ``api_max_retries`` times
+  ``api_retry_interval``, 120 s by default). They wait for their
   result by polling the node every ``poll_interval`` (0.2 s: openstacksdk's
   ``wait_for_*`` poll every 2 s, which would dominate a fake deploy). Each
   starts from the node's real state, so repeating one after a crash or a
@@ -144,6 +150,12 @@ def _is_retriable(exc: BaseException) -> bool:
     # is down: openstacksdk discovers the API version before it.
     return isinstance(exc, (_Retriable, _MarkerGone, _Locked,
                             ks_exc.ConnectionError, ks_exc.DiscoveryFailure))
+
+
+def _is_retriable_unless_locked(exc: BaseException) -> bool:
+    """A write's retries by the policy: NodeLocked is waited out apart
+    (:meth:`IronicDriver._write`)."""
+    return _is_retriable(exc) and not isinstance(exc, _Locked)
 
 
 class IronicDriver(BaremetalDriver):
@@ -266,6 +278,7 @@ class IronicDriver(BaremetalDriver):
                image_source: str | None, *, timeout: float,
                guard: WriteGuard | None = None,
                configdrive: dict[str, Any] | None = None) -> Node:
+        deadline = self._clock() + timeout
         node = self._require(node_uuid)
         if node.instance_uuid not in (None, instance_uuid):
             raise DeployFailed(node_uuid, f'node hosts instance '
@@ -276,8 +289,9 @@ class IronicDriver(BaremetalDriver):
             if node.provision_state in DEPLOYING_STATES:
                 return self._wait_deployed(node_uuid, instance_uuid, timeout,
                                            guard)
-        self._associate(node, instance_uuid, image_source, guard)
-        self._provision_active(node_uuid, instance_uuid, guard, configdrive)
+        self._associate(node, instance_uuid, image_source, guard, deadline)
+        self._provision_active(node_uuid, instance_uuid, guard, deadline,
+                               configdrive)
         return self._wait_deployed(node_uuid, instance_uuid, timeout, guard)
 
     def rebuild(self, node_uuid: str, instance_uuid: str,
@@ -308,12 +322,12 @@ class IronicDriver(BaremetalDriver):
         if image_source is not None:
             ops.append({'op': 'add', 'path': '/instance_info/image_source',
                         'value': image_source})
-        self._patch(node_uuid, ops, guard)
+        self._patch(node_uuid, ops, guard, deadline)
         body: dict[str, Any] = {'target': 'rebuild'}
         if configdrive is not None:
             body['configdrive'] = configdrive
         response = self._write('put', f'/nodes/{node_uuid}/states/provision',
-                               f'node {node_uuid}', body, guard)
+                               f'node {node_uuid}', body, guard, deadline)
         if response.status_code >= 400:
             again = self._require(node_uuid)
             # Accepted by an attempt whose answer was lost: Ironic refuses the
@@ -337,7 +351,8 @@ class IronicDriver(BaremetalDriver):
                               not in DEPLOYING_STATES - DELETABLE_STATES,
                               guard=guard)
         if node.provision_state in DELETABLE_STATES:
-            self._provision(node_uuid, 'deleted', f'node {node_uuid}', guard)
+            self._provision(node_uuid, 'deleted', f'node {node_uuid}', guard,
+                            deadline)
         elif node.provision_state not in UNDEPLOYED_STATES | \
                 TEARING_DOWN_STATES:
             raise DriverError(f'node {node_uuid}', f'cannot undeploy from '
@@ -348,7 +363,8 @@ class IronicDriver(BaremetalDriver):
                               _is_available, _undeploy_failure, guard)
         if node.instance_uuid is not None:
             self._patch(node_uuid, [{'op': 'remove',
-                                     'path': '/instance_uuid'}], guard)
+                                     'path': '/instance_uuid'}], guard,
+                        deadline)
             node = self._require(node_uuid)
         return node
 
@@ -361,7 +377,8 @@ class IronicDriver(BaremetalDriver):
         wanted = POWER_ON if target == REBOOT else target
         before = self._power(node_uuid)
         response = self._write('put', f'/nodes/{node_uuid}/states/power',
-                               what, {'target': target}, guard)
+                               what, {'target': target}, guard,
+                               self._clock() + timeout)
         if response.status_code >= 400:
             raise DriverError(what, f'{target} refused: {_fault(response)}')
         deadline = self._clock() + timeout
@@ -387,6 +404,7 @@ class IronicDriver(BaremetalDriver):
                        *, timeout: float,
                        guard: WriteGuard | None = None) -> Node | None:
         what = f'node {node_uuid}'
+        deadline = self._clock() + timeout
         node = self.get_node(node_uuid)
         if node is None:
             return None
@@ -405,7 +423,7 @@ class IronicDriver(BaremetalDriver):
             ops.append({'op': 'replace', 'path': '/instance_info',
                         'value': {}})
         if ops:
-            self._patch(node_uuid, ops, guard)
+            self._patch(node_uuid, ops, guard, deadline)
             node = self._require(node_uuid)
         return node
 
@@ -435,7 +453,8 @@ class IronicDriver(BaremetalDriver):
                             'power_state,target_power_state,last_error')
 
     def _associate(self, node: Node, instance_uuid: str,
-                   image_source: str | None, guard: WriteGuard | None) -> None:
+                   image_source: str | None, guard: WriteGuard | None,
+                   deadline: float) -> None:
         ops: list[dict[str, Any]] = []
         if node.instance_uuid is None:
             ops.append({'op': 'add', 'path': '/instance_uuid',
@@ -446,19 +465,20 @@ class IronicDriver(BaremetalDriver):
         if not ops:
             return
         response = self._write('patch', f'/nodes/{node.uuid}',
-                               f'node {node.uuid}', ops, guard)
+                               f'node {node.uuid}', ops, guard, deadline)
         if response.status_code < 400:
             return
         # A retried PATCH whose first attempt landed, or a racer.
         again = self._require(node.uuid)
         if again.instance_uuid == instance_uuid and response.status_code == 409:
-            self._associate(again, instance_uuid, image_source, guard)
+            self._associate(again, instance_uuid, image_source, guard,
+                            deadline)
             return
         raise DeployFailed(node.uuid, f'cannot associate instance '
                            f'{instance_uuid}: {_fault(response)}')
 
     def _provision_active(self, node_uuid: str, instance_uuid: str,
-                          guard: WriteGuard | None,
+                          guard: WriteGuard | None, deadline: float,
                           configdrive: dict[str, Any] | None = None) -> None:
         body: dict[str, Any] = {'target': 'active'}
         if configdrive is not None:
@@ -466,7 +486,7 @@ class IronicDriver(BaremetalDriver):
             # it in the node's instance_info.configdrive.
             body['configdrive'] = configdrive
         response = self._write('put', f'/nodes/{node_uuid}/states/provision',
-                               f'node {node_uuid}', body, guard)
+                               f'node {node_uuid}', body, guard, deadline)
         if response.status_code < 400:
             return
         node = self._require(node_uuid)
@@ -494,18 +514,18 @@ class IronicDriver(BaremetalDriver):
                           guard)
 
     def _provision(self, node_uuid: str, target: str, what: str,
-                   guard: WriteGuard | None) -> None:
+                   guard: WriteGuard | None, deadline: float) -> None:
         response = self._write('put', f'/nodes/{node_uuid}/states/provision',
-                               what, {'target': target}, guard)
+                               what, {'target': target}, guard, deadline)
         if response.status_code >= 400:
             raise DriverError(what, f'provision {target!r} refused: '
                               f'{_fault(response)}')
 
     def _patch(self, node_uuid: str, ops: list[dict[str, Any]],
-               guard: WriteGuard | None) -> None:
+               guard: WriteGuard | None, deadline: float) -> None:
         what = f'node {node_uuid}'
         response = self._write('patch', f'/nodes/{node_uuid}', what, ops,
-                               guard)
+                               guard, deadline)
         if response.status_code >= 400:
             raise DriverError(what, f'update refused: {_fault(response)}')
 
@@ -530,10 +550,12 @@ class IronicDriver(BaremetalDriver):
             self._sleep(self._poll_interval)
 
     def _write(self, method: str, path: str, what: str, body: Any,
-               guard: WriteGuard | None) -> Any:
-        """One PATCH/PUT, retried on connection errors, 5xx and NodeLocked;
-        any other answer (success or refusal) is returned. ``guard`` is
-        checked before every attempt: what it raises is not retried."""
+               guard: WriteGuard | None, deadline: float) -> Any:
+        """One PATCH/PUT, retried on connection errors and 5xx by the retry
+        policy, and on NodeLocked every ``interval`` until the clock passes
+        ``deadline`` (the operation's: then ``DriverUnavailable``); any other
+        answer (success or refusal) is returned. ``guard`` is checked before
+        every attempt: what it raises is not retried."""
         call = getattr(self._api, method)
 
         def once() -> Any:
@@ -546,7 +568,21 @@ class IronicDriver(BaremetalDriver):
             if status == 409 and 'locked' in _fault(response).lower():
                 raise _Locked(_fault(response))
             return response
-        return self._retrying(once, what)
+
+        locked = 0
+        while True:
+            try:
+                return self._retrying(once, what, _is_retriable_unless_locked)
+            except _Locked as exc:
+                locked += 1
+                wait = self._policy.interval
+                if self._clock() + wait > deadline:
+                    raise DriverUnavailable(
+                        what, f'node still locked at the operation\'s '
+                        f'timeout: {exc}', attempts=locked, cause=exc) from exc
+                LOG.info('%s is locked (answer %d), retrying in %.1f s: %s',
+                         what, locked, wait, exc)
+                self._sleep(wait)
 
     # -- internals ----------------------------------------------------------
 
@@ -562,9 +598,11 @@ class IronicDriver(BaremetalDriver):
             self._v1 = data.url
         return self._v1
 
-    def _retrying(self, fn: Callable[[], Any], what: str) -> Any:
+    def _retrying(self, fn: Callable[[], Any], what: str,
+                  retriable: Callable[[BaseException], bool] = _is_retriable
+                  ) -> Any:
         try:
-            return retry.call(fn, self._policy, _is_retriable, what,
+            return retry.call(fn, self._policy, retriable, what,
                               sleep=self._sleep, rand=self._rand)
         except retry.RetriesExhausted as exc:
             raise DriverUnavailable(what, f'Ironic unreachable: {exc.last}',

@@ -41,7 +41,8 @@ class FakeBaremetal:
         self.records = sorted(records, key=lambda r: str(r.get('uuid')))
         self.failures: list = []
         self.requests: list[tuple[str, dict]] = []
-        self.write_failures: list[int] = []  # statuses the next writes answer with
+        # What the next writes answer instead: a status, or (status, Ironic's message).
+        self.write_failures: list[int | tuple[int, str]] = []
         self.writes: list[tuple[str, str, object]] = []
 
     def get_endpoint_data(self):
@@ -74,7 +75,9 @@ class FakeBaremetal:
     def _write(self, method, path, body):
         self.writes.append((method, path, body))
         if self.write_failures:
-            return FakeResponse(self.write_failures.pop(0), {'error_message': 'injected'})
+            failure = self.write_failures.pop(0)
+            status, message = failure if isinstance(failure, tuple) else (failure, 'injected')
+            return FakeResponse(status, {'error_message': message})
         return FakeResponse(202, {})
 
     def _list(self, params):

@@ -248,3 +248,62 @@ def test_a_wait_stops_once_the_guard_refuses():
     with pytest.raises(Revoked):
         driver.deploy(node['uuid'], I1, None, timeout=3600, guard=guard)
     assert baremetal.writes == [] and len(slept) < 5
+
+
+# -- a locked node is waited out until the operation's timeout -------------------------------
+
+LOCKED = (409, 'Node 7f6ad5a2 is locked by host ironic-harness, please retry after the '
+               'current operation is completed.')
+
+
+class Clock:
+    """The driver's clock, moved on by its sleeps."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def locked_driver(node, answers):
+    clock = Clock()
+    conn = FakeConnection([node])
+    conn.baremetal.write_failures = list(answers)
+    driver = IronicDriver(conn.baremetal, sleep=clock.sleep, clock=clock, rand=lambda: 0.0,
+                          retry_policy=RetryPolicy(max_retries=2, interval=2))
+    return driver, conn.baremetal, clock
+
+
+def test_a_node_locked_longer_than_the_retry_count_allows_is_waited_out():
+    # Ironic holds a node's lock while it works on it (a deploy from a Glance image looks the
+    # image up in Glance, through Keystone, holding it): 10 answers "locked" in a row are
+    # more than max_retries=2, and not a failure while the operation has time left.
+    node = record(provision_state='active', instance_uuid=I1)
+    driver, baremetal, clock = locked_driver(node, [LOCKED] * 10)
+    done = driver.rebuild(node['uuid'], I1, 'http://images.example/new.qcow2', timeout=60)
+    assert done.provision_state == 'active'
+    assert [w[0] for w in baremetal.writes] == ['PATCH'] * 11 + ['PUT']
+    assert clock.slept == [2] * 10  # every api_retry_interval, as Nova's driver
+
+
+def test_a_node_still_locked_at_the_operations_timeout_is_unavailable():
+    node = record(provision_state='active', instance_uuid=I1)
+    driver, baremetal, clock = locked_driver(node, [LOCKED] * 100)
+    with pytest.raises(DriverUnavailable, match="still locked at the operation's timeout"):
+        driver.rebuild(node['uuid'], I1, 'http://images.example/new.qcow2', timeout=9)
+    assert clock.now <= 9
+    assert [w[0] for w in baremetal.writes] == ['PATCH'] * 5  # at 0, 2, 4, 6, 8 s
+
+
+def test_server_errors_between_locked_answers_keep_their_own_count():
+    node = record(provision_state='active', instance_uuid=I1)
+    driver, baremetal, clock = locked_driver(node, [LOCKED, 503, 503, 503])
+    with pytest.raises(DriverUnavailable, match='Ironic unreachable'):
+        driver.rebuild(node['uuid'], I1, 'http://images.example/new.qcow2', timeout=600)
+    assert len(baremetal.writes) == 4  # 1 locked, then 3 tries of the policy's (2 retries)
