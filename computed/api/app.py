@@ -38,6 +38,7 @@ from oslo_config import cfg
 from oslo_middleware import cors, healthcheck, http_proxy_to_wsgi, request_id
 
 from computed.api import (
+    aggregates,
     auth,
     errors,
     extensions,
@@ -146,7 +147,12 @@ ROUTES: list[tuple[str, str, Controller]] = [
     ('GET', '/os-hypervisors/{pattern}/servers', hypervisors.servers),
     ('GET', '/os-availability-zone', zones.index),
     ('GET', '/os-availability-zone/detail', zones.detail),
-    ('GET', '/os-aggregates', zones.aggregates),
+    ('GET', '/os-aggregates', aggregates.index),
+    ('POST', '/os-aggregates', aggregates.create),
+    ('GET', '/os-aggregates/{aggregate_id}', aggregates.show),
+    ('PUT', '/os-aggregates/{aggregate_id}', aggregates.update),
+    ('DELETE', '/os-aggregates/{aggregate_id}', aggregates.delete),
+    ('POST', '/os-aggregates/{aggregate_id}/action', aggregates.action),
     ('GET', '/os-simple-tenant-usage', usage.index),
     ('GET', '/os-simple-tenant-usage/{tenant_id}', usage.show),
     ('GET', '/extensions', extensions.index),

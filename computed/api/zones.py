@@ -1,10 +1,10 @@
-"""``/os-availability-zone`` and ``/os-aggregates``: how the nodes are grouped. One zone,
-``nova``, and no aggregates.
+"""``/os-availability-zone``: how the nodes are grouped in zones. One zone, ``nova``.
 
 Owns the zone documents. Why one zone: it is the only one a server can be created in
 (:data:`computed.api.servers.ZONE`) and the zone of every node the scheduler sees
-(:mod:`computed.scheduling.host_state`); Nova derives zones from host aggregates, which computed
-has none of, and never from Ironic's conductor groups (a Nova operator who wanted a zone per
+(:mod:`computed.scheduling.host_state`); Nova derives zones from host aggregates, whose zone
+can only be ``nova`` here (:mod:`computed.api.aggregates`), and never from Ironic's conductor
+groups (a Nova operator who wanted a zone per
 conductor group made an aggregate per group by hand). The zone is available while one daemon
 of the group is up and not disabled, as Nova's zone is while one of its compute services is;
 the detail (admins) lists the daemons under Nova's ``nova-compute`` name, as ``/os-services``
@@ -22,7 +22,6 @@ from computed.api.request import Call, json_response
 
 LIST = 'compute:availability_zones:list'
 DETAIL = 'compute:availability_zones:detail'
-AGGREGATES = 'compute:aggregates:index'
 ZONE = 'nova'
 
 
@@ -46,8 +45,3 @@ def detail(call: Call) -> webob.Response:
     daemons = services.daemons(call.backends)
     return json_response(200, {'availabilityZoneInfo': [zone(daemons, detail=True)]})
 
-
-def aggregates(call: Call) -> webob.Response:
-    """``GET /os-aggregates``: none (what ``openstack hypervisor show`` reads first)."""
-    policy.authorize(call.backends.enforcer, AGGREGATES, call.context)
-    return json_response(200, {'aggregates': []})

@@ -26,7 +26,9 @@ project that ever built, only to be locked, so that the quota decisions of one p
 builds are taken one at a time; ``quota_reservations``: the builds admitted by quota whose
 instance row does not exist yet (a build in flight between the decision and its row), counted
 with the live rows (see :func:`computed.db.quotas.reserve_quota`).
-``key_pairs``: each user's key pairs (``os-keypairs``), one name per user.
+``key_pairs``: each user's key pairs (``os-keypairs``), one name per user. ``aggregates``,
+``aggregate_hosts`` and ``aggregate_metadata``: Nova's host aggregates (``os-aggregates``),
+named groups of daemons with metadata, which nothing places by (computed.api.aggregates).
 
 Two epochs, two names: a *claim epoch* is the creation zxid of a node's claim
 znode (new for every claim; the fencing token of reports); a *member epoch* is
@@ -298,6 +300,42 @@ class FlavorProject(Base):
     flavor_id: Mapped[str] = mapped_column(
         String(NAME_LENGTH), ForeignKey("flavors.id", ondelete="CASCADE"), primary_key=True)
     project_id: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+
+
+class Aggregate(Base):
+    """A host aggregate (revision 0012; Nova's os-aggregates): a named group of daemons."""
+
+    __tablename__ = "aggregates"
+    __table_args__ = (UniqueConstraint("name"), UniqueConstraint("uuid"))
+
+    # Nova's aggregates are found by an integer id; the uuid is shown from 2.41.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(UUID_LENGTH), nullable=False)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, nullable=False,
+                                                          default=utcnow)
+    updated_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class AggregateHost(Base):
+    """A daemon (by host name) in an aggregate."""
+
+    __tablename__ = "aggregate_hosts"
+
+    aggregate_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), primary_key=True)
+    host: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+
+
+class AggregateMetadata(Base):
+    """One metadata item of an aggregate (``availability_zone`` among them)."""
+
+    __tablename__ = "aggregate_metadata"
+
+    aggregate_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    value: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
 
 
 class QuotaLimit(Base):

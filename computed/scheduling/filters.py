@@ -15,9 +15,11 @@ meaning:
 * :class:`AllHostsFilter`: passes everything.
 
 Nova's aggregate filters (AggregateInstanceExtraSpecsFilter...) and server-group filters
-(ServerGroupAffinityFilter...) have no counterpart: computed has neither aggregates nor server
-groups, so there is nothing for them to read. Nova's own classes can still be named (they pass
-every host when the request has no group and the host no aggregate, as in Nova).
+(ServerGroupAffinityFilter...) have no counterpart: computed's aggregates group daemons, not
+the nodes a host state stands for (computed.api.aggregates: nothing places by them), and there
+are no server groups, so there is nothing for them to read. Nova's own classes can still be
+named (they pass every host when the request has no group and the host no aggregate, as in
+Nova).
 
 :class:`BaseHostFilter` has Nova's interface (``host_passes``, ``filter_all``,
 ``run_filter_once_per_request``, ``run_filter_for_index``, ``RUN_ON_REBUILD``), so a filter
