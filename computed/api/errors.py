@@ -75,6 +75,12 @@ class RequestTooLarge(APIError):
     status = 413
 
 
+class Gone(APIError):
+    """What Nova removed for good and answers 410 (nova-network's writes)."""
+
+    status = 410
+
+
 class NotImplementedHere(APIError):
     """What Nova's Ironic driver does not implement either (Nova answers 501 too)."""
 

@@ -100,7 +100,7 @@ def test_microversions(api):
 
 def test_unknown_paths_and_methods(api):
     assert error_of(api('GET', '/v2.1/p1/nothing-here'), 404)[0] == 'itemNotFound'
-    assert error_of(api('GET', '/v2.1/os-networks'), 404)
+    assert error_of(api('GET', '/v2.1/os-fping'), 404)
     assert error_of(api('GET', '/v3'), 404)
     assert error_of(api('PUT', '/v2.1/flavors'), 405)
     # A trailing slash names nothing, as Nova's routes: Tempest reads a project's usage with
