@@ -1,4 +1,4 @@
-"""The order test files run in: longest first, so that two workers end together.
+"""The order test files run in: longest first, so that the workers end together.
 
 Owns the order of the collected test files (never the order of the tests within a file, nor
 which tests run). Under pytest-xdist, ``tools/run-tests`` gives each worker a whole file at a
@@ -7,7 +7,7 @@ files with the most tests first, left the files of one or two long tests (the ch
 ZooKeeper ensemble, the database freeze) to the end of the run, where one worker ran them while
 the other had nothing left to do. Here, in each worker, the files are sorted by what they are
 expected to cost, longest first (largest processing time first: the classic greedy order for
-two machines), ties in collected order.
+identical machines), ties in collected order.
 
 A file's expected cost is, in that order of preference:
 
