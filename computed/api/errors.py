@@ -28,7 +28,9 @@ FAULTS = Counter('computed_api_faults', 'Compute API requests that failed with a
 
 #: The body key of each status, as Nova's clients know them.
 FAULT_NAMES = {400: 'badRequest', 401: 'unauthorized', 403: 'forbidden', 404: 'itemNotFound',
-               405: 'badMethod', 406: 'notAcceptable', 409: 'conflict', 413: 'overLimit',
+               405: 'badMethod', 406: 'notAcceptable', 409: 'conflict',
+               # 410: Nova names no fault for it, so its body is a computeFault.
+               410: 'computeFault', 413: 'overLimit',
                415: 'badMediaType', 501: 'notImplemented', 503: 'serviceUnavailable'}
 
 
