@@ -78,7 +78,14 @@ def test_first_listing_waits_for_the_stream_at_most_one_interval(stream_ok, wait
 @pytest.mark.parametrize("own_done, again", [
     (None, True), (0.0, False), (29.9, False), (30.0, True), (600.0, True)])
 def test_a_round_right_after_the_own_listing_compares_that_listing(own_done, again):
-    assert round_lists_again(own_done, 30.0) is again
+    assert round_lists_again(own_done, 30.0, 600.0) is again
+
+
+@pytest.mark.parametrize("own_done, again", [
+    (None, True), (30.0, False), (599.9, False), (600.0, True)])
+def test_a_round_confirming_the_last_ones_findings_compares_until_the_listing_is_rare_old(
+        own_done, again):
+    assert round_lists_again(own_done, 30.0, 600.0, confirming=True) is again
 
 
 @pytest.mark.parametrize("heard, beats, wait", [
@@ -395,15 +402,34 @@ def test_while_events_flow_one_round_lists_for_the_fleet_and_announces_what_even
     clock.now += 100
     lister.step()
     assert nodes.refreshes == 3 and notifier.sent == []  # seen once: maybe a report under way
-    clock.now += 30  # a round that found differences: the next one 30 s later
-    lister.step()
-    assert nodes.refreshes == 4
+    clock.now += 30  # a round that found differences: the next one 30 s later, which compares
+    lister.step()    # the listing it made (no report came: N2 still differs) without listing
+    assert nodes.refreshes == 3
     assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
     assert lister.last_missed == 1
     watch.ok = False  # the stream in doubt: this daemon lists on its own again
     clock.now += 30
     lister.step()
-    assert nodes.refreshes == 5
+    assert nodes.refreshes == 4
+
+
+def test_rounds_during_a_cold_start_compare_one_listing_until_the_reports_land(monkeypatch):
+    # Nothing applied yet (every report on its way): the rounds every 30 s confirm or clear
+    # against the applied states, not against new listings of every node.
+    lister, nodes, clock, notifier, _ = listings(monkeypatch, TrustedWatch(True))
+    lister.step()  # the first listing, trusted
+    lister.step()  # the first round compares it: both nodes differ (never applied)
+    assert nodes.refreshes == 1 and notifier.sent == []
+    applied = [(n.uuid, json.dumps(state(n))) for n in (node(N1), node(N2))]
+    monkeypatch.setattr("computed.db.providers.applied_states", lambda engine: iter(applied))
+    for _ in range(6):  # 30 s: the next round clears both (the reports landed), no listing
+        clock.now += 5
+        lister.step()
+    assert nodes.refreshes == 1 and notifier.sent == [] and lister.last_missed == 0
+    for _ in range(120):  # 600 s: nothing differs, so the next round is the audit's, which lists
+        clock.now += 5
+        lister.step()
+    assert nodes.refreshes == 2 and notifier.sent == []
 
 
 # --- one listing at start (issue 27 item 3) ----------------------------------------------------
