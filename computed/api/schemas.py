@@ -106,6 +106,34 @@ SCHEDULER_HINTS = {
     'additionalProperties': True,
 }
 
+_SHORT_TEXT = {'type': 'string', 'maxLength': 255}
+#: One item of ``block_device_mapping_v2``: the fields Nova's schema takes, with its types and
+#: enumerations; what bare metal makes of them is computed.api.block_devices'.
+BLOCK_DEVICE_MAPPING_V2 = {
+    'type': 'object',
+    'properties': {
+        'source_type': {'type': 'string', 'enum': ['volume', 'image', 'snapshot', 'blank']},
+        'destination_type': {'type': 'string', 'enum': ['local', 'volume']},
+        'uuid': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                 'pattern': '^[a-zA-Z0-9._-]*$'},
+        'image_id': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                     'pattern': '^[a-zA-Z0-9._-]*$'},
+        'volume_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'snapshot_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'boot_index': {'type': ['integer', 'string', 'null'], 'pattern': '^-?[0-9]+$'},
+        'volume_size': {'type': ['integer', 'string'], 'pattern': '^[0-9]{1,10}$',
+                        'minimum': 1, 'maximum': limits.MAX_INT},
+        'device_name': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                        'pattern': '^[a-zA-Z0-9._/-]*$'},
+        'delete_on_termination': BOOLEAN,
+        'virtual_name': _SHORT_TEXT, 'guest_format': _SHORT_TEXT,
+        'device_type': _SHORT_TEXT, 'disk_bus': _SHORT_TEXT,
+        'no_device': {},
+        'connection_info': {'type': 'string', 'maxLength': 16777215},
+    },
+    'additionalProperties': False,
+}
+
 SERVER_CREATE = {
     'type': 'object',
     'properties': {'os:scheduler_hints': SCHEDULER_HINTS,
@@ -143,6 +171,8 @@ SERVER_CREATE = {
             'OS-DCF:diskConfig': {'type': 'string', 'enum': ['AUTO', 'MANUAL']},
             # From 2.52 (computed.api.servers): the tags of each server made.
             'tags': {'type': 'array', 'items': TAG, 'maxItems': 50},
+            # What the CLI sends with --image; only that is taken (computed.api.block_devices).
+            'block_device_mapping_v2': {'type': 'array', 'items': BLOCK_DEVICE_MAPPING_V2},
         },
         'required': ['name', 'flavorRef', 'imageRef'],
         'additionalProperties': False,

@@ -4,7 +4,8 @@ Owns the server documents of each microversion and the checks before anything is
 the flavor must exist and its extra specs make a Placement request
 (:mod:`computed.instances.flavor_specs`); ``imageRef`` must be a Glance image the project may
 use, where there is an Image service (:mod:`computed.api.images`), or an image URL a conductor
-may be sent (:mod:`computed.api.image_urls`); the project must be
+may be sent (:mod:`computed.api.image_urls`); ``block_device_mapping_v2`` may only be the
+image mapping of ``imageRef`` the CLI sends (:mod:`computed.api.block_devices`); the project must be
 within its quotas: each server is admitted under the project's lock, counting the builds
 admitted before it (:func:`computed.api.quotas.reserve`), so concurrent builds never leave
 more servers than the limit, ERROR ones included. A create answers 202 once its servers are
@@ -53,6 +54,7 @@ from typing import Any
 import webob
 
 from computed.api import (
+    block_devices,
     errors,
     glance,
     image_urls,
@@ -626,6 +628,10 @@ def create(call: Call) -> webob.Response:
     for field, version in (('accessIPv4', 4), ('accessIPv6', 6)):
         if field in spec:
             spec[field] = access_ip(field, spec[field], version)
+    try:
+        block_devices.check(spec.get('block_device_mapping_v2') or [], spec['imageRef'])
+    except block_devices.BadMapping as exc:
+        raise errors.BadRequest(str(exc)) from None
     flavor = _flavor_ref(call, spec['flavorRef'])
     image = checked_image(call, spec['imageRef'], flavor.ram, flavor.disk)
     login = login_fields(call, spec)

@@ -15,7 +15,8 @@ Two ways to authenticate, chosen by the caller:
   (``unauthenticated-context``): images are then given an ``owner`` explicitly.
 
 :meth:`Glance.upload` makes an active image from bytes (create, then upload the data), with a
-name, visibility and owner; :meth:`Glance.create` makes one without data (status ``queued``).
+name, visibility and owner; :meth:`Glance.create` makes one without data (status ``queued``);
+:meth:`Glance.images` lists the images Glance's filters (e.g. ``name``) select.
 
 Guarantees: ``start`` returns only once Glance answers; a failing setup command raises with its
 output (:class:`computed.testing.process.ServiceError`).
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,14 @@ class Glance(Service):
         image = self._request("GET", f"/v2/images/{made['id']}", token=token)
         assert image is not None
         return image
+
+    def images(self, token: str | None = None, **filters: str) -> list[dict[str, Any]]:
+        """The images Glance lists with ``filters`` (Glance's query: ``name``, ``status``...),
+        its first page."""
+        query = urllib.parse.urlencode(filters)
+        listed = self._request("GET", f"/v2/images?{query}", token=token)
+        assert listed is not None
+        return listed["images"]
 
     def add_member(self, image_id: str, project_id: str) -> None:
         self._request("POST", f"/v2/images/{image_id}/members", {"member": project_id})

@@ -13,7 +13,10 @@ With ``glance`` (:meth:`Ironic.use_glance`: a Keystone's URL and a user of it), 
 Glance images from the Image service of that Keystone's catalog with the user's password, as
 a deployed Ironic does with its ``[glance]`` service user: it then knows a Glance image's type
 (whole disk or partition), which its rebuild needs (Ironic 39.0.0 answers the rebuild of a
-Glance image it cannot read with a 500, ``auto_lessee``). Without it Ironic reads no Glance.
+Glance image it cannot read with a 500, ``auto_lessee``). With ``glance_url`` (a Glance
+without Keystone, :mod:`computed.testing.glance`'s default) it reads that Glance without
+credentials (``[glance] auth_type = none`` and ``endpoint_override``: keystoneauth's
+no-auth plugin and the URL as the image endpoint). Without either Ironic reads no Glance.
 
 Its policy shows instance secrets (``show_instance_secrets``: Ironic masks them by default), so
 that a test or the local run reads back the config drive the daemon passed, in the node's
@@ -39,10 +42,12 @@ class Ironic(Service):
     name = "ironic"
 
     def __init__(self, workdir: Path, info: dict | None = None, transport_url: str = "",
-                 deploy_delay: float = 0.0):
+                 deploy_delay: float = 0.0, glance_url: str = ""):
         super().__init__(workdir, info)
         self.info.setdefault("transport_url", transport_url)
         self.info.setdefault("deploy_delay", deploy_delay)
+        if glance_url:
+            self.info.setdefault("glance", {"endpoint": glance_url})
 
     def start(self) -> None:
         venv = venvs.ensure("ironic", REQUIREMENTS)
@@ -88,7 +93,9 @@ class Ironic(Service):
             f"deploy_delay = {int(self.info['deploy_delay'])}",
         ]
         glance = self.info.get("glance")
-        if glance:
+        if glance and "endpoint" in glance:
+            lines += ["[glance]", "auth_type = none", f"endpoint_override = {glance['endpoint']}"]
+        elif glance:
             lines += ["[glance]", "auth_type = password", f"auth_url = {glance['auth_url']}",
                       f"username = {glance['username']}", f"password = {glance['password']}",
                       f"project_name = {glance['project_name']}", "user_domain_id = default",

@@ -1,12 +1,15 @@
 """A stack: the set of real services one test session, benchmark or demo runs against.
 
 ``Stack.up`` starts the services in two waves, each wave's services at once (threads): ZooKeeper,
-RabbitMQ and PostgreSQL, then Placement (its database is PostgreSQL's) and Ironic (it sends its
-notifications to the broker). Their infos are saved in ``WORKDIR/state.json`` after each wave, so
-that even a process killed half-way leaves a state that ``down`` can clean. It returns a whole
-stack or none: when a service fails to start (or the caller is interrupted), the ones already
-started are stopped before the error goes on. ``Stack.load``
-finds a saved stack again from another process. ZooKeeper is one server, or with
+RabbitMQ and PostgreSQL (and Glance when asked for), then Placement (its database is
+PostgreSQL's) and Ironic (it sends its notifications to the broker, and reads the stack's Glance
+when there is one). Glance (:mod:`computed.testing.glance`, without Keystone) is started only
+when named (:data:`DEFAULT` leaves it out: the test session and the benchmarks do not pay for
+it); with it, ``computed_conf`` points computed-api's ``[glance]`` at it. Their infos are saved
+in ``WORKDIR/state.json`` after each wave, so that even a process killed half-way leaves a state
+that ``down`` can clean. It returns a whole stack or none: when a service fails to start (or the
+caller is interrupted), the ones already started are stopped before the error goes on.
+``Stack.load`` finds a saved stack again from another process. ZooKeeper is one server, or with
 ``zookeeper_servers`` > 1 an :class:`~computed.testing.zookeeper.Ensemble` (``stack["zookeeper"]``
 either way: its ``url`` and ``hosts`` list every server).
 
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from computed.testing import postgres
+from computed.testing.glance import Glance
 from computed.testing.ironic import NOTIFICATION_TOPIC, Ironic
 from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
@@ -29,12 +33,16 @@ from computed.testing.rabbitmq import RabbitMQ
 from computed.testing.service import Service
 from computed.testing.zookeeper import Ensemble, ZooKeeper
 
-ORDER = ("zookeeper", "rabbitmq", "postgres", "placement", "ironic")
+#: Every service a stack may have, in the order status lists them.
+ORDER = ("zookeeper", "rabbitmq", "postgres", "glance", "placement", "ironic")
+#: What ``Stack.up`` starts unless told: all but Glance.
+DEFAULT = tuple(name for name in ORDER if name != "glance")
 #: Services started together: a wave needs only what the waves before it started. Placement and
-#: Ironic take most of a stack's start (a few seconds each, mostly importing their code).
-WAVES = (("zookeeper", "rabbitmq", "postgres"), ("placement", "ironic"))
+#: Ironic take most of a stack's start (a few seconds each, mostly importing their code); Glance
+#: needs nothing and Ironic is given its URL.
+WAVES = (("zookeeper", "rabbitmq", "postgres", "glance"), ("placement", "ironic"))
 CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
-           "placement": Placement, "ironic": Ironic}
+           "glance": Glance, "placement": Placement, "ironic": Ironic}
 
 
 class Stack:
@@ -49,7 +57,7 @@ class Stack:
         return self.workdir / "state.json"
 
     @classmethod
-    def up(cls, workdir: Path, names: Iterable[str] = ORDER,
+    def up(cls, workdir: Path, names: Iterable[str] = DEFAULT,
            zookeeper_servers: int = 1) -> Stack:
         """Start ``names`` (PostgreSQL only where a server is available); ZooKeeper as an
         :class:`Ensemble` of ``zookeeper_servers`` when more than one."""
@@ -82,8 +90,11 @@ class Stack:
         """The launcher of ``name``, given what the earlier waves started."""
         if name == "zookeeper" and self.zookeeper_servers > 1:
             return Ensemble(self.workdir, info={"size": self.zookeeper_servers})
-        if name == "ironic" and "rabbitmq" in self.services:
-            return Ironic(self.workdir, transport_url=self.services["rabbitmq"].url)
+        if name == "ironic":
+            return Ironic(self.workdir, transport_url=self.services["rabbitmq"].url
+                          if "rabbitmq" in self.services else "",
+                          glance_url=self.services["glance"].url
+                          if "glance" in self.services else "")
         if name == "placement" and "postgres" in self.services:
             database = self.services["postgres"].create_database(
                 f"placement_{self.services['postgres'].info['database']}")
@@ -155,6 +166,10 @@ class Stack:
         if "placement" in self:
             lines += ["[placement]", "auth_type = admin_token", "token = admin",
                       f"endpoint = {self['placement'].url}"]
+        if "glance" in self:
+            # computed-api in noauth2 reads this Glance (it has no Keystone) as the service.
+            lines += ["[glance]", "auth_type = none",
+                      f"endpoint_override = {self['glance'].url}"]
         return "\n".join(lines) + "\n" + extra
 
 

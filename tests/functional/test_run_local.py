@@ -1,6 +1,10 @@
-"""tools/run-local as a newcomer runs it: every way out stops everything it started, a second
-run refuses, a crashed run is cleaned by the next one, the command prefix it shows builds an
-instance, and the compute API it shows lists that instance to openstacksdk and openstackclient.
+"""tools/run-local as a newcomer runs it: every way out stops everything it started (Glance
+included), a second run refuses, a crashed run is cleaned by the next one, the command prefix it
+shows builds an instance, the compute API it shows lists that instance to openstacksdk and
+openstackclient, and README.md's first server works with the stock ``openstack`` CLI and the
+environment the screen exports: a key pair, a server from the Glance image ``demo`` with it and
+user data on the flavor ``bm.demo``, ACTIVE, and the key and the user data in the config drive
+Ironic received (issue 24's "Done when").
 
 Each test starts ``tools/run-local`` (its own stack, in a scratch work directory) as a separate
 process: on a pseudo-terminal when the exit path needs one (``q``, Ctrl-C, closing the terminal),
@@ -26,6 +30,7 @@ from pathlib import Path
 import openstack
 import pytest
 
+from computed.testing.ironic import request
 from computed.testing.process import alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +42,7 @@ SMALL = ("--nodes", str(NODES), "--daemons", "2")
 # OpenStack services' virtualenvs.
 READY_TIMEOUT = 600
 EXIT_TIMEOUT = 90
+USER_DATA = "#cloud-config\nruncmd:\n  - [touch, /tmp/computed-was-here]\n"
 
 
 class Output:
@@ -235,14 +241,60 @@ def check_what_the_screen_shows(run: RunLocal) -> None:
         auth_type="admin_token", auth={"endpoint": api.group(1), "token": "admin:admin"})
     servers = list(conn.compute.servers(all_projects=True))
     assert [s.status for s in servers] == ["ACTIVE"], servers
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OS_")}
-    for line in re.findall(r"^ *export (.+)$", run.output.text, re.MULTILINE)[-2:]:
-        env.update(pair.split("=", 1) for pair in line.split())
     cli = subprocess.run([str(BIN / "openstack"), "server", "list", "--all-projects",
                           "--no-name-lookup", "-f", "json"], capture_output=True, text=True,
-                         timeout=120, env=env)
+                         timeout=120, env=shown_environment(run))
     assert cli.returncode == 0, cli.stderr
     assert [s["ID"] for s in json.loads(cli.stdout)] == [servers[0].id], cli.stdout
+
+
+def shown_environment(run: RunLocal) -> dict[str, str]:
+    """This environment without OS_ settings, plus the ``export`` lines of the first screen
+    (every screen shows the same; a later one may be half-read)."""
+    text = run.output.text
+    start = text.index("compute API: http")
+    block = text[start:text.index("python:", start)]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OS_")}
+    for line in re.findall(r"^ *export (.+)$", block, re.MULTILINE):
+        env.update(pair.split("=", 1) for pair in line.split())
+    return env
+
+
+def check_a_first_server_with_the_cli(run: RunLocal, home: Path) -> None:
+    """README.md's walkthrough, with the stock CLI and the environment the screen exports: a
+    key pair, a server from the image demo with it and user data on bm.demo, ACTIVE; Ironic's
+    node holds the image as its source and the key and user data in its config drive. The
+    server is deleted again (the rest of the view test expects one instance)."""
+    env = shown_environment(run)
+    assert "OS_IMAGE_ENDPOINT_OVERRIDE" in env, sorted(env)
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([str(BIN / "openstack"), *args], capture_output=True, text=True,
+                              timeout=300, env=env, cwd=home)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    image = json.loads(cli("image", "show", "demo", "-f", "json"))
+    assert (image["status"], image["visibility"]) == ("active", "public"), image
+    assert f"image demo {image['id']} (public, active)" in run.output.text
+    assert "PRIVATE KEY" in cli("keypair", "create", "k")
+    public_key = cli("keypair", "show", "k", "--public-key").strip()
+    (home / "f").write_text(USER_DATA)
+    server = json.loads(cli("server", "create", "--image", "demo", "--key-name", "k",
+                            "--user-data", "f", "--flavor", "bm.demo", "--wait", "-f", "json",
+                            "first"))
+    assert (server["status"], server["key_name"]) == ("ACTIVE", "k"), server
+    node = server["OS-EXT-SRV-ATTR:hypervisor_hostname"]
+    ironic = json.loads((run.workdir / "state.json").read_text())["ironic"]["url"]
+    info = request("GET", f"{ironic}/v1/nodes/{node}?fields=instance_info")["instance_info"]
+    assert info["image_source"] == image["id"]
+    # Ironic read the image in Glance (its [glance] section): it knows the image's type.
+    assert info.get("image_type") == "whole-disk", info
+    drive = info["configdrive"]
+    assert drive["meta_data"]["public_keys"] == {"k": public_key}
+    assert drive["meta_data"]["uuid"] == server["id"]
+    assert drive["user_data"] == USER_DATA
+    cli("server", "delete", "--wait", server["id"])
 
 
 def shown_prefix(run: RunLocal) -> list[str]:
@@ -258,7 +310,7 @@ def create_server(prefix: list[str]) -> None:
     assert created.returncode == 0, created.stdout + created.stderr
 
 
-def test_the_view_shows_maintenance_a_kill_and_a_graceful_stop(runs, workdir):
+def test_the_view_shows_maintenance_a_kill_and_a_graceful_stop(runs, workdir, tmp_path):
     run = start(runs, workdir, terminal=True)
     run.wait_ready()
     out = run.output
@@ -277,6 +329,7 @@ def test_the_view_shows_maintenance_a_kill_and_a_graceful_stop(runs, workdir):
     create_server(shown_prefix(run))
     out.wait_for("instances: ACTIVE 1", run.proc, 60)
     check_what_the_screen_shows(run)
+    check_a_first_server_with_the_cli(run, tmp_path)
     # k kills the daemon hosting the instance: its node waits for re-homing, and says so.
     press("k", "killed", "hosting instances of computed-",
           "(gone), waiting for re-homing: a peer adopts them in")

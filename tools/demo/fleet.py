@@ -1,12 +1,16 @@
 """The local fleet: the real services, schedulable fake nodes, computed's processes, and the I/O
 the screen needs.
 
-:class:`LocalFleet` brings up a :class:`computed.testing.stack.Stack`, enrolls fake-hardware
-nodes brought to ``available`` and powered off through Ironic's own state machine (a node with
-no power state is reported reserved, and nothing could be scheduled on it), writes one
-``WORKDIR/computed.conf`` that ``computed-manage`` uses as is plus a small file per process for
-what differs (host, port), and starts the reporter, the compute API (``computed-api`` in noauth2
-mode on a free loopback port: no Keystone runs here) and the daemons. Every process it
+:class:`LocalFleet` brings up a :class:`computed.testing.stack.Stack` with Glance (without
+Keystone; Ironic reads it with ``[glance] auth_type = none``), uploads the image ``demo`` to it,
+enrolls fake-hardware nodes brought to ``available`` and powered off through Ironic's own state
+machine (a node with no power state is reported reserved, and nothing could be scheduled on it),
+writes one ``WORKDIR/computed.conf`` that ``computed-manage`` uses as is plus a small file per
+process for what differs (host, port), and starts the reporter, the compute API
+(``computed-api`` in noauth2 mode on a free loopback port, reading that Glance: no Keystone runs
+here) and the daemons; once the API answers it has the flavor ``bm.demo``
+(:mod:`tools.demo.catalog`), so that a newcomer's ``openstack server create --image demo
+--flavor bm.demo`` works as the screen shows it. Every process it
 starts runs in a session of its own (the terminal's Ctrl-C and hang-up reach only the run, which
 stops them itself) and is recorded in the run's lock file at once (:mod:`tools.demo.lock`), so
 that even a run killed with SIGKILL leaves a record the next run cleans up.
@@ -43,8 +47,8 @@ from computed.fleet.membership import fleet_root, read_members
 from computed.providers.state import normalise_resource_class
 from computed.testing.ironic import request
 from computed.testing.process import free_port
-from computed.testing.stack import ORDER, Stack
-from tools.demo import view
+from computed.testing.stack import DEFAULT, ORDER, Stack
+from tools.demo import catalog, view
 from tools.demo.lock import RunLock
 
 BIN = Path(sys.executable).parent
@@ -171,6 +175,8 @@ class LocalFleet:
         self.watched: str | None = None
         self.seen_members: set[str] = set()
         self.gone_since: dict[str, float] = {}
+        self.image: dict | None = None
+        self.flavor: dict | None = None
 
     @property
     def conf(self) -> Path:
@@ -189,14 +195,16 @@ class LocalFleet:
 
     def up(self) -> None:
         self._forget_previous_run()
-        self.say("starting ZooKeeper, RabbitMQ, PostgreSQL, Placement, Ironic ...")
-        self.stack = Stack.up(self.workdir)
+        self.say("starting ZooKeeper, RabbitMQ, PostgreSQL, Glance, Placement, Ironic ...")
+        self.stack = Stack.up(self.workdir, (*DEFAULT, "glance"))
         for name, service in self.stack.services.items():
             if service.pid:
                 self.lock.record(name, service.pid)
         self.services = [f"{name} {service.url}" for name, service in
                          self.stack.services.items()]
         self.say("\n".join(self.stack.status()))
+        self.image = catalog.ensure_image(self.stack["glance"])
+        self.say(f"Glance: image {catalog.IMAGE_NAME} {self.image['id']} (public, active)")
         self.say(f"enrolling {self.node_count} fake-hardware nodes (available, powered off) ...")
         ironic = self.stack["ironic"].url
         # The template every seeded node is a copy of: moved to available and powered off
@@ -224,6 +232,11 @@ class LocalFleet:
             self._start(Child(name, kind, self.workdir, self.conf))
         for _ in range(self.daemon_count):
             self.add()
+        api = next(c for c in self.children if c.kind is API)
+        catalog.wait_for_api(f"{api.url}/v2.1", lambda: api.running, api.log)
+        self.flavor = catalog.ensure_flavor(f"{api.url}/v2.1", RESOURCE_CLASS, api.log)
+        self.say(f"compute API: flavor {catalog.FLAVOR_NAME} {self.flavor['id']} "
+                 f"(one {RESOURCE_CLASS} node)")
 
     def _forget_previous_run(self) -> None:
         """Remove the data an earlier run left in the work directory (its services are stopped by
@@ -346,7 +359,10 @@ class LocalFleet:
             len(listed["resource_providers"]),
             free=None if free is None else len(free["resource_providers"]),
             instances=states, watched=watched, events=list(self.events),
-            clock=time.strftime("%H:%M:%S"), api=self.api)
+            clock=time.strftime("%H:%M:%S"), api=self.api,
+            glance=self.stack["glance"].url if "glance" in self.stack else None,
+            image=None if self.image is None else self.image["id"],
+            flavor=None if self.flavor is None else self.flavor["name"])
 
     @property
     def api(self) -> str | None:

@@ -6,7 +6,9 @@ keeps listing it until its session expires), what the member epoch is, which mem
 outside this run, why nodes are unclaimed (an instance waiting for re-homing, with the seconds
 left), how many providers Placement offers and how many it holds back as reserved, and the exact
 ``computed-manage`` command prefix with the metrics endpoints, on every refresh; with the compute
-API, its URL and how openstackclient and openstacksdk reach it in noauth2 mode (docs/api.md).
+API, its URL and how openstackclient and openstacksdk reach it in noauth2 mode (docs/api.md);
+with Glance, its URL, the image ``demo`` and the flavor ``bm.demo``, and the commands of a first
+server with a key pair and user data (README.md's walkthrough).
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ class Snapshot:
     events: list[str] = field(default_factory=list)
     clock: str = ""
     api: str | None = None  # the compute API's base URL, when it runs
+    glance: str | None = None  # Glance's URL, when it runs
+    image: str | None = None  # the id of the image "demo" in Glance
+    flavor: str | None = None  # the name of the demo flavor, once the API has it
 
 
 def daemon_state(running: bool, returncode: int | None, sent: str | None,
@@ -162,19 +167,33 @@ def placement_line(snapshot: Snapshot) -> str:
             f"no power state, not available, or hosting an instance)")
 
 
-def api_lines(url: str) -> list[str]:
+def api_lines(url: str, glance: str | None = None, image: str | None = None,
+              flavor: str | None = None) -> list[str]:
     """How to reach the compute API at ``url`` in noauth2 mode, as docs/api.md says: the
     environment for openstackclient (which builds an Identity v3 client even when it does not call
-    it; the API's root stands in for Keystone) and an openstacksdk connection."""
+    it; the API's root stands in for Keystone) and an openstacksdk connection. With ``glance``
+    (its URL) the client finds images there (``OS_IMAGE_ENDPOINT_OVERRIDE``: there is no
+    catalog), and with the ``image`` demo and the ``flavor`` the commands of a first server."""
     endpoint = f"{url}/v2.1"
-    return [f"compute API: {endpoint} (noauth2: the token USER:PROJECT; {API_TOKEN} is an admin)",
-            f"  export OS_AUTH_TYPE=admin_token OS_ENDPOINT={endpoint} OS_TOKEN={API_TOKEN}",
-            f"  export OS_COMPUTE_API_VERSION={API_MICROVERSION} OS_IDENTITY_API_VERSION=3 "
-            f"OS_IDENTITY_ENDPOINT_OVERRIDE={url}/",
-            "  then e.g. openstack server list --no-name-lookup",
-            f"  python: import openstack; conn = openstack.connection.Connection("
-            f"auth_type=\"admin_token\", auth={{\"endpoint\": \"{endpoint}\", "
-            f"\"token\": \"{API_TOKEN}\"}})"]
+    lines = [f"compute API: {endpoint} (noauth2: the token USER:PROJECT; {API_TOKEN} is an "
+             f"admin)",
+             f"  export OS_AUTH_TYPE=admin_token OS_ENDPOINT={endpoint} OS_TOKEN={API_TOKEN}",
+             f"  export OS_COMPUTE_API_VERSION={API_MICROVERSION} OS_IDENTITY_API_VERSION=3 "
+             f"OS_IDENTITY_ENDPOINT_OVERRIDE={url}/"]
+    if glance is not None:
+        lines.append(f"  export OS_IMAGE_ENDPOINT_OVERRIDE={glance}/")
+    lines.append("  then e.g. openstack server list --no-name-lookup")
+    if glance is not None and image is not None and flavor is not None:
+        lines += [f"  Glance: {glance} (no Keystone); image demo {image} (public, active); "
+                  f"flavor {flavor}",
+                  "  a first server: openstack keypair create k > k.pem; echo '#cloud-config' "
+                  "> f",
+                  f"    openstack server create --image demo --key-name k --user-data f "
+                  f"--flavor {flavor} --wait s1"]
+    lines.append(f"  python: import openstack; conn = openstack.connection.Connection("
+                 f"auth_type=\"admin_token\", auth={{\"endpoint\": \"{endpoint}\", "
+                 f"\"token\": \"{API_TOKEN}\"}})")
+    return lines
 
 
 def render(snapshot: Snapshot, height: int | None = None, width: int = 80) -> str:
@@ -189,7 +208,7 @@ def render(snapshot: Snapshot, height: int | None = None, width: int = 80) -> st
             "       ... fleet status | server list | server show UUID",
             f"configs and logs: {snapshot.workdir}"]
     if snapshot.api is not None:
-        head += api_lines(snapshot.api)
+        head += api_lines(snapshot.api, snapshot.glance, snapshot.image, snapshot.flavor)
     services = ["services: " + "\n          ".join(snapshot.services)]
     body = ["", f"{'PROCESS':<16}{'STATE':<22}{'MEMBER EPOCH':>14}{'NODES':>7}  METRICS"]
     body += _table(snapshot.processes)

@@ -137,3 +137,34 @@ def test_the_api_lines_are_on_screen_however_small_the_terminal():
         assert line in short
     assert "api-1" in short and "event 7" in short
     assert "compute API" not in view.render(snapshot())
+
+
+def test_with_glance_the_screen_shows_the_demo_image_and_the_first_server_commands():
+    lines = view.api_lines("http://127.0.0.1:8999", "http://127.0.0.1:9292", "1234-abcd",
+                           "bm.demo")
+    text = "\n".join(lines)
+    exported = dict(pair.split("=", 1) for line in lines if line.strip().startswith("export ")
+                    for pair in line.split()[1:])
+    # The CLI resolves --image NAME in Glance: with no catalog, the image endpoint is given.
+    assert exported["OS_IMAGE_ENDPOINT_OVERRIDE"] == "http://127.0.0.1:9292/"
+    assert "Glance: http://127.0.0.1:9292 (no Keystone); image demo 1234-abcd (public, active)" \
+        in text
+    assert "openstack keypair create k > k.pem" in text
+    assert ("openstack server create --image demo --key-name k --user-data f --flavor bm.demo "
+            "--wait s1") in text
+    # Without Glance (or before the flavor exists) none of it is promised.
+    for partial in (view.api_lines("http://127.0.0.1:8999"),
+                    view.api_lines("http://127.0.0.1:8999", "http://127.0.0.1:9292", "1234-abcd")):
+        assert "server create" not in "\n".join(partial)
+    assert "OS_IMAGE_ENDPOINT_OVERRIDE" not in "\n".join(view.api_lines("http://127.0.0.1:8999"))
+
+
+def test_the_first_server_commands_stay_on_a_small_screen():
+    crowded = snapshot(api="http://127.0.0.1:8999", glance="http://127.0.0.1:9292",
+                       image="1234-abcd", flavor="bm.demo",
+                       events=[f"07:00:0{i} event {i}" for i in range(8)])
+    short = view.render(crowded, height=30, width=100)
+    for line in view.api_lines("http://127.0.0.1:8999", "http://127.0.0.1:9292", "1234-abcd",
+                               "bm.demo"):
+        assert line in short
+    assert "event 7" in short

@@ -32,9 +32,10 @@ from tests.unit.docs.snippets import PAGES, ROOT, Block, blocks, commands, inlin
 BIN = Path(sys.executable).parent
 CONSOLE_SCRIPTS = ("computed", "computed-reporter", "computed-manage", "computed-api",
                    "computed-status")
-# Commands of the operating system the deployment guide uses; their arguments that are paths in
-# this repository must exist.
-SYSTEM = ("useradd", "install", "systemctl", "systemd-analyze", "promtool", "apt-get")
+# Commands of the operating system the deployment guide (and README's walkthrough of the local
+# run: printf, curl) uses; their arguments that are paths in this repository must exist.
+SYSTEM = ("useradd", "install", "systemctl", "systemd-analyze", "promtool", "apt-get", "printf",
+          "curl")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_.]*$")
 
 ALL = [b for page in PAGES for b in blocks(page) + inline_commands(page)]

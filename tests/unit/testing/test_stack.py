@@ -31,3 +31,25 @@ def test_placement_and_ironic_start_after_what_they_need():
     wave_of = {name: i for i, wave in enumerate(stack.WAVES) for name in wave}
     assert wave_of["placement"] > wave_of["postgres"]  # its database
     assert wave_of["ironic"] > wave_of["rabbitmq"]     # its notifications
+    assert wave_of["ironic"] > wave_of["glance"]       # the URL of the images it reads
+
+
+def test_glance_is_started_only_when_asked_for():
+    assert "glance" in stack.ORDER and "glance" not in stack.DEFAULT
+    assert set(stack.DEFAULT) == set(stack.ORDER) - {"glance"}
+
+
+def test_with_glance_ironic_and_computed_api_are_pointed_at_it(tmp_path):
+    from computed.testing.glance import Glance
+    from computed.testing.ironic import Ironic
+    services = {"glance": Glance(tmp_path, info={"url": "http://127.0.0.1:9292"})}
+    built = stack.Stack(tmp_path, services)
+    ironic = built._new("ironic")
+    assert isinstance(ironic, Ironic)
+    conf = ironic._config(tmp_path, 6385)
+    assert "[glance]\nauth_type = none\nendpoint_override = http://127.0.0.1:9292\n" in conf
+    assert ("[glance]\nauth_type = none\nendpoint_override = http://127.0.0.1:9292\n"
+            in built.computed_conf())
+    without = stack.Stack(tmp_path, {})
+    assert "[glance]" not in without._new("ironic")._config(tmp_path, 6385)
+    assert "[glance]" not in without.computed_conf()
