@@ -139,12 +139,14 @@ def round_lists_again(own_done: float | None, frequent: float, rare: float,
 
 @dataclasses.dataclass(frozen=True)
 class RoundRecord:
-    """The last fleet-wide listing: when it started (wall clock), who ran it, and how many
-    nodes it found changed with no event (None while it runs)."""
+    """The last fleet-wide listing: when it started and when it finished (wall clock; None
+    while it runs), who ran it, and how many nodes it found changed with no event (None while
+    it runs)."""
 
     started: float
     host: str
     missed: int | None = None
+    finished: float | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps(dataclasses.asdict(self)).encode()
@@ -155,7 +157,9 @@ class RoundRecord:
         try:
             raw = json.loads(data.decode())
             return cls(started=float(raw["started"]), host=str(raw["host"]),
-                       missed=None if raw.get("missed") is None else int(raw["missed"]))
+                       missed=None if raw.get("missed") is None else int(raw["missed"]),
+                       finished=None if raw.get("finished") is None
+                       else float(raw["finished"]))
         except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
             return None
 
@@ -165,13 +169,18 @@ def round_due(now: float, last: RoundRecord | None, rare: float, frequent: float
     """Whether a fleet-wide listing is due for ``host`` at wall time ``now``: ``rare`` seconds
     after the last one, ``frequent`` after one that found differences; :data:`HANDOFF` seconds
     later for a host other than the last round's (the last lister, if alive, keeps the rounds:
-    it remembers what it found, see :func:`to_announce`)."""
+    it remembers what it found, see :func:`to_announce`). Counted from the end of the last
+    round when it finished: a listing of 50,000 nodes takes longer than ``frequent`` +
+    :data:`HANDOFF`, so counted from its start the next round was due for every daemon the
+    moment it finished, and another daemon won it (and listed again) before the lister's next
+    look."""
     if last is None:
         return True
     interval = frequent if last.missed else rare
     if last.host != host:
         interval += HANDOFF
-    return now - last.started >= interval
+    since = last.started if last.finished is None else max(last.started, last.finished)
+    return now - since >= interval
 
 
 def to_announce(differing: Mapping[str, Any], previous: Mapping[str, Any],
@@ -265,8 +274,8 @@ class ListingRound:
     def finish(self, record: RoundRecord, missed: int) -> None:
         """Record what our round found (it sets the next round's interval)."""
         try:
-            self._client.set(self._path, dataclasses.replace(record, missed=missed).to_bytes(),
-                             version=self._version)
+            finished = dataclasses.replace(record, missed=missed, finished=self._wall())
+            self._client.set(self._path, finished.to_bytes(), version=self._version)
         except BadVersionError:
             pass  # a later round replaced ours already
 
@@ -310,9 +319,13 @@ class Listings:
             wait = first_listing_wait(stream_ok, now - self._first_due, self._frequent)
             if wait > 0.0:
                 return False, min(wait, FIRST_LOOK)
-            return self._list("first listing, the event stream trusted from before it"
-                              if stream_ok else "first listing, events not trusted yet"), \
-                self._frequent
+            if stream_ok:
+                # The next look soon: the fleet's first round, won while this listing is
+                # fresh, compares it instead of listing again (round_lists_again). Waiting
+                # ``frequent`` made the listing exactly that old at the round: a second one.
+                return self._list("first listing, the event stream trusted from before it"), \
+                    ROUND_CHECK
+            return self._list("first listing, events not trusted yet"), self._frequent
         trusted = (self._watch is not None and self._own_started is not None
                    and self._watch.trusted_since(self._own_started))
         own_age = None if self._own_started is None else now - self._own_started

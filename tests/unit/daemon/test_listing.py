@@ -106,6 +106,12 @@ def test_heartbeats_are_quick_until_the_first_comes_back(heard, beats, wait):
     (RoundRecord(1000.0, "c1", 0), 1610.0, "c2", True),   # ... unless it is gone
     (RoundRecord(1000.0, "c1", 3), 1030.0, "c1", True),    # it found differences: 30 s
     (RoundRecord(1000.0, "c1", None), 1030.0, "c1", False),  # still running: the usual interval
+    # A round that listed for 95 s (50,000 nodes): counted from its end, not its start, so
+    # another daemon does not win the next round the moment it finishes.
+    (RoundRecord(1000.0, "c1", 3, 1095.0), 1100.0, "c2", False),
+    (RoundRecord(1000.0, "c1", 3, 1095.0), 1124.0, "c1", False),
+    (RoundRecord(1000.0, "c1", 3, 1095.0), 1125.0, "c1", True),
+    (RoundRecord(1000.0, "c1", 3, 1095.0), 1135.0, "c2", True),
 ])
 def test_round_due(last, now, host, due):
     assert round_due(now, last, rare=600.0, frequent=30.0, host=host) is due
@@ -134,8 +140,8 @@ def test_differing_says_how():
 
 
 def test_round_record_round_trips_and_garbage_is_no_record():
-    record = RoundRecord(12.5, "c2", 4)
-    assert RoundRecord.from_bytes(record.to_bytes()) == record
+    for record in (RoundRecord(12.5, "c2", 4), RoundRecord(12.5, "c2", 4, 20.0)):
+        assert RoundRecord.from_bytes(record.to_bytes()) == record
     for junk in (b"", b"\xff", b"[]", b'{"host": "c1"}', b'{"started": "x", "host": 1}'):
         assert RoundRecord.from_bytes(junk) is None
 
@@ -470,15 +476,19 @@ def test_one_listing_at_start_when_the_stream_is_healthy_from_before_it(monkeypa
     clock.now += 1.0
     beat(watch, clock, wall)  # the listener is bound: its own heartbeat came back
     clock.now += FIRST_LOOK
-    lister.step()  # the first listing (80 s, heartbeats on time throughout)
+    _, wait = lister.step()  # the first listing (80 s, heartbeats on time throughout)
     assert nodes.refreshes == 1
     # After the first listing completes with the stream healthy since before it began, no
     # second listing is due, and the fleet's first round compares that listing (new fleet).
-    for _ in range(60):  # 300 s
-        clock.now += 5
-        wall.now += 5
+    # The thread sleeps what each step answers (the next look must come while the listing is
+    # fresh: after a wait of node_refresh_interval the round listed again).
+    waited = 0.0
+    while waited < 300:
+        clock.now += wait
+        wall.now += wait
+        waited += wait
         beat(watch, clock, wall)
-        lister.step()
+        _, wait = lister.step()
     assert nodes.refreshes == 1 and lister.listings == 1
 
 
