@@ -1,12 +1,13 @@
 """A stack: the set of real services one test session, benchmark or demo runs against.
 
 ``Stack.up`` starts the services in two waves, each wave's services at once (threads): ZooKeeper,
-RabbitMQ and PostgreSQL (and Glance when asked for), then Placement (its database is
-PostgreSQL's) and Ironic (it sends its notifications to the broker, and reads the stack's Glance
-when there is one). Glance (:mod:`computed.testing.glance`, without Keystone) is started only
-when named (:data:`DEFAULT` leaves it out: the test session and the benchmarks do not pay for
-it); with it, ``computed_conf`` points computed-api's ``[glance]`` at it. Their infos are saved
-in ``WORKDIR/state.json`` after each wave, so that even a process killed half-way leaves a state
+RabbitMQ and PostgreSQL, then Placement (its database is PostgreSQL's), Ironic (it sends its
+notifications to the broker) and Glance when asked for (Ironic, which reads it, is given its URL
+on a port chosen beforehand, so that the two start together). Glance
+(:mod:`computed.testing.glance`, without Keystone) is started only when named (:data:`DEFAULT`
+leaves it out: the test session and the benchmarks do not pay for it); with it,
+``computed_conf`` points computed-api's ``[glance]`` at it. Their infos are saved in
+``WORKDIR/state.json`` after each wave, so that even a process killed half-way leaves a state
 that ``down`` can clean. It returns a whole stack or none: when a service fails to start (or the
 caller is interrupted), the ones already started are stopped before the error goes on.
 ``Stack.load`` finds a saved stack again from another process. ZooKeeper is one server, or with
@@ -29,6 +30,7 @@ from computed.testing.glance import Glance
 from computed.testing.ironic import NOTIFICATION_TOPIC, Ironic
 from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
+from computed.testing.process import free_port
 from computed.testing.rabbitmq import RabbitMQ
 from computed.testing.service import Service
 from computed.testing.zookeeper import Ensemble, ZooKeeper
@@ -37,10 +39,11 @@ from computed.testing.zookeeper import Ensemble, ZooKeeper
 ORDER = ("zookeeper", "rabbitmq", "postgres", "glance", "placement", "ironic")
 #: What ``Stack.up`` starts unless told: all but Glance.
 DEFAULT = tuple(name for name in ORDER if name != "glance")
-#: Services started together: a wave needs only what the waves before it started. Placement and
-#: Ironic take most of a stack's start (a few seconds each, mostly importing their code); Glance
-#: needs nothing and Ironic is given its URL.
-WAVES = (("zookeeper", "rabbitmq", "postgres", "glance"), ("placement", "ironic"))
+#: Services started together: a wave needs only what the waves before it started. Placement,
+#: Ironic and Glance take most of a stack's start (seconds each, mostly importing their code);
+#: Glance needs nothing, and Ironic only its URL (Glance is made first in its wave, on a port
+#: chosen then).
+WAVES = (("zookeeper", "rabbitmq", "postgres"), ("glance", "placement", "ironic"))
 CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
            "glance": Glance, "placement": Placement, "ironic": Ironic}
 
@@ -90,6 +93,9 @@ class Stack:
         """The launcher of ``name``, given what the earlier waves started."""
         if name == "zookeeper" and self.zookeeper_servers > 1:
             return Ensemble(self.workdir, info={"size": self.zookeeper_servers})
+        if name == "glance":
+            port = free_port()
+            return Glance(self.workdir, info={"port": port, "url": f"http://127.0.0.1:{port}"})
         if name == "ironic":
             return Ironic(self.workdir, transport_url=self.services["rabbitmq"].url
                           if "rabbitmq" in self.services else "",

@@ -31,7 +31,9 @@ def test_placement_and_ironic_start_after_what_they_need():
     wave_of = {name: i for i, wave in enumerate(stack.WAVES) for name in wave}
     assert wave_of["placement"] > wave_of["postgres"]  # its database
     assert wave_of["ironic"] > wave_of["rabbitmq"]     # its notifications
-    assert wave_of["ironic"] > wave_of["glance"]       # the URL of the images it reads
+    # Ironic reads Glance: both start together, Glance made first so Ironic knows its URL.
+    wave = stack.WAVES[wave_of["ironic"]]
+    assert wave_of["glance"] == wave_of["ironic"] and wave.index("glance") < wave.index("ironic")
 
 
 def test_glance_is_started_only_when_asked_for():
@@ -42,8 +44,10 @@ def test_glance_is_started_only_when_asked_for():
 def test_with_glance_ironic_and_computed_api_are_pointed_at_it(tmp_path):
     from computed.testing.glance import Glance
     from computed.testing.ironic import Ironic
-    services = {"glance": Glance(tmp_path, info={"url": "http://127.0.0.1:9292"})}
-    built = stack.Stack(tmp_path, services)
+    built = stack.Stack(tmp_path)
+    glance = built._new("glance")
+    assert isinstance(glance, Glance) and glance.url == f"http://127.0.0.1:{glance.info['port']}"
+    built.services["glance"] = Glance(tmp_path, info={"url": "http://127.0.0.1:9292"})
     ironic = built._new("ironic")
     assert isinstance(ironic, Ironic)
     conf = ironic._config(tmp_path, 6385)
