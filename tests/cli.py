@@ -31,7 +31,9 @@ Guarantees, for every run:
   ``sys.excepthook`` (oslo.log sets it), ``threading.excepthook``, ``sys.unraisablehook``, the
   default socket timeout and the umask.
 * **Reported, not hidden**: threads the run started that are still alive after it
-  (:attr:`Result.threads_left`; a script that returns must have stopped what it started).
+  (:attr:`Result.threads_left`; a script that returns must have stopped what it started);
+  threads started meanwhile by a daemon or reporter running in this process
+  (``tests/functional/inprocess.py``) are theirs, not the run's.
 
 Not isolated: module-level state (imported modules, caches), files, and the process itself (an
 ``os._exit`` ends pytest's worker). One run at a time: a script that installs signal handlers
@@ -311,12 +313,19 @@ class Running:
     def _result(self) -> Result:
         assert self._status is not None
         started = [t for t in threading.enumerate()
-                   if t not in self._threads and t is not self._thread]
+                   if t not in self._threads and t is not self._thread and not _of_service(t)]
         deadline = time.monotonic() + THREAD_GRACE
         for thread in started:
             thread.join(max(0.0, deadline - time.monotonic()))
         left = tuple(sorted(t.name for t in started if t.is_alive()))
         return Result(self.args, self._status, self._out.getvalue(), self._err.getvalue(), left)
+
+
+def _of_service(thread: threading.Thread) -> bool:
+    # A thread of a daemon or reporter the functional tests run in this process
+    # (tests/functional/inprocess.py) is that service's, not the run's.
+    services = sys.modules.get('tests.functional.inprocess')
+    return services is not None and services.owner(thread) is not None
 
 
 def run(prog: str, *argv: str | os.PathLike, home: os.PathLike | str,

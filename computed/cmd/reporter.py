@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging as std_logging
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
@@ -63,17 +64,38 @@ RETRY_FIRST = 1.0
 RETRY_CAP = 30.0
 
 
-@contextlib.contextmanager
-def _kazoo_quiet() -> Iterator[None]:
+class _KazooQuiet:
     """kazoo logs each refused connection of an attempt (a dozen lines in 5 s); while waiting,
-    the one line per attempt above says it all, so only kazoo's errors get through."""
-    logger = std_logging.getLogger('kazoo.client')
-    level = logger.level
-    logger.setLevel(std_logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    the one line per attempt above says it all, so only kazoo's errors get through.
+
+    The logger's level is the process's: with reporters run in threads of one process (the
+    test suite's), their waits overlap. The first to begin quiets the logger, the last to end
+    puts back the level found then (a level saved by each wait, nested, could be put back out
+    of order and leave kazoo quiet for good)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waits = 0
+        self._level = std_logging.NOTSET
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        logger = std_logging.getLogger('kazoo.client')
+        with self._lock:
+            if not self._waits:
+                self._level = logger.level
+                logger.setLevel(std_logging.ERROR)
+            self._waits += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waits -= 1
+                if not self._waits:
+                    logger.setLevel(self._level)
+
+
+_kazoo_quiet = _KazooQuiet()
 
 
 def wait_for_zookeeper(conf: cfg.ConfigOpts, member: str, stop: StopRequest) -> KazooClient | None:

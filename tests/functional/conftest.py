@@ -9,6 +9,7 @@ leave it running.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from pathlib import Path
 
@@ -21,11 +22,13 @@ from computed.db import engine as db_engine
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class
 from computed.runtime import keystone
+from computed.runtime.stopping import STOP_SIGNALS
 from computed.testing.glance import Glance
 from computed.testing.ironic import delete_nodes, enroll_nodes
 from computed.testing.keystone import Keystone
 from computed.testing.stack import Stack
-from tests.functional.daemons import Daemon, Reporter, fleet_database
+from tests.functional import inprocess
+from tests.functional.daemons import Daemon, Reporter, fleet_database, stop_all, want_processes
 
 #: Concurrent creations of a world's nodes: Ironic's sqlite (WAL) takes a few writers at once,
 #: and a create it refuses ("database is locked") is retried (computed.testing.ironic.request).
@@ -38,6 +41,28 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.functional)
+
+
+@pytest.fixture(autouse=True)
+def no_service_left():
+    """Fail a test that leaves an in-process service running (it is stopped) or the stop
+    signals' handlers changed (they are put back)."""
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    yield
+    problems = []
+    left = inprocess.running()
+    if left:
+        problems.append(f"in-process services left running: {[s.name for s in left]}")
+        for service in left:
+            try:
+                service.ensure_stopped()
+            except AssertionError as exc:
+                problems.append(str(exc))
+    for signum, handler in handlers.items():
+        if signal.getsignal(signum) is not handler:
+            problems.append(f"{signal.Signals(signum).name} handler changed")
+            signal.signal(signum, handler)
+    assert not problems, "; ".join(problems)
 
 
 @pytest.fixture(scope="session")
@@ -134,16 +159,30 @@ def migrated_template(session_stack):
     return name
 
 
+@pytest.fixture(scope="session")
+def fleet_db_template(tmp_path_factory):
+    """A sqlite database migrated once per session, which ``fleet_db`` copies."""
+    return Path(fleet_database(tmp_path_factory.mktemp("fleet-db")).removeprefix("sqlite:///"))
+
+
+@pytest.fixture
+def fleet_db(fleet_db_template, tmp_path):
+    """The URL of a fresh, migrated sqlite database of the test's own (in ``tmp_path``): a copy
+    of the session's template instead of every migration run again."""
+    return fleet_database(tmp_path, template=fleet_db_template)
+
+
 @pytest.fixture
 def world(stack, tmp_path, request, migrated_template):
-    """A fleet group with its own database, resource class and nodes; processes started on
-    demand with world.daemon(host) / world.reporter(host)."""
+    """A fleet group with its own database, resource class and nodes; daemons and reporters
+    started on demand with world.daemon(host) / world.reporter(host), in the test's process
+    unless the test is marked ``daemon_processes`` (or the call says ``process=True``)."""
     token = uuid.uuid4().hex[:6]
     if migrated_template:
         database = stack["postgres"].create_database(f"report_{token}",
                                                      template=migrated_template)
     else:
-        database = fleet_database(tmp_path)
+        database = request.getfixturevalue("fleet_db")
     stack.save()
 
     class World:
@@ -151,26 +190,27 @@ def world(stack, tmp_path, request, migrated_template):
         resource_class = f"gold-{token}"
         rc = normalise_resource_class(f"gold-{token}")
         processes: list = []
+        process = want_processes(request)
         nodes = enroll_nodes(stack["ironic"].url, getattr(request.module, "WORLD_NODES", 24),
                              resource_class=f"gold-{token}",
                              prefix=f"rep-{token}", workers=ENROLL_WORKERS)
 
         def daemon(self, host, **kw):
-            process = Daemon(stack, tmp_path, host, group=self.group, database=database,
-                             **kw).start()
-            self.processes.append(process)
-            return process
+            kw.setdefault("process", self.process)
+            daemon = Daemon(stack, tmp_path, host, group=self.group, database=database, **kw)
+            self.processes.append(daemon)
+            return daemon.start()
 
         def reporter(self, host, **kw):
-            process = Reporter(stack, tmp_path, host, group=self.group, database=database,
-                               **kw).start()
-            self.processes.append(process)
-            return process
+            kw.setdefault("process", self.process)
+            reporter = Reporter(stack, tmp_path, host, group=self.group, database=database,
+                                **kw)
+            self.processes.append(reporter)
+            return reporter.start()
 
     world = World()
     world.engine = db_engine.engine_from_url(database)
     yield world
     world.engine.dispose()
-    for process in world.processes:
-        process.ensure_stopped()
-    delete_nodes(stack["ironic"].url, world.nodes, workers=1)
+    stop_all(world.processes,
+             meanwhile=lambda: delete_nodes(stack["ironic"].url, world.nodes, workers=1))

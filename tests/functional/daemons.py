@@ -1,9 +1,13 @@
-"""computed daemons as separate processes, and what tests read back from them.
+"""computed daemons and reporters for functional tests, and what tests read back from them.
 
 A :class:`Daemon` is the real ``computed`` console script with its own config file (pointing at the
-stack), log and audit log. :func:`ownership_now` reads the fleet straight from ZooKeeper and
-:func:`expected_ownership` computes what the rules say it should be, so a test can wait for the
-two to agree.
+stack), log and audit log: a process of its own with ``process=True`` (what a test kills,
+freezes or signals), else run in the test's process (:mod:`tests.functional.inprocess`: the same
+composition root, its own sessions and connections, its log in its own file). Fixtures choose
+with :func:`want_processes`: the tests marked ``daemon_processes`` get processes.
+
+:func:`ownership_now` reads the fleet straight from ZooKeeper and :func:`expected_ownership`
+computes what the rules say it should be, so a test can wait for the two to agree.
 
 A test about what one daemon does with its nodes must not count on the ring giving it any of a
 few random uuids (with 4 nodes and 2 daemons it gets none once in 16 runs): :func:`node_for`
@@ -13,14 +17,17 @@ picks a node the ring gives that daemon, enrolling one when it has none, and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -29,29 +36,59 @@ from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root, read_members
 from hashring.ownership import Member, compute_ownership, member_ring
 from tests import cli
+from tests.functional import inprocess
 
 BIN = Path(sys.executable).parent
 GROUP = "computed"
+#: ZooKeeper session timeouts (seconds) unless a test chooses: short for processes, which tests
+#: kill and freeze (a dead daemon's nodes move once its session expires); tooz's default for
+#: in-process services, which nobody kills. tooz also waits that long for the first connection
+#: and the daemon exits 1 when it is not made: in-process, the starts of a test's services
+#: share one interpreter lock, and at load 27 two daemons' first connections to a TLS
+#: ZooKeeper took 2.0 and 2.5 s (both daemons exited 1: "Cannot use coordination backend ...
+#: Connection time-out").
+PROCESS_SESSION = 2
+IN_PROCESS_SESSION = 10
 
 
-def fleet_database(workdir: Path) -> str:
-    """A fresh, migrated sqlite database for one fleet (tests must not share provider rows)."""
+def fleet_database(workdir: Path, template: Path | None = None) -> str:
+    """A fresh, migrated sqlite database for one fleet (tests must not share provider rows):
+    a copy of ``template`` (a database :func:`fleet_database` made, as the ``fleet_db``
+    fixture's session template), else migrated here (``db.sync``: every revision, about a
+    second)."""
+    path = Path(workdir) / "computed.sqlite"
+    if template is not None:
+        # SQLite's online backup: a consistent copy, whatever the template's journal holds.
+        with contextlib.closing(sqlite3.connect(template)) as source, \
+                contextlib.closing(sqlite3.connect(path)) as copy:
+            source.backup(copy)
+        return f"sqlite:///{path}"
     from computed import db
-    url = f"sqlite:///{Path(workdir) / 'computed.sqlite'}"
+    url = f"sqlite:///{path}"
     db.sync(url)
     return url
 
 
+def want_processes(request: Any) -> bool:
+    """Whether the test of ``request`` (a pytest fixture request) runs its daemons and
+    reporters as processes: it is marked ``daemon_processes`` (pytest.ini)."""
+    return request.node.get_closest_marker("daemon_processes") is not None
+
+
 class Process:
-    """A computed console script with its own config, log and (for daemons) audit log."""
+    """A computed console script with its own config, log and (for daemons) audit log; a process
+    of its own (``process=True``) or a :class:`tests.functional.inprocess.Service`."""
 
     script = "computed"
 
-    def __init__(self, stack, workdir: Path, host: str, session_timeout: int = 2,
+    def __init__(self, stack, workdir: Path, host: str, session_timeout: float | None = None,
                  refresh: float = 1.0, weight: int = 1, drain_timeout: int = 20,
                  group: str = GROUP, database: str = "", extra: str = "",
-                 rehome_grace: float = 120.0, zookeeper_url: str = ""):
+                 rehome_grace: float = 120.0, zookeeper_url: str = "", process: bool = True):
         self.host = host
+        self.process = process
+        if session_timeout is None:
+            session_timeout = PROCESS_SESSION if process else IN_PROCESS_SESSION
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.conf = self.workdir / f"{host}.conf"
@@ -67,30 +104,43 @@ class Process:
             f"backend_url = {_with_timeout(zookeeper_url or zk, session_timeout)}\n"
             f"group = {group}"))
         self.proc: subprocess.Popen | None = None
+        self.service: inprocess.Service | None = None
 
     def start(self) -> Process:
+        argv = ["--config-file", str(self.conf)]
+        if not self.process:
+            self.service = inprocess.Service(self.script, argv, self.log, self.host).start()
+            return self
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([str(BIN / self.script), "--config-file",
-                                          str(self.conf)],
+            self.proc = subprocess.Popen([str(BIN / self.script), *argv],
                                          stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
         return self
 
     def signal(self, signum: int) -> None:
+        if self.service is not None:
+            self.service.signal(signum)  # raises: only a process can be signalled
         self.proc.send_signal(signum)
 
     def kill(self) -> None:
+        if self.service is not None:
+            self.service.kill()  # raises: only a process can be killed
         self.proc.kill()
         self.proc.wait(10)
 
     def stop(self, timeout: float = 60) -> int:
-        """SIGTERM and wait: a daemon drains and leaves."""
+        """SIGTERM (in-process: its stop) and wait: a daemon drains and leaves. The exit
+        status."""
+        if self.service is not None:
+            return self.service.stop(timeout)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
     @property
     def alive(self) -> bool:
+        if self.service is not None:
+            return self.service.alive
         return self.proc is not None and self.proc.poll() is None
 
     def records(self) -> list[dict]:
@@ -105,9 +155,40 @@ class Process:
             time.sleep(0.1)
 
     def ensure_stopped(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """A process killed if it runs; an in-process service stopped without its drain, and
+        an AssertionError if it leaves threads or signal handlers behind."""
+        if self.service is not None:
+            self.service.ensure_stopped()
+        elif self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def stop_all(processes: Iterable[Process], meanwhile: Callable[[], object] = lambda: None
+             ) -> None:
+    """Every one of ``processes`` stopped (:meth:`Process.ensure_stopped`), then their failures
+    raised. Processes are killed first; the in-process services are asked at once, so that none
+    waits on another's answer, and ``meanwhile`` (the rest of a tear-down) runs while they
+    stop: an in-process service's stop takes seconds of waiting (oslo.messaging's listeners
+    end at their next poll, up to 5 s later), a process's SIGKILL none."""
+    processes = list(processes)
+    in_process = [p for p in processes if p.service is not None]
+    for process in processes:
+        if process.service is None:
+            process.ensure_stopped()  # killed before the rest: as it always was
+        elif process.service.alive:
+            process.service.stop_request.request("tear-down", drain=False)
+    failures = []
+    try:
+        meanwhile()
+    finally:
+        for process in in_process:
+            try:
+                process.ensure_stopped()
+            except AssertionError as exc:
+                failures.append(str(exc))
+    if failures:
+        raise AssertionError("\n".join(failures))
 
 
 def _with_timeout(url: str, session_timeout: float) -> str:

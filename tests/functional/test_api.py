@@ -31,6 +31,10 @@ from tests.functional.daemons import (
     zk_client,
 )
 
+#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
+#: in a row green.
+pytestmark = pytest.mark.daemon_processes
+
 WORLD_NODES = 3
 # Not fetched (fake hardware); a name, not 127.0.0.1: the API refuses loopback image URLs.
 IMAGE = "http://images.example/demo.qcow2"

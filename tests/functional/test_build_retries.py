@@ -24,6 +24,10 @@ from tests.functional.daemons import (
     wait_schedulable,
 )
 
+#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
+#: in a row green.
+pytestmark = pytest.mark.daemon_processes
+
 WORLD_NODES = 3
 IMAGE = "http://127.0.0.1/images/demo.qcow2"
 

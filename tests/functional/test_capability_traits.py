@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from computed.providers.capabilities import capability_trait, parse_capability_trait
 from tests.functional.daemons import ironic, seen, wait_for
 from tests.functional.test_api import ADMIN, IMAGE, compute, connection, gold_flavor  # noqa: F401
+
+#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
+#: in a row green.
+pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 3
 RARE = 600

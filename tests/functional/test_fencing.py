@@ -47,6 +47,9 @@ from tests.functional.daemons import (
     wait_for,
 )
 
+#: Processes: it freezes daemons (SIGSTOP).
+pytestmark = pytest.mark.daemon_processes
+
 WORLD_NODES = 4
 SESSION = 2
 GRACE = 1.0

@@ -24,6 +24,9 @@ from tests.functional.daemons import (
     wait_schedulable,
 )
 
+#: Processes: it kills a daemon.
+pytestmark = pytest.mark.daemon_processes
+
 WORLD_NODES = 8
 SESSION = 2
 GRACE = 3.0

@@ -17,6 +17,8 @@ import sqlite3
 import time
 from urllib import parse
 
+import pytest
+
 from computed.testing.ironic import list_node_uuids
 from tests.functional.daemons import (
     ironic,
@@ -26,6 +28,10 @@ from tests.functional.daemons import (
     wait_for,
     zk_client,
 )
+
+#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
+#: in a row green.
+pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 6
 FREQUENT = 2.0  # node_refresh_interval: the listing interval while events cannot be trusted

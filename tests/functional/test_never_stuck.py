@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from urllib import parse
 
+import pytest
 from oslo_config import cfg
 
 from computed import conf as computed_conf
@@ -25,6 +26,9 @@ from computed.testing.process import free_port
 from computed_ironic.driver import IronicDriver
 from tests.functional.daemons import Daemon, ownership_now, seen, wait_for, zk_client
 from tests.functional.test_reporting import _call, playing_a_daemon
+
+#: Processes: it signals daemons and reads their exit status.
+pytestmark = pytest.mark.daemon_processes
 
 # Nodes the world fixture enrolls: one is enough here.
 WORLD_NODES = 2

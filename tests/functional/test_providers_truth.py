@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
 from computed.testing.ironic import list_node_uuids
@@ -24,6 +26,9 @@ from tests.functional.daemons import (
     wait_for,
     zk_client,
 )
+
+#: Processes: it kills daemons.
+pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 9
 RARE = 600  # node_refresh_interval: no full listing happens during a test

@@ -1,5 +1,6 @@
-"""Providers in Placement: daemons and reporters as processes against real Ironic, Placement,
-RabbitMQ and ZooKeeper (and PostgreSQL for computed's database where there is one).
+"""Providers in Placement: daemons and reporters (in the test's process, as processes where a test
+kills them) against real Ironic, Placement, RabbitMQ and ZooKeeper (and PostgreSQL for
+computed's database where there is one).
 
 Each test enrolls its own nodes (with a resource class of its own) and checks only their
 providers: Ironic and Placement are shared by the whole session.
@@ -111,6 +112,7 @@ def _allocate(adapter, node, rc):
     return consumer
 
 
+@pytest.mark.daemon_processes  # it kills a daemon
 def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, placement,
                                                              placement_adapter):
     node = world.nodes[0]
@@ -146,6 +148,7 @@ def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, place
     assert node in allocations["allocations"]
 
 
+@pytest.mark.daemon_processes  # it kills the reporter
 def test_reporter_killed_and_placement_restarted_then_everything_converges(
         stack, world, placement):
     toggled = world.nodes[:6]

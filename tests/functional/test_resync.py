@@ -14,6 +14,10 @@ import pytest
 from computed.runtime import keystone
 from tests.functional.daemons import make_available, seen, wait_for
 
+#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
+#: in a row green.
+pytestmark = pytest.mark.daemon_processes
+
 WORLD_NODES = 6
 HEADERS = {"OpenStack-API-Version": "placement 1.39"}
 RESYNC = "[placement]\nresync_interval = 2\n"

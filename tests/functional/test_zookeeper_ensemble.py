@@ -44,6 +44,9 @@ from tests.functional.daemons import (
     zk_client,
 )
 
+#: Processes: it kills daemons.
+pytestmark = pytest.mark.daemon_processes
+
 WORLD_NODES = 12
 SESSION = 3
 

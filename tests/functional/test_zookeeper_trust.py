@@ -1,6 +1,6 @@
 """What ZooKeeper lets others do to a fleet, and what a fleet believes of ZooKeeper.
 
-Real ZooKeeper, daemons as separate processes (issue 16 items 3, 6 and 7):
+Real ZooKeeper, daemons in the test's process (issue 16 items 3, 6 and 7):
 
 * with credentials in ``backend_url`` an anonymous client can neither delete a claim, nor write a
   drain marker, nor plant a member, even where the fleet's containers existed (open) before the
@@ -13,7 +13,6 @@ Real ZooKeeper, daemons as separate processes (issue 16 items 3, 6 and 7):
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 
@@ -28,20 +27,22 @@ from computed.fleet.zookeeper import ask_server, negotiated_session_timeout
 from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids
 from computed.testing.zookeeper import ZooKeeper
 from hashring.ownership import Member, compute_ownership
+from tests import cli
 from tests.functional.daemons import (
-    BIN,
     Daemon,
     dump_logs,
-    fleet_database,
     json_status,
+    stop_all,
     uuid_owned_by,
     wait_converged,
+    want_processes,
     zk_client,
 )
 from tests.functional.test_metrics import free_port, samples
 
 NODES = 12
-SESSION = 2
+#: How long the planted znode is watched for a share it must not get: several reconcile passes.
+WATCH = 8.0
 CREDENTIALS = "computed:s3cret-pass"
 
 
@@ -54,22 +55,21 @@ def nodes(stack):
 
 
 @pytest.fixture
-def daemons(stack, tmp_path):
+def daemons(stack, tmp_path, request, fleet_db):
     started: list[Daemon] = []
-    database = fleet_database(tmp_path)
+    database = fleet_db
     group = f"t{uuid.uuid4().hex[:8]}"
 
     def start(*hosts, **kwargs):
-        kwargs.setdefault("session_timeout", SESSION)
-        new = [Daemon(stack, tmp_path, host, group=group, database=database,
-                      **kwargs).start() for host in hosts]
+        kwargs.setdefault("process", want_processes(request))
+        new = [Daemon(stack, tmp_path, host, group=group, database=database, **kwargs)
+               for host in hosts]
         started.extend(new)
-        return new
+        return [daemon.start() for daemon in new]
 
     start.group = group
     yield start
-    for daemon in started:
-        daemon.ensure_stopped()
+    stop_all(started)
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def test_a_persistent_znode_planted_in_the_group_gets_no_nodes(
     wait_converged(anonymous, every_node, {"c1", "c2"}, group=group)
     anonymous.create(f"/tooz/{group}/planted", b"not capabilities")
     # Give the daemons several reconcile passes to (wrongly) hand it a share.
-    deadline = time.monotonic() + 4 * SESSION
+    deadline = time.monotonic() + WATCH
     while time.monotonic() < deadline:
         owners = {record.host for record in read_claims(anonymous, fleet_root(group)).values()}
         claimed = set(read_claims(anonymous, fleet_root(group)))
@@ -241,15 +241,16 @@ def _probe_client(server):
     return KazooClient(hosts=server.hosts)  # never started: only its hosts and TLS settings
 
 
-def test_the_backend_url_password_stays_out_of_logs_and_output(stack, tmp_path):
+def test_the_backend_url_password_stays_out_of_logs_and_output(stack, tmp_path, request,
+                                                                fleet_db):
     """kazoo logs its digest credential at DEBUG; a daemon and computed-manage must not pass it
     on. (A daemon, not the reporter: the reporter holds kazoo's connection lines back while it
     waits for ZooKeeper at start, so its log never has the line to mask.)"""
     password = CREDENTIALS.split(":")[1]
     zk = stack["zookeeper"].url.replace("zookeeper://", f"zookeeper://{CREDENTIALS}@")
     daemon = Daemon(stack, tmp_path, "c1", group=f"t{uuid.uuid4().hex[:8]}",
-                    database=fleet_database(tmp_path), zookeeper_url=zk,
-                    extra="[DEFAULT]\ndebug = True\n").start()
+                    database=fleet_db, zookeeper_url=zk,
+                    extra="[DEFAULT]\ndebug = True\n", process=want_processes(request)).start()
     try:
         daemon.wait_log("joined group")
         assert daemon.stop() == 0
@@ -259,9 +260,8 @@ def test_the_backend_url_password_stays_out_of_logs_and_output(stack, tmp_path):
     assert "scheme='digest'" in log  # kazoo did log its Auth request...
     assert password not in log       # ...without the password
     for command in (["config", "check"], ["fleet", "status"]):
-        result = subprocess.run([str(BIN / "computed-manage"), "--config-file",
-                                 str(daemon.conf), *command], capture_output=True, text=True,
-                                timeout=60)
+        result = cli.run("computed-manage", "--config-file", daemon.conf, *command,
+                         home=tmp_path)
         assert result.returncode == 0, result.stderr
         assert password not in result.stdout + result.stderr
 
@@ -274,8 +274,9 @@ def tls_zookeeper(tmp_path):
     server.stop()
 
 
-def test_daemons_share_the_nodes_over_tls_with_credentials(stack, nodes, daemons,
-                                                           tls_zookeeper):
+def test_daemons_share_the_nodes_over_tls_with_credentials(stack, nodes, tls_zookeeper,
+                                                           daemons):
+    # tls_zookeeper before daemons: the daemons stop before their ZooKeeper does.
     url = tls_zookeeper.tls_url.replace("zookeeper://", f"zookeeper://{CREDENTIALS}@")
     fleet = daemons("c1", "c2", zookeeper_url=url)
     client = KazooClient(hosts=f"127.0.0.1:{tls_zookeeper.info['secure_port']}", use_ssl=True,
