@@ -1,7 +1,8 @@
 """The compute API through the real clients: openstacksdk and python-openstackclient against
 ``computed-api`` as a process, in front of the real stack (Placement, Ironic with fake hardware,
-ZooKeeper, RabbitMQ), daemons and a reporter as processes (as tests/functional/test_instances.py
-sets up a fleet). Authentication is noauth2: the token ``USER:PROJECT``.
+ZooKeeper, RabbitMQ), daemons and a reporter in the test's process
+(tests/functional/inprocess.py; as tests/functional/test_instances.py sets up a fleet).
+Authentication is noauth2: the token ``USER:PROJECT``.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ from tests.functional.daemons import (
     wait_schedulable,
     zk_client,
 )
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 3
 # Not fetched (fake hardware); a name, not 127.0.0.1: the API refuses loopback image URLs.

@@ -18,10 +18,6 @@ from tests.functional.daemons import ironic, make_available, wait_schedulable
 from tests.functional.test_api import ADMIN, connection, error_body, gold_flavor, start_api
 from tests.functional.test_api_keystone import serve_keystone_api
 
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
-
 WORLD_NODES = 2
 
 

@@ -23,10 +23,6 @@ from computed.testing.keystone import ADMIN, MEMBER_A, MEMBER_B, PEOPLE
 from tests.functional.daemons import make_available, wait_schedulable
 from tests.functional.test_api import IMAGE, gold_flavor, start_api
 
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
-
 WORLD_NODES = 2
 
 

@@ -1,10 +1,11 @@
 """A failed build is retried on another node, then given up (issue 15 item 5).
 
-Daemons and a reporter as processes, the real Placement and Ironic. A *bad* node is one Ironic
-refuses to deploy: its ``instance_info`` asks for a trait the node does not have (what a stale
-``instance_info`` can leave behind), so Ironic's own validation fails the deploy with a reason
-naming the node. Clearing the node after the failed attempt wipes ``instance_info``: the node
-is good again afterwards, which is also what a retry should never need.
+Daemons and a reporter in the test's process, the real Placement and Ironic. A *bad* node is
+one Ironic refuses to deploy: its ``instance_info`` asks for a trait the node does not have
+(what a stale ``instance_info`` can leave behind), so Ironic's own validation fails the deploy
+with a reason naming the node. Clearing the node after the failed attempt wipes
+``instance_info``: the node is good again afterwards, which is also what a retry should never
+need.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ from tests.functional.daemons import (
     make_available,
     wait_schedulable,
 )
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 3
 IMAGE = "http://127.0.0.1/images/demo.qcow2"

@@ -1,23 +1,17 @@
 """A node's capabilities reach Placement as traits, and follow the node (issue 15 item 3).
 
-A daemon and a reporter as processes against the real Ironic and Placement. Listings are rare
-(``node_refresh_interval = 600``): what reaches Placement after the first listing came by
-Ironic's update event.
+A daemon and a reporter in the test's process against the real Ironic and Placement. Listings
+are rare (``node_refresh_interval = 600``): what reaches Placement after the first listing came
+by Ironic's update event.
 """
 
 from __future__ import annotations
 
 import time
 
-import pytest
-
 from computed.providers.capabilities import capability_trait, parse_capability_trait
 from tests.functional.daemons import ironic, seen, wait_for
 from tests.functional.test_api import ADMIN, IMAGE, compute, connection, gold_flavor  # noqa: F401
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 3
 RARE = 600

@@ -19,10 +19,6 @@ from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.runtime import keystone
 from tests.functional.daemons import instance_bus, make_available, wait_for, wait_schedulable
 
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
-
 WORLD_NODES = 2
 IMAGE = "http://127.0.0.1/images/demo.qcow2"
 

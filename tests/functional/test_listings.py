@@ -2,7 +2,7 @@
 fleet, and still catching a change no event announced; one listing per daemon at start (issue 27
 item 3).
 
-Daemons and a reporter as processes against the real Ironic, Placement, RabbitMQ and
+Daemons and a reporter in the test's process against the real Ironic, Placement, RabbitMQ and
 ZooKeeper. Listings are counted where they cost: Ironic's own request log (first pages of
 ``GET /v1/nodes`` with computed's fields), and at start in each daemon's log too (it says why it
 listed). Seen failing before the changes: each daemon listed every ``node_refresh_interval``
@@ -17,8 +17,6 @@ import sqlite3
 import time
 from urllib import parse
 
-import pytest
-
 from computed.testing.ironic import list_node_uuids
 from tests.functional.daemons import (
     ironic,
@@ -28,10 +26,6 @@ from tests.functional.daemons import (
     wait_for,
     zk_client,
 )
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 6
 FREQUENT = 2.0  # node_refresh_interval: the listing interval while events cannot be trusted

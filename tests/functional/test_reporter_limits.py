@@ -12,14 +12,8 @@ from __future__ import annotations
 import time
 import uuid
 
-import pytest
-
 from tests.functional.daemons import seen, wait_for
 from tests.functional.test_reporting import _call, playing_a_daemon
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 2
 MAX_REPORTS = 50

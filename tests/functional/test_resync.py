@@ -1,5 +1,5 @@
-"""The resync repairs drift (issue 13 item 3): daemons and a reporter as processes against the
-real Ironic, Placement, RabbitMQ and ZooKeeper.
+"""The resync repairs drift (issue 13 item 3): daemons and a reporter in the test's process
+against the real Ironic, Placement, RabbitMQ and ZooKeeper.
 
 Once every node is reported, three providers are changed by hand in Placement, behind computed's
 back: one deleted, one's traits replaced, one's inventory reserved changed. Nothing changes in
@@ -13,10 +13,6 @@ import pytest
 
 from computed.runtime import keystone
 from tests.functional.daemons import make_available, seen, wait_for
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 6
 HEADERS = {"OpenStack-API-Version": "placement 1.39"}

@@ -16,10 +16,6 @@ from computed.fleet.membership import fleet_root
 from computed.runtime import rpc
 from tests.functional.daemons import ironic, make_available, seen, wait_for
 
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
-
 WORLD_NODES = 4
 KEY = "k" * 64
 OTHER_KEY = "o" * 64

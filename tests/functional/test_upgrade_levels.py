@@ -4,16 +4,10 @@ through a reporter of this release (which reads 1.0's "epoch")."""
 
 from __future__ import annotations
 
-import pytest
-
 from computed.fleet.membership import drain_markers_path, fleet_root
 from computed.upgrade import records
 from computed.version import VERSION
 from tests.functional.daemons import seen, wait_for, zk_client
-
-#: Processes until this file has run in-process (tests/functional/inprocess.py) three times
-#: in a row green.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 6
 
