@@ -34,7 +34,7 @@ def _by_hand(adapter, method, path, body=None):
 def test_deleted_retraited_and_reserved_providers_are_repaired(stack, world, placement,
                                                                adapter):
     make_available(stack, world.nodes[:3])
-    world.reporter("r1", extra=RESYNC)
+    reporter = world.reporter("r1", extra=RESYNC)
     world.daemon("c1", extra=RESYNC), world.daemon("c2", extra=RESYNC)
 
     def all_reported():
@@ -58,14 +58,16 @@ def test_deleted_retraited_and_reserved_providers_are_repaired(stack, world, pla
     inventory["reserved"] = 1
     _by_hand(adapter, "PUT", f"/resource_providers/{reserved}/inventories/{world.rc}",
              inventory)
-    assert seen(placement, deleted) is None
-    assert seen(placement, retraited).traits == ("HW_CPU_X86_AVX2",)
-    assert seen(placement, reserved).reserved == 1
+    # Each edit was answered 2xx (_by_hand). Not read back here: with a resync every 2 s, a
+    # round may repair an edit before the read (seen in a suite run: the deleted provider
+    # was back); the reporter's log below shows each one was found and repaired.
 
     def repaired():
         now = {node: seen(placement, node) for node in (deleted, retraited, reserved)}
         return all(now[node] == before[node] for node in now)
 
     wait_for(repaired, 60, "drift repaired by the resync", world.processes)
+    for node in (deleted, retraited, reserved):
+        reporter.wait_log(f"resync: provider {node} repaired", 30)
     # Nothing else was touched.
     assert {node: seen(placement, node) for node in world.nodes} == before
