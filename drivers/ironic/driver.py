@@ -569,20 +569,22 @@ class IronicDriver(BaremetalDriver):
                 raise _Locked(_fault(response))
             return response
 
-        locked = 0
-        while True:
-            try:
-                return self._retrying(once, what, _is_retriable_unless_locked)
-            except _Locked as exc:
-                locked += 1
-                wait = self._policy.interval
-                if self._clock() + wait > deadline:
-                    raise DriverUnavailable(
-                        what, f'node still locked at the operation\'s '
-                        f'timeout: {exc}', attempts=locked, cause=exc) from exc
-                LOG.info('%s is locked (answer %d), retrying in %.1f s: %s',
-                         what, locked, wait, exc)
-                self._sleep(wait)
+        interval = self._policy.interval
+
+        def locked(answers: int, exc: BaseException) -> None:
+            LOG.info('%s is locked (answer %d), retrying in %.1f s: %s',
+                     what, answers, interval, exc)
+
+        try:
+            return retry.until(
+                lambda: self._retrying(once, what, _is_retriable_unless_locked),
+                lambda exc: isinstance(exc, _Locked), interval, deadline,
+                locked, clock=self._clock, sleep=self._sleep)
+        except retry.RetriesExhausted as exc:
+            raise DriverUnavailable(
+                what, f'node still locked at the operation\'s timeout: '
+                f'{exc.last}', attempts=exc.attempts, cause=exc.last
+            ) from exc.last
 
     # -- internals ----------------------------------------------------------
 

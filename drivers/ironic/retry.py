@@ -2,7 +2,9 @@
 
 Owns the retry policy of the Ironic driver (how many times, how long to wait) and applies it
 with ``tenacity.Retrying`` and :class:`computed.runtime.retry.Backoff`, computed's one backoff
-rule. Guarantees: a call is tried at most ``max_retries + 1`` times; waits grow as
+rule (:func:`call`), and the waiting out of a condition that ends by itself until a deadline
+(:func:`until`: a node a conductor holds locked). Guarantees of :func:`call`: a call is tried at
+most ``max_retries + 1`` times; waits grow as
 ``interval * 2**n`` up to ``max_delay``, each drawn uniformly from its upper half ("equal
 jitter"), so daemons that saw Ironic fail at the same moment do not come back in lockstep, yet
 never retry instantly. Sleep and randomness are injected so tests run without waiting and
@@ -86,6 +88,29 @@ def call(fn: Callable[[], T], policy: RetryPolicy,
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(attempts), wait=policy.backoff(rand),
         retry=tenacity.retry_if_exception(retriable), sleep=sleep, before_sleep=log)
+    try:
+        return retrying(fn)
+    except tenacity.RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise RetriesExhausted(exc.last_attempt.attempt_number, last) from last
+
+
+def until(fn: Callable[[], T], retriable: Callable[[BaseException], bool], interval: float,
+          deadline: float, on_retry: Callable[[int, BaseException], None],
+          clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> T:
+    """``fn()``, tried again every ``interval`` seconds while it raises an error ``retriable``
+    accepts, as long as the next try would start by ``deadline`` (on ``clock``);
+    ``on_retry(tries, error)`` before each wait (the caller's log line).
+
+    For what ends by itself, however long it takes (a conductor's lock on a node): counted
+    against the caller's own timeout, not a number of tries. A non-retriable error propagates
+    at once; past the deadline, :class:`RetriesExhausted` carries the tries and last error.
+    """
+    retrying = tenacity.Retrying(
+        stop=lambda _state: clock() + interval > deadline, wait=tenacity.wait_fixed(interval),
+        retry=tenacity.retry_if_exception(retriable), sleep=sleep,
+        before_sleep=lambda state: on_retry(state.attempt_number, state.outcome.exception()))
     try:
         return retrying(fn)
     except tenacity.RetryError as exc:
