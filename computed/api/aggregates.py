@@ -33,7 +33,7 @@ from typing import Any
 import webob
 
 from computed.api import errors, limits, policy, schemas, services, zones
-from computed.api.request import Call, empty, json_response
+from computed.api.request import Call, empty, json_response, microsecond_time
 from computed.db import aggregates as db_aggregates
 
 RULE = 'compute:aggregates:%s'
@@ -71,17 +71,13 @@ ACTIONS = {
 _INTEGER = re.compile(r'^-?[0-9]+$')
 
 
-def _time(value: Any) -> str | None:
-    return None if value is None else value.isoformat(timespec='microseconds')
-
-
 def view(call: Call, row: db_aggregates.AggregateRow, members: bool = True) -> dict[str, Any]:
     """Nova's aggregate document (``uuid`` from 2.41); a create's answer has no ``hosts``
     nor ``metadata``, as Nova's."""
     document: dict[str, Any] = {
         'id': row.id, 'name': row.name, AZ_KEY: row.metadata.get(AZ_KEY),
-        'created_at': _time(row.created_at), 'updated_at': _time(row.updated_at),
-        'deleted_at': None, 'deleted': False}
+        'created_at': microsecond_time(row.created_at),
+        'updated_at': microsecond_time(row.updated_at), 'deleted_at': None, 'deleted': False}
     if members:
         document.update(hosts=list(row.hosts), metadata=dict(row.metadata))
     if call.at_least(2, 41):

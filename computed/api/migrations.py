@@ -14,12 +14,11 @@ does not find).
 
 from __future__ import annotations
 
-import datetime
-
 import webob
 
 from computed.api import errors, policy, usage
 from computed.api.request import Call, json_response
+from computed.db import models
 
 INDEX = 'compute:migrations:index'
 
@@ -39,7 +38,7 @@ def check_query(call: Call) -> None:
     call.query_int('limit')
     since = call.query('changes-since')
     if since is not None:
-        usage.parse_time('changes-since', since, datetime.datetime.now())
+        usage.parse_time('changes-since', since, models.utcnow())
     marker = call.query('marker')
     if marker is not None:
         raise errors.BadRequest(f'Marker {marker} could not be found.')

@@ -2,7 +2,8 @@
 
 Owns :class:`Call` (the request, its context, its microversion, the backends, the API's base
 URL) and the helpers every controller uses to read a body (:meth:`Call.body`, validated by
-:mod:`computed.api.schemas`) and answer (:func:`json_response`, :func:`empty`).
+:mod:`computed.api.schemas`) and answer (:func:`json_response`, :func:`empty`, times as
+:func:`microsecond_time`).
 
 A Call exists only for a request within :mod:`computed.api.limits`: path parameters, the
 caller's user and project ids, and every query parameter are checked when it is made (NUL,
@@ -114,6 +115,12 @@ def empty(status: int, headers: dict[str, str] | None = None) -> webob.Response:
     for key, value in (headers or {}).items():
         resp.headers[key] = value
     return resp
+
+
+def microsecond_time(value: Any) -> str | None:
+    """A naive UTC time as Nova's usage and aggregate documents show it (ISO 8601 to the
+    microsecond, no zone); None stays None."""
+    return None if value is None else value.isoformat(timespec='microseconds')
 
 
 def flag(value: str | None) -> bool:

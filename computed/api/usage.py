@@ -23,7 +23,7 @@ from typing import Any
 import webob
 
 from computed.api import errors, policy, server_status
-from computed.api.request import Call, flag, json_response
+from computed.api.request import Call, flag, json_response, microsecond_time
 from computed.db import instances as db_instances
 from computed.db import models
 
@@ -51,10 +51,6 @@ def parse_time(name: str, text: str | None, now: datetime.datetime) -> datetime.
     return value
 
 
-def _time(value: datetime.datetime | None) -> str | None:
-    return None if value is None else value.isoformat(timespec='microseconds')
-
-
 def server_usage(row: db_instances.InstanceRow, start: datetime.datetime, stop: datetime.datetime,
                  now: datetime.datetime) -> dict[str, Any]:
     """One server's usage over [start, stop) (Nova's ``server_usages`` item). Pure."""
@@ -73,8 +69,8 @@ def server_usage(row: db_instances.InstanceRow, start: datetime.datetime, stop: 
             'local_gb': int(flavor.get('disk', 0)) + int(flavor.get('ephemeral', 0)),
             'vcpus': int(flavor.get('vcpus', 0)),
             'flavor': flavor.get('name', row.resource_class),
-            'started_at': _time(launched), 'ended_at': _time(ended), 'state': state,
-            'uptime': uptime}
+            'started_at': microsecond_time(launched), 'ended_at': microsecond_time(ended),
+            'state': state, 'uptime': uptime}
 
 
 def summarise(rows: list[db_instances.InstanceRow], start: datetime.datetime,
@@ -88,7 +84,7 @@ def summarise(rows: list[db_instances.InstanceRow], start: datetime.datetime,
         summary = result.setdefault(str(row.project_id), {
             'tenant_id': row.project_id, 'total_local_gb_usage': 0.0,
             'total_vcpus_usage': 0.0, 'total_memory_mb_usage': 0.0, 'total_hours': 0.0,
-            'start': _time(start), 'stop': _time(stop),
+            'start': microsecond_time(start), 'stop': microsecond_time(stop),
             **({'server_usages': []} if detailed else {})})
         summary['total_local_gb_usage'] += info['local_gb'] * info['hours']
         summary['total_vcpus_usage'] += info['vcpus'] * info['hours']

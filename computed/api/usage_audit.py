@@ -26,6 +26,7 @@ import webob
 
 from computed.api import errors, policy, services
 from computed.api.request import Call, json_response
+from computed.db import models
 
 LIST = 'compute:usage_audit_log:list'
 SHOW = 'compute:usage_audit_log:show'
@@ -61,17 +62,14 @@ def audit_log(hosts: list[str], before: datetime.datetime) -> dict[str, Any]:
             'log': {}}
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-
-
 def _hosts(call: Call) -> list[str]:
     return [daemon['host'] for daemon in services.daemons(call.backends)]
 
 
 def index(call: Call) -> webob.Response:
     policy.authorize(call.backends.enforcer, LIST, call.context)
-    return json_response(200, {'instance_usage_audit_logs': audit_log(_hosts(call), _now())})
+    return json_response(200, {'instance_usage_audit_logs': audit_log(_hosts(call),
+                                                                      models.utcnow())})
 
 
 def parse_before(text: str) -> datetime.datetime:
