@@ -51,8 +51,7 @@ def check(mappings: Sequence[dict[str, Any]], image_ref: str) -> None:
         raise BadMapping(f'{FIELD}: the image mapping must have boot_index 0, not '
                          f'{mapping.get("boot_index")!r}')
     named = mapping.get('uuid') or mapping.get('image_id')
-    wanted = images.glance_id(image_ref)
-    if named is None or images.glance_id(str(named)) is None or \
-            images.glance_id(str(named)) != wanted:
+    image = None if named is None else images.glance_id(str(named))
+    if image is None or image != images.glance_id(image_ref):
         raise BadMapping(f'{FIELD}: the image mapping names image {named!r}, imageRef '
                          f'{image_ref!r}: they must be the same Glance image')
