@@ -1,8 +1,11 @@
 """Ironic's versioned notifications, turned into "look at this node again" hints.
 
-Owns the daemon's notification listener. Every daemon listens in a pool of its own (named after
-its host), so each one receives every event and acts on the nodes it holds; a shared pool would
-split one node's events across daemons.
+Owns the daemon's notification listener. Every daemon listens in a pool of its own
+(:func:`pool_name`: named after its fleet's group and its host), so each one receives every event
+and acts on the nodes it holds; a shared pool would split one node's events across daemons, and
+so would two daemons of one host name in two groups on one vhost if the name left the group out.
+The name is the same on every start, so a restarted daemon consumes the queue it left (what
+Ironic sent while it was down is still there).
 
 An event is a hint, never the truth: payloads can be snapshots taken before the change finished,
 some transitions emit no ``.end``, ``updated_at`` has one-second resolution. So the listener only
@@ -236,6 +239,15 @@ class NotificationEndpoint:
         return None
 
     info = audit = warn = error = critical = debug = sample = _handle
+
+
+def pool_name(group: str, host: str) -> str:
+    """The notification pool of the daemon ``host`` (normalised) in the fleet's ``group``, which
+    is also the name of its queue on the broker (oslo.messaging names a pooled listener's queue
+    after its pool): ``computed/GROUP/HOST``. Unambiguous: neither a group nor a host may contain
+    ``/`` (each names a znode, :mod:`computed.conf.checks`), so two (group, host) pairs never
+    share a pool. Release 0.x named it ``computed-HOST`` (docs/upgrades.md)."""
+    return f"computed/{group}/{host}"
 
 
 def listener(transport: Any, topic: str, exchange: str, pool: str, hints: NodeHints,

@@ -150,7 +150,7 @@ def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeSe
                                    conf.ironic.max_event_lag)
         listener = rpc.Serving('Ironic notification listener', events.listener(
             notification_transport, conf.ironic.notification_topic,
-            conf.ironic.notification_exchange, f'computed-{host}', sync,
+            conf.ironic.notification_exchange, events.pool_name(group, host), sync,
             conf.ironic.heartbeat_topic, watch))
         heartbeat = events.Heartbeat(
             events.notifier(notification_transport, host, conf.ironic.heartbeat_topic), host,
