@@ -1,8 +1,12 @@
 """What every console script shares: one-line failures, logging setup, reaching ZooKeeper.
 
 Guarantees: no traceback reaches the terminal for a bad configuration (exit 2), a service that
-cannot be reached (:class:`ServiceUnreachable`: one line naming the service and its address,
-exit 1) or Ctrl-C (exit 130).
+cannot be reached or refuses a request (:class:`ServiceUnreachable`, :class:`ServiceError`: one
+line naming the service, its address and, from ``computed-manage``, the command; exit 1) or
+Ctrl-C (exit 130). Whatever kazoo or tooz raises while a command talks to ZooKeeper through
+:func:`zookeeper_coordinator` or :func:`zookeeper` (a connection lost after it was made, an
+expired session, a znode missing or not allowed, no answer in time) is one of these: a command
+never prints kazoo's traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO
 from urllib import parse
 
+from kazoo import exceptions as zk_exc
+from kazoo.handlers.threading import KazooTimeoutError
 from oslo_config import cfg
 from oslo_log import log as logging
 from tooz import coordination
@@ -32,15 +38,59 @@ EXIT_UNREACHABLE = 1
 CLI_CONNECT_TIMEOUT = 10.0
 
 
-class ServiceUnreachable(Exception):
-    """A service this program needs did not answer; names the service and where it was sought
-    (never credentials)."""
+class ServiceError(Exception):
+    """A service this program needs failed a request; names the service, where it was sought
+    (never credentials) and, once set, the command that asked (:attr:`command`)."""
 
     def __init__(self, service: str, address: str, reason: str):
         self.service = service
         self.address = address
         self.reason = reason
-        super().__init__(f'{service} at {address} unreachable: {reason}')
+        self.command = ''  # e.g. "fleet status", set by the console script that knows it
+        super().__init__(service, address, reason)
+
+    def _what(self) -> str:
+        return f'{self.service} at {self.address}: {self.reason}'
+
+    def __str__(self) -> str:
+        return f'{self.command}: {self._what()}' if self.command else self._what()
+
+
+class ServiceUnreachable(ServiceError):
+    """A service this program needs did not answer (or stopped answering)."""
+
+    def _what(self) -> str:
+        return f'{self.service} at {self.address} unreachable: {self.reason}'
+
+
+#: What kazoo and tooz raise when ZooKeeper does not carry a request out.
+ZOOKEEPER_ERRORS = (zk_exc.KazooException, KazooTimeoutError, coordination.ToozError)
+#: Of those, the ones that say ZooKeeper did not answer (rather than refused).
+_NO_ANSWER = (zk_exc.ConnectionLoss, zk_exc.SessionExpiredError, KazooTimeoutError,
+              coordination.ToozConnectionError, coordination.OperationTimedOut)
+
+
+def zookeeper_failure(url: str, exc: BaseException) -> ServiceError:
+    """The one-line error for ``exc``, raised by kazoo or tooz on ZooKeeper at ``url``
+    (:class:`ServiceUnreachable` when ZooKeeper did not answer)."""
+    name = type(exc).__name__
+    text = ' '.join(str(exc).split())
+    cause = exc.__cause__  # tooz wraps kazoo's errors, often with no message of its own
+    if isinstance(exc, coordination.ToozError) and cause is not None:
+        text = f'{text}: {type(cause).__name__}' if text else type(cause).__name__
+    if isinstance(exc, zk_exc.SessionExpiredError):
+        reason = f'its session expired ({name})'
+    elif isinstance(exc, zk_exc.ConnectionLoss) and not text:
+        reason = f'the connection was lost ({name})'
+    elif isinstance(exc, zk_exc.NoNodeError):
+        reason = f'a znode the command needs does not exist ({name}{": " + text if text else ""})'
+    elif isinstance(exc, zk_exc.NoAuthError):
+        reason = (f'not allowed ({name}): check the credentials in [coordination] '
+                  f'backend_url')
+    else:
+        reason = f'{text} ({name})' if text and name not in text else (text or name)
+    kind = ServiceUnreachable if isinstance(exc, _NO_ANSWER) else ServiceError
+    return kind('ZooKeeper', zookeeper_address(url), reason)
 
 
 def zookeeper_address(url: str) -> str:
@@ -75,7 +125,7 @@ def outcome(prog: str, body: Callable[[], int], stderr: TextIO | None = None) ->
     except ConfigError as exc:
         # Late configuration problems (e.g. a section a command needs).
         status, message = EXIT_CONFIG, str(exc)
-    except ServiceUnreachable as exc:
+    except ServiceError as exc:  # ServiceUnreachable included
         status, message = EXIT_UNREACHABLE, str(exc)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -137,11 +187,14 @@ def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage',
                           timeout: float = CLI_CONNECT_TIMEOUT
                           ) -> Iterator[coordination.CoordinationDriver]:
     """:func:`connect_zookeeper` as a context: read and write through its kazoo client, and
-    find where tooz keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does."""
+    find where tooz keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does.
+    What kazoo or tooz raises inside it leaves it as :class:`ServiceError` (one line)."""
     coordinator = connect_zookeeper(conf, member, timeout)
     client = kazoo_client(coordinator)
     try:
         yield coordinator
+    except ZOOKEEPER_ERRORS as exc:
+        raise zookeeper_failure(conf.coordination.backend_url, exc) from None
     finally:
         client.stop()
         client.close()

@@ -223,7 +223,11 @@ def _synopsis(args: tuple[str, ...], kwargs: dict[str, Any]) -> str:
 def _body(argv: Sequence[str]) -> int:
     conf = loader.load(loader.config_options_first(argv), PROG, build_conf(), usage=usage(),
                        commands=CATEGORIES)
-    return conf.category.command.run(conf)
+    try:
+        return conf.category.command.run(conf)
+    except common.ServiceError as exc:
+        exc.command = f'{conf.category.name} {conf.category.action}'  # what was tried
+        raise
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from kazoo import exceptions as zk_exc
 
 from computed import db
 from computed.db import engine as db_engine
@@ -183,3 +184,55 @@ def test_actions_wait_until_the_instance_settles(tmp_path, instance_db, action, 
     assert result.returncode == status, result.stderr
     assert result.stdout.splitlines()[-1].startswith(f'instance {row.uuid}: {final}')
     assert result.stderr == ''
+
+
+def _zookeeper_fails(monkeypatch, error):
+    """ZooKeeper answers the connect (a real tooz coordinator whose kazoo client never starts:
+    nothing is reached), then ``error`` on the command's first request."""
+    from tooz import coordination
+
+    from computed.cmd import common
+    from computed.cmd import fleet as fleet_cmd
+    monkeypatch.setattr(common, 'connect_zookeeper',
+                        lambda conf, member, timeout=0, give_up=None: coordination.get_coordinator(
+                            conf.coordination.backend_url, member.encode()))
+
+    def fail(*_args, **_kwargs):
+        raise error
+    for name in ('read_group', 'read_members', 'clear_draining'):
+        monkeypatch.setattr(fleet_cmd, name, fail)
+
+
+def _tooz_timeout():
+    from tooz import coordination
+    return coordination.OperationTimedOut('timed out')
+
+
+def _kazoo_timeout():
+    from kazoo.handlers.threading import KazooTimeoutError
+    return KazooTimeoutError('Value not received within 10 seconds')
+
+
+@pytest.mark.parametrize('command', [('fleet', 'status'), ('fleet', 'drain', 'c1'),
+                                     ('fleet', 'undrain', 'c1')])
+@pytest.mark.parametrize('error, words', [
+    (lambda: zk_exc.ConnectionLoss(), ('unreachable', 'the connection was lost')),
+    (lambda: zk_exc.SessionExpiredError(), ('unreachable', 'its session expired')),
+    (_kazoo_timeout, ('unreachable', 'KazooTimeoutError')),
+    (_tooz_timeout, ('unreachable', 'OperationTimedOut')),
+    (lambda: zk_exc.NoNodeError(), ('NoNodeError',)),
+    (lambda: zk_exc.NoAuthError(), ('not allowed', 'backend_url')),
+])
+def test_a_zookeeper_failure_after_connecting_is_one_line_naming_hosts_and_command(
+        tmp_path, monkeypatch, command, error, words):
+    """kazoo's errors once the session is up (the connection lost, the session expired, no
+    answer, a znode missing) printed a traceback: now one line, naming the command and the
+    ZooKeeper servers, and exit 1."""
+    port = closed_port()
+    conf = write_conf(tmp_path, GOOD.replace(
+        'backend_url = file://{tmp}/coordination',
+        f'backend_url = zookeeper://127.0.0.1:{port},127.0.0.2:{port}?timeout=2'))
+    _zookeeper_fails(monkeypatch, error())
+    result = run(tmp_path, 'computed-manage', *command, '--config-file', conf)
+    one_line(result, 1, f'computed-manage: error: {" ".join(command[:2])}: ',
+             f'ZooKeeper at 127.0.0.1:{port},127.0.0.2:{port}', *words)
