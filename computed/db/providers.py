@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Set
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,6 +40,8 @@ from computed.db.models import Provider
 #: (claim_epoch, seq) of a provider row inserted only to be locked; real reports have both >= 0
 #: (public for what reads the table directly: bench.report_bench counts the applied rows).
 UNAPPLIED = -1
+#: Most providers :func:`applied_states` looks up by key; more are read in one pass.
+LOOKUP_AT_MOST = 5000
 
 _providers = Provider.__table__
 
@@ -237,17 +239,34 @@ def applied_providers(engine: Engine) -> list[ProviderRow]:
         return [_provider_row(row) for row in rows]
 
 
-def applied_states(engine: Engine, page: int = 1000) -> Iterator[tuple[str, str | None]]:
+def applied_states(engine: Engine, page: int = 1000,
+                   uuids: Set[str] | None = None) -> Iterator[tuple[str, str | None]]:
     """``(uuid, state)`` of every provider a report was applied to (state None for a deleted
     one), as the JSON text stored, read ``page`` rows at a time (a server-side cursor on
     PostgreSQL): the fleet-wide listing compares 50,000 of them without holding them all. The
-    transaction lasts until the iterator is exhausted or closed."""
+    transaction lasts until the iterator is exhausted or closed.
+
+    ``uuids``: only those providers (a round confirming what the last one found). Up to
+    :data:`LOOKUP_AT_MOST` of them are looked up by key, ``page`` at a time; more are read in one
+    pass over the table, skipping the others (tens of thousands of lookups by key cost the
+    database more than one scan)."""
+    applied = _providers.c.claim_epoch != UNAPPLIED
+    columns = (_providers.c.uuid, _providers.c.state)
+    if uuids is not None and len(uuids) <= LOOKUP_AT_MOST:
+        wanted = sorted(uuids)
+        with _transaction(engine) as conn:
+            for start in range(0, len(wanted), page):
+                rows = conn.execute(sa.select(*columns).where(
+                    applied, _providers.c.uuid.in_(wanted[start:start + page])))
+                for row in rows:
+                    yield row.uuid, row.state
+        return
     with _transaction(engine) as conn:
         result = conn.execution_options(stream_results=True, yield_per=page).execute(
-            sa.select(_providers.c.uuid, _providers.c.state).where(
-                _providers.c.claim_epoch != UNAPPLIED))
+            sa.select(*columns).where(applied))
         for row in result:
-            yield row.uuid, row.state
+            if uuids is None or row.uuid in uuids:
+                yield row.uuid, row.state
 
 
 def provider_uuids(engine: Engine) -> set[str]:

@@ -26,9 +26,11 @@ from computed.daemon.listing import (
     ListingRound,
     Listings,
     RoundRecord,
+    confirming_round,
     differing,
     first_listing_wait,
     own_listing_due,
+    round_compares_all,
     round_due,
     round_lists_again,
     to_announce,
@@ -137,6 +139,59 @@ def test_differing_says_how():
     assert set(found) == {N1}
     assert found[N1] == (node(N1, maintenance=True), json.dumps(state(node(N1))))
     assert differing(listed, applied_pairs({N1: state(node(N1, maintenance=True))})) == {}
+
+
+@pytest.mark.parametrize("relist, confirming, every", [
+    (True, False, True), (True, True, True),   # a round that lists compares every node
+    (False, False, True),                      # so does the first round after a fresh listing
+    (False, True, False),                      # a confirming round: what the last one found
+])
+def test_only_a_confirming_round_that_keeps_its_listing_compares_less_than_every_node(
+        relist, confirming, every):
+    assert round_compares_all(relist, confirming) is every
+
+
+OURS = RoundRecord(1000.0, "c1", 2, 1001.0)
+
+
+@pytest.mark.parametrize("replaced, ours, found, confirming", [
+    (OURS, OURS, {N1: ()}, True),
+    (RoundRecord(1000.0, "c1", None), OURS, {N1: ()}, True),  # as read back: same round
+    (OURS, OURS, {}, False),                                    # it found nothing
+    (RoundRecord(1040.0, "c2", 0, 1041.0), OURS, {N1: ()}, False),  # another's round came since
+    (RoundRecord(1040.0, "c1", None), OURS, {N1: ()}, False),  # ours, never finished
+    (None, OURS, {N1: ()}, False), (OURS, None, {N1: ()}, False),
+])
+def test_a_round_confirms_only_the_fleets_last_round_when_it_was_this_daemons(
+        replaced, ours, found, confirming):
+    assert confirming_round(replaced, ours, found) is confirming
+
+
+def test_differing_compares_only_the_nodes_asked_for():
+    listed = {N1: node(N1, maintenance=True), N2: node(N2, maintenance=True), N3: node(N3)}
+    applied = applied_pairs({N1: state(node(N1)), N2: state(node(N2)), "gone": state(node(N1))})
+    assert set(differing(listed, applied, only={N1, N3, "gone", "never"})) == {N1, N3, "gone"}
+    assert set(differing(listed, applied)) == {N1, N2, N3, "gone"}
+
+
+def test_differing_does_not_make_again_what_the_last_round_found_unchanged(monkeypatch):
+    made = []
+    real = provider_from_node
+    monkeypatch.setattr("computed.daemon.listing.provider_from_node",
+                        lambda n: made.append(n.uuid) or real(n))
+    listed = {N1: node(N1, maintenance=True), N2: node(N2)}
+    applied = applied_pairs({N1: state(node(N1))})
+    first = differing(listed, applied)
+    assert set(first) == {N1, N2} and sorted(made) == [N1, N2]
+    made.clear()
+    # Same node objects, same applied texts: each differs the same way, nothing made again.
+    again = differing(listed, applied, first, only=first.keys())
+    assert again == first and made == []
+    # N2's report landed (a new applied text), N1 was re-read by an event (a new object).
+    listed = {N1: node(N1, maintenance=True), N2: node(N2)}
+    landed = applied_pairs({N1: state(node(N1)), N2: state(node(N2))})
+    assert set(differing(listed, landed, first, only=first.keys())) == {N1}
+    assert sorted(made) == [N1, N2]
 
 
 def test_round_record_round_trips_and_garbage_is_no_record():
@@ -318,6 +373,23 @@ def test_one_daemon_wins_each_round_and_its_findings_set_the_next():
     assert c1.claim(600.0, 30.0) is not None
 
 
+def test_a_claim_says_which_round_it_replaced():
+    zk, wall = ZooKeeper(), Wall(1000.0)
+    c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
+    first = c1.claim(600.0, 30.0)
+    assert c1.replaced is None
+    c1.finish(first, 2)
+    wall.now = 1031.0
+    assert c1.claim(600.0, 30.0) is not None
+    assert c1.replaced == RoundRecord(1000.0, "c1", 2, 1000.0)
+    c1.finish(RoundRecord(1031.0, "c1"), 1)
+    wall.now = 1100.0
+    theirs = c2.claim(600.0, 30.0)
+    c2.finish(theirs, 1)
+    wall.now = 1200.0
+    assert c1.claim(600.0, 30.0) is not None and c1.replaced.host == "c2"
+
+
 def test_a_round_claimed_concurrently_goes_to_one_daemon():
     zk, wall = ZooKeeper(), Wall(1000.0)
     c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
@@ -369,7 +441,8 @@ def listings(monkeypatch, watch, applied=()):
     zk = ZooKeeper()
     notifier = Notifier()
     rows = [(u, json.dumps(s)) for u, s in applied]
-    monkeypatch.setattr("computed.db.providers.applied_states", lambda engine: iter(rows))
+    monkeypatch.setattr("computed.db.providers.applied_states",
+                        lambda engine, uuids=None: iter(rows))
     result = Listings(nodes, catalog, None, 30.0, 600.0, watch,
                       None if watch is None else ListingRound(zk, "/r", "c1", wall=clock),
                       Heartbeat(notifier, "c1"), clock=clock)
@@ -427,7 +500,8 @@ def test_rounds_during_a_cold_start_compare_one_listing_until_the_reports_land(m
     lister.step()  # the first round compares it: both nodes differ (never applied)
     assert nodes.refreshes == 1 and notifier.sent == []
     applied = [(n.uuid, json.dumps(state(n))) for n in (node(N1), node(N2))]
-    monkeypatch.setattr("computed.db.providers.applied_states", lambda engine: iter(applied))
+    monkeypatch.setattr("computed.db.providers.applied_states",
+                        lambda engine, uuids=None: iter(applied))
     for _ in range(6):  # 30 s: the next round clears both (the reports landed), no listing
         clock.now += 5
         lister.step()
@@ -436,6 +510,43 @@ def test_rounds_during_a_cold_start_compare_one_listing_until_the_reports_land(m
         clock.now += 5
         lister.step()
     assert nodes.refreshes == 2 and notifier.sent == []
+
+
+def test_a_confirming_round_compares_only_what_the_last_one_found(monkeypatch):
+    # 10 nodes, 8 applied; N1 changed in Ironic with no event. The first round compares every
+    # node: N1 and the 2 never applied differ. The round that confirms them compares those 3
+    # alone: it makes no provider state (nothing about them changed) and does not look at N2,
+    # which an event changed meanwhile (its owner heard that event and reports it).
+    others = [f"{i:08d}-0000-0000-0000-000000000000" for i in range(7)]
+    unapplied = others[5:]
+    lister, nodes, clock, notifier, ironic = listings(monkeypatch, TrustedWatch(True))
+    ironic.nodes[N1] = node(N1, maintenance=True)
+    for u in others:
+        ironic.nodes[u] = node(u)
+    ironic.nodes[N3] = node(N3)
+    asked = []
+    rows = dict(applied_pairs({N1: state(node(N1)), N2: state(node(N2)), N3: state(node(N3)),
+                               **{u: state(node(u)) for u in others[:5]}}))
+
+    def applied_states(engine, uuids=None):
+        asked.append(None if uuids is None else set(uuids))
+        return iter([(u, t) for u, t in rows.items() if uuids is None or u in uuids])
+    monkeypatch.setattr("computed.db.providers.applied_states", applied_states)
+    made = []
+    real = provider_from_node
+    monkeypatch.setattr("computed.daemon.listing.provider_from_node",
+                        lambda n: made.append(n.uuid) or real(n))
+    lister.step()  # the first listing, trusted
+    lister.step()  # the first round compares it, every node
+    assert nodes.refreshes == 1 and asked == [None] and len(made) == 10
+    nodes.catalog.update(N2, node(N2, maintenance=True))  # an event: its owner reports it
+    made.clear()
+    for _ in range(6):  # 30 s: the round that confirms the first's findings
+        clock.now += 5
+        lister.step()
+    assert nodes.refreshes == 1 and made == [] and asked[1] == {N1, *unapplied}
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": sorted([N1, *unapplied])})]
+    assert lister.compared == 3
 
 
 # --- one listing at start (issue 27 item 3) ----------------------------------------------------
@@ -462,7 +573,8 @@ def started(monkeypatch, seconds=80.0):
     catalog = NodeCatalog(Ironic(node(N1), node(N2)), clock=clock)
     nodes = SlowNodes(catalog, clock, wall, watch, seconds)
     rows = [(n.uuid, json.dumps(state(n))) for n in (node(N1), node(N2))]  # every report applied
-    monkeypatch.setattr("computed.db.providers.applied_states", lambda engine: iter(rows))
+    monkeypatch.setattr("computed.db.providers.applied_states",
+                        lambda engine, uuids=None: iter(rows))
     notifier = Notifier()
     lister = Listings(nodes, catalog, None, 30.0, 600.0, watch,
                       ListingRound(ZooKeeper(), "/r", "c1", wall=wall),

@@ -96,6 +96,16 @@ def check_applied_states(engine) -> None:
     assert deleted in states and states[deleted] is None
     assert unapplied not in states
     assert len(states) == len(list(db_providers.applied_states(engine)))
+    # Only some (a confirming round): looked up by key, or read in one pass skipping the others.
+    wanted = {applied, deleted, unapplied, new_uuid()}
+    expected = {applied: '{"v": 1}', deleted: None}
+    assert dict(db_providers.applied_states(engine, page=1, uuids=wanted)) == expected
+    lookups = db_providers.LOOKUP_AT_MOST
+    db_providers.LOOKUP_AT_MOST = 1
+    try:
+        assert dict(db_providers.applied_states(engine, page=1, uuids=wanted)) == expected
+    finally:
+        db_providers.LOOKUP_AT_MOST = lookups
 
 
 def check_report_apply_failure_stores_nothing(engine) -> None:
