@@ -37,6 +37,7 @@ from computed.baremetal import events
 from computed.baremetal.catalog import NodeCatalog
 from computed.cmd import common
 from computed.conf import loader
+from computed.conf.coordination import session_timeout
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
 from computed.daemon import metrics
@@ -68,8 +69,6 @@ PROG = 'computed'
 EXIT_BACKEND = 1
 LOG = logging.getLogger(__name__)
 
-# tooz's ZooKeeper driver uses a 10 s session when the URL names no timeout.
-DEFAULT_SESSION_TIMEOUT = 10.0
 # How often the main loop looks whether the service stopped by itself (a stop asked by a
 # signal wakes it at once).
 _TICK = 0.2
@@ -84,12 +83,6 @@ def _backend_label(url: str) -> str:
 def _reason(exc: Exception) -> str:
     # tooz wraps kazoo errors, often with an empty message of its own.
     return str(exc) or repr(exc.__cause__ or exc)
-
-
-def session_timeout(backend_url: str) -> float:
-    """The ZooKeeper session timeout a tooz URL asks for (``?timeout=N``)."""
-    values = parse.parse_qs(parse.urlsplit(backend_url).query).get('timeout')
-    return float(values[-1]) if values else DEFAULT_SESSION_TIMEOUT
 
 
 def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeService:
@@ -127,9 +120,14 @@ def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeSe
     # states reach the fence and then the reconciler through the service (its kazoo listener).
     wake = threading.Event()
     fence = Fence(session_timeout(url))
-    membership = Membership(coordinator, group, host, conf.fleet.weight, wake=wake)
+    # Every wait for ZooKeeper is bounded by the session timeout (the granted one once known):
+    # with no answer by then, a leave is moot and a stop must not wait for ever.
+    answer_within = lambda: fence.session_timeout  # noqa: E731 - read at each request
+    membership = Membership(coordinator, group, host, conf.fleet.weight, wake=wake,
+                            answer_within=answer_within)
     audit = AuditLog(conf.fleet.audit_log, membership.host)
-    claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit, wake=wake)
+    claims = ClaimTable(zookeeper, fleet_root(group), membership.host, audit, wake=wake,
+                        answer_within=answer_within)
     hosting = Hosting(engine, membership, Rehomer(engine, host, conf.fleet.rehome_grace), audit,
                       resume_interval=conf.fleet.resume_interval)
     fleet = Fleet(membership, claims, fence, nodes=nodes, hosting=hosting, audit=audit,

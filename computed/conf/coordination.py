@@ -6,9 +6,22 @@ the nodes of the consistent hash ring.
 
 from __future__ import annotations
 
+from urllib import parse
+
 from oslo_config import cfg
 
 NAME = 'coordination'
+
+#: Seconds of ZooKeeper session timeout asked for when the backend URL names none (tooz's
+#: ZooKeeper driver's own default). Also the longest any computed process waits for
+#: ZooKeeper's answer to one request, or one pipelined batch (computed.fleet.zookeeper.answer).
+DEFAULT_SESSION_TIMEOUT = 10.0
+
+
+def session_timeout(backend_url: str) -> float:
+    """The ZooKeeper session timeout, in seconds, a tooz URL asks for (``?timeout=N``)."""
+    values = parse.parse_qs(parse.urlsplit(backend_url).query).get('timeout')
+    return float(values[-1]) if values else DEFAULT_SESSION_TIMEOUT
 
 
 def group() -> cfg.OptGroup:

@@ -41,7 +41,12 @@ whose start does not wait for the message bus: a daemon started before its broke
 and stays killable, and serves once the broker is up.
 Stop: :meth:`stop` asks the fleet to drain and leave (or to leave at once); :meth:`close` stops
 the RPC server, the worker, the threads and the listener, then the session, the audit log and the
-driver.
+driver. Every wait of a stop is bounded, ZooKeeper gone included: the fleet's leave waits at most
+a session timeout per step (:mod:`computed.fleet.reconciler`), the caller waits for the threads
+with a limit (:meth:`wait`), and the session ends through
+:func:`computed.fleet.zookeeper.stop_session`, not tooz's ``stop()`` (unbounded); the
+coordinator runs no tooz heartbeat (kazoo keeps the session alive, the lease thread makes the
+fence's round trips), whose request would wait for ever on a ZooKeeper that is gone.
 
 The parts the metrics read at scrape time (:mod:`computed.daemon.metrics`) are public attributes.
 
@@ -62,6 +67,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kazoo import exceptions as zk_exc
 from kazoo.client import KazooState
 
 from computed.baremetal.catalog import NodeCatalog
@@ -180,12 +186,19 @@ class ComputeService:
         and an event's node must not wait behind it (issue 5's latency goal)."""
         while not self._stop.is_set():
             wait = 1.0
+            failed = ""
             try:
                 changed, wait = self._listings.step()
                 if changed:
                     self.fleet.wake()
+            except (zk_exc.ConnectionLoss, zk_exc.SessionExpiredError) as exc:
+                # The listing round's record is in ZooKeeper: its trouble is the session's,
+                # which the fence already acts on; one line, not a trace.
+                failed = str(exc) or type(exc).__name__
             except Exception:  # a failed listing must not end the listings
                 LOG.exception("node listing failed")
+            if failed:  # logged outside the except: oslo.log would append the exception
+                LOG.warning("node listing skipped: %s", failed)
             self.sync.wake()  # sync what the listing changed
             self._nodes.wait_for_refresh(wait)
 
@@ -216,7 +229,10 @@ class ComputeService:
     def start(self) -> None:
         """Start the session and every thread; raises tooz's error when the session cannot be
         had (nothing is left running then; :meth:`close` still releases the parts)."""
-        self._coordinator.start(start_heart=True)
+        # No tooz heartbeat: kazoo's pings keep the session alive and the lease thread makes
+        # the round trips the fence needs; tooz's heartbeat thread would only add a request
+        # that, with ZooKeeper gone, waits for ever (and tooz's stop() waits for it).
+        self._coordinator.start(start_heart=False)
         self._session_started = True
         # The lease must come from the timeout the server granted, not the one asked for.
         self.fence.granted(zookeeper.granted_session_timeout(
@@ -299,7 +315,8 @@ class ComputeService:
         self.wait(5)
         try:
             if self._session_started:
-                self._coordinator.stop()
+                # Bounded even with ZooKeeper gone (tooz's stop() is not): see stop_session.
+                zookeeper.stop_session(self._coordinator, self.fence.session_timeout)
         finally:
             self._audit.close()
             self._driver.close()

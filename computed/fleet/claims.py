@@ -30,6 +30,14 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   claim is still held, with the same epoch, and the fence allows acting in its term. Otherwise
   :class:`NotOurs` is raised and the action stops writing; whoever holds the node next finishes
   it from the instance's recorded state.
+* **Never waiting for ever.** Every wait for ZooKeeper's answers is bounded by the session
+  timeout (``answer_within``; :func:`computed.fleet.zookeeper.answer`), one limit per pipelined
+  batch: with every server gone kazoo would hold a request until one answers again, which may be
+  never, and a daemon asked to stop must stop. A create or delete not answered in time counts as
+  failed (its outcome unknown, as after a dropped connection: a create that ZooKeeper carries
+  out later is adopted, a delete is made again). A claim whose delete is not answered while the
+  daemon leaves is left to the session: it is ephemeral, and goes when the session expires (one
+  log line names them).
 * **On record.** The audit log (:mod:`computed.fleet.audit`) gets a ``claim`` record before a
   claim becomes visible in :meth:`ClaimTable.held`, and a ``release`` record after it stops being
   visible (before its znode is deleted): the records bracket every action taken under it.
@@ -59,8 +67,11 @@ from typing import Any
 from kazoo import exceptions as zk_exc
 from kazoo.protocol.states import EventType
 
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
+from computed.fleet import zookeeper
 from computed.fleet.audit import AuditEvent, AuditLog
 from computed.fleet.fence import Fence
+from computed.fleet.zookeeper import Deadline
 
 LOG = logging.getLogger(__name__)
 
@@ -69,6 +80,8 @@ LOG = logging.getLogger(__name__)
 #: with the allocator after they were answered, 22 MB more than windows of 500 (measured on
 #: the harness's ZooKeeper); a window of a few hundred keeps the round trips few.
 ACQUIRE_WINDOW = 250
+#: Nodes a log line names before it says "and N more".
+NAMED_IN_A_LINE = 10
 
 
 def windows(items: list, size: int) -> Iterable[list]:
@@ -118,12 +131,23 @@ def claims_path(root: str) -> str:
     return f"{root}/claims"
 
 
+def some_nodes(claims: list[Claim]) -> str:
+    """The nodes of ``claims`` for one log line: the first few, then how many more."""
+    named = ", ".join(claim.node for claim in claims[:NAMED_IN_A_LINE])
+    more = len(claims) - NAMED_IN_A_LINE
+    return f"{named} and {more} more" if more > 0 else named
+
+
 class ClaimTable:
     """The claims this daemon holds, and the operations that change them."""
 
     def __init__(self, client: Any, root: str, host: str, audit: AuditLog,
-                 wake: threading.Event):
+                 wake: threading.Event,
+                 answer_within: Callable[[], float] = lambda: DEFAULT_SESSION_TIMEOUT):
         self._client = client
+        # Seconds to wait for ZooKeeper's answers to one batch: the session timeout (the
+        # fence's, once the server granted it), past which an unanswered delete is moot.
+        self._answer_within = answer_within
         self._path = claims_path(root)
         self._host = host
         self._audit = audit
@@ -137,7 +161,11 @@ class ClaimTable:
 
     def ensure_root(self) -> None:
         """Create the parent of the claim znodes (once connected)."""
-        self._client.ensure_path(self._path)
+        zookeeper.answer(self._client.ensure_path_async(self._path), self._deadline(),
+                         f"the creation of {self._path}")
+
+    def _deadline(self) -> Deadline:
+        return Deadline(self._answer_within())
 
     def held(self) -> dict[str, Claim]:
         with self._lock:
@@ -169,13 +197,14 @@ class ClaimTable:
     def _acquire(self, nodes: list[str], value: bytes, member_epoch: int, term: int,
                  result: AcquireResult) -> None:
         """One window of :meth:`acquire`: its creates pipelined, then its busy nodes looked at."""
+        deadline = self._deadline()
         pending = [(node, self._client.create_async(self._node_path(node), value, ephemeral=True,
                                                     include_data=True))
                    for node in nodes]
         taken = []
         for node, async_result in pending:
             try:
-                _, stat = async_result.get()
+                _, stat = zookeeper.answer(async_result, deadline, f"the claim on node {node}")
             except zk_exc.NodeExistsError:
                 taken.append(node)
                 continue
@@ -236,12 +265,13 @@ class ClaimTable:
         reconnect) is taken back; anybody else's is watched until it goes. Pipelined: a
         newcomer can find hundreds of nodes still held by their previous owners."""
         session_id = self._session_id()
+        deadline = self._deadline()
         pending = [(node, self._client.exists_async(self._node_path(node),
                                                     watch=self._claim_event))
                    for node in nodes]
         for node, async_result in pending:
             try:
-                stat = async_result.get()
+                stat = zookeeper.answer(async_result, deadline, f"a look at node {node}'s claim")
             except zk_exc.KazooException as exc:
                 LOG.warning("cannot watch the claim on node %s: %s", node, exc)
                 result.failed.append(node)
@@ -258,13 +288,15 @@ class ClaimTable:
         if event.type in ("DELETED", "NONE"):
             self._wake.set()
 
-    def release(self, nodes: Iterable[str]) -> list[Claim]:
-        """Stop acting on ``nodes`` first, then delete their claims."""
+    def release(self, nodes: Iterable[str], leaving: bool = False) -> list[Claim]:
+        """Stop acting on ``nodes`` first, then delete their claims. ``leaving``: the daemon
+        is leaving, and a delete ZooKeeper does not answer is left to the session's expiry
+        instead of being made again."""
         with self._lock:
             released = [self._held.pop(node) for node in list(nodes) if node in self._held]
         for claim in released:
             self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch)
-        self._delete(released)
+        self._delete(released, leaving)
         return released
 
     def delete_released(self) -> int:
@@ -275,12 +307,14 @@ class ClaimTable:
         if not undeleted:
             return 0
         session_id = self._session_id()
+        deadline = self._deadline()
         pending = [(claim, self._client.exists_async(self._node_path(claim.node)))
                    for claim in undeleted]
         ours = []
         for claim, async_result in pending:
             try:
-                stat = async_result.get()
+                stat = zookeeper.answer(async_result, deadline,
+                                        f"a look at node {claim.node}'s claim")
             except zk_exc.KazooException:
                 continue  # still no answer: next pass
             if (stat is not None and stat.czxid == claim.epoch and session_id is not None
@@ -292,26 +326,43 @@ class ClaimTable:
         with self._lock:
             return len(self._undeleted)
 
-    def _delete(self, claims: list[Claim]) -> None:
-        """Delete the znodes of released ``claims``, pipelined; the ones ZooKeeper did not
-        answer are kept for :meth:`delete_released`."""
+    def _delete(self, claims: list[Claim], leaving: bool = False) -> None:
+        """Delete the znodes of released ``claims``, pipelined, waiting for the answers at most
+        the session timeout in all; the ones ZooKeeper did not delete are kept for
+        :meth:`delete_released`, unless the daemon is ``leaving``. One log line names them."""
+        if not claims:
+            return
+        deadline = self._deadline()
         pending = [(claim, self._client.delete_async(self._node_path(claim.node)))
                    for claim in claims]
+        failed: list[Claim] = []
+        reason = ""
         for claim, async_result in pending:
             try:
-                async_result.get()
+                zookeeper.answer(async_result, deadline, "the delete of a claim")
             except zk_exc.NoNodeError:
                 pass
             except zk_exc.KazooException as exc:
-                # Not acting on it any more, but its node stays blocked while the znode lives.
-                LOG.warning("could not delete the claim on node %s (claim epoch %s): %s; "
-                            "deleting it again once ZooKeeper answers", claim.node, claim.epoch,
-                            exc)
-                with self._lock:
-                    if claim.node not in self._held:
-                        self._undeleted[claim.node] = claim
+                failed.append(claim)
+                reason = str(exc) or type(exc).__name__
                 continue
             self._settled(claim)
+        if not failed:
+            return
+        if leaving:
+            # Past the session timeout with no answer, the delete is moot: the claims are
+            # ephemeral znodes, and go with the session when it expires (if it has not yet).
+            LOG.warning("leaving without ZooKeeper confirming the delete of %d claims (nodes "
+                        "%s): %s; they are ephemeral and go when the session expires",
+                        len(failed), some_nodes(failed), reason)
+            return
+        # Not acting on them any more, but their nodes stay blocked while the znodes live.
+        LOG.warning("could not delete %d claims (nodes %s): %s; deleting them again once "
+                    "ZooKeeper answers", len(failed), some_nodes(failed), reason)
+        with self._lock:
+            for claim in failed:
+                if claim.node not in self._held:
+                    self._undeleted[claim.node] = claim
 
     def _settled(self, claim: Claim) -> None:
         with self._lock:
@@ -365,18 +416,24 @@ class ClaimGuard:
                           f"{self._fence.lease_remaining():.1f} s)")
 
 
-def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
-    """Every claim in the fleet, read with pipelined requests (for status and checks)."""
+def read_claims(client: Any, root: str,
+                timeout: float = DEFAULT_SESSION_TIMEOUT) -> dict[str, ClaimRecord]:
+    """Every claim in the fleet, read with pipelined requests (for status and checks), each of
+    the two rounds answered within ``timeout`` seconds, else
+    :class:`~computed.fleet.zookeeper.NoAnswer` (a command must not hang on a ZooKeeper that
+    went away after it connected)."""
     path = claims_path(root)
     try:
-        children = client.get_children(path)
+        children = zookeeper.answer(client.get_children_async(path), timeout,
+                                    f"the list of {path}")
     except zk_exc.NoNodeError:
         return {}
+    deadline = Deadline(timeout)
     pending = [(node, client.get_async(f"{path}/{node}")) for node in children]
     records = {}
     for node, async_result in pending:
         try:
-            data, stat = async_result.get()
+            data, stat = zookeeper.answer(async_result, deadline, f"a read of {path}/{node}")
         except zk_exc.NoNodeError:
             continue
         try:
@@ -388,18 +445,21 @@ def read_claims(client: Any, root: str) -> dict[str, ClaimRecord]:
     return records
 
 
-def claim_holders(client: Any, root: str,
-                  nodes: Iterable[str]) -> dict[str, tuple[int, str | None]]:
+def claim_holders(client: Any, root: str, nodes: Iterable[str],
+                  timeout: float = DEFAULT_SESSION_TIMEOUT) -> dict[str, tuple[int, str | None]]:
     """``{node: (claim epoch, host)}`` for the live claim on each of ``nodes`` that has one,
-    read with one round of pipelined ``get_async``; unclaimed nodes are left out. ``host`` is
-    None when the claim's data cannot be parsed (the reporter's fence then refuses every report).
-    Raises what kazoo raises, other than NoNodeError, when ZooKeeper cannot be read."""
+    read with one round of pipelined ``get_async`` answered within ``timeout`` seconds in all;
+    unclaimed nodes are left out. ``host`` is None when the claim's data cannot be parsed (the
+    reporter's fence then refuses every report). Raises what kazoo raises, other than
+    NoNodeError, when ZooKeeper cannot be read (:class:`~computed.fleet.zookeeper.NoAnswer`, a
+    ConnectionLoss, when it does not answer in time)."""
     path = claims_path(root)
+    deadline = Deadline(timeout)
     pending = [(node, client.get_async(f"{path}/{node}")) for node in dict.fromkeys(nodes)]
     holders: dict[str, tuple[int, str | None]] = {}
     for node, async_result in pending:
         try:
-            data, stat = async_result.get()
+            data, stat = zookeeper.answer(async_result, deadline, f"a read of {path}/{node}")
         except zk_exc.NoNodeError:
             continue
         holders[node] = (stat.czxid, _claim_host(data))

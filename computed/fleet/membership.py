@@ -29,6 +29,13 @@ Guarantees:
   znode was once taken as a member of weight 1 and given a quarter of the nodes, which then had
   no daemon behind them.
 
+Bounded: every wait for ZooKeeper (tooz's ``.get()``, kazoo's requests) ends within the session
+timeout (``answer_within``; :mod:`computed.fleet.zookeeper`, "Bounded waits"). A join or read not
+answered in time raises :class:`computed.fleet.zookeeper.NoAnswer` (a ConnectionLoss: the fleet
+retries it as it does a dropped connection); a leave not answered in time is given up with one
+line naming the host and the group: the member is an ephemeral znode, gone when the session
+expires.
+
 Threads: the fleet thread joins, leaves, watches, sets the drain marker and reads the members
 on every pass; kazoo's event thread runs the children watches, which only set ``wake`` (an
 Event: kazoo's thread never waits on the fleet); the metrics endpoint's request threads read
@@ -53,9 +60,11 @@ from kazoo import exceptions as zk_exc
 from tooz import coordination
 from tooz import utils as tooz_utils
 
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
 from computed.conf.default import normalise_host
 from computed.fleet import zookeeper
 from computed.fleet.claims import claims_path
+from computed.fleet.zookeeper import Deadline, NoAnswer
 from computed.upgrade import levels
 from computed.version import VERSION
 from hashring.ownership import Member
@@ -125,8 +134,11 @@ class Membership:
     """This daemon's membership, and the live view of everybody's."""
 
     def __init__(self, coordinator: coordination.CoordinationDriver, group: str, host: str,
-                 weight: int, wake: threading.Event):
+                 weight: int, wake: threading.Event,
+                 answer_within: Callable[[], float] = lambda: DEFAULT_SESSION_TIMEOUT):
         self._coordinator = coordinator
+        # Seconds to wait for one answer of ZooKeeper: the session timeout (see the module).
+        self._answer_within = answer_within
         self._client = zookeeper.kazoo_client(coordinator)
         self.group = group
         self.host = normalise_host(host)
@@ -148,14 +160,15 @@ class Membership:
         """
         group = self.group.encode()
         try:
-            self._coordinator.create_group(group).get()
+            self._tooz(self._coordinator.create_group(group), f"the creation of group {self.group}")
         except coordination.GroupAlreadyExist:
             pass
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self._coordinator.join_group(
-                    group, capabilities=capabilities(self.host, self.weight)).get()
+                self._tooz(self._coordinator.join_group(
+                    group, capabilities=capabilities(self.host, self.weight)),
+                    f"host {self.host}'s join of group {self.group}")
                 break
             except coordination.MemberAlreadyExist:
                 if self._ours(f"{self.members_path}/{self.host}"):
@@ -165,33 +178,58 @@ class Membership:
                         f"host {self.host} is already a member of group {self.group}: another "
                         f"computed runs with the same [DEFAULT] host") from None
                 time.sleep(0.2)
-        stat = self._client.exists(f"{self.members_path}/{self.host}")
+        stat = self._exists(f"{self.members_path}/{self.host}")
         if stat is None:
             raise MembershipError(f"host {self.host} joined group {self.group} but its "
                                   f"membership znode is gone")
         self.member_epoch = stat.czxid
         return self.member_epoch
 
+    def _tooz(self, request: Any, what: str) -> Any:
+        """The answer to a tooz request, waited for at most the session timeout; tooz's own
+        timeout becomes :class:`NoAnswer`, which the fleet retries like a lost connection."""
+        limit = self._answer_within()
+        try:
+            return request.get(timeout=limit)
+        except coordination.OperationTimedOut:
+            raise NoAnswer(what, limit) from None
+
+    def _exists(self, path: str) -> Any:
+        return zookeeper.answer(self._client.exists_async(path), self._answer_within(),
+                                f"a look at {path}")
+
     def _ours(self, path: str) -> bool:
         """True when ``path`` is an ephemeral znode of this client's own session."""
-        stat = self._client.exists(path)
+        stat = self._exists(path)
         session = self._client.client_id
         return stat is not None and session is not None and stat.ephemeralOwner == session[0]
 
     def leave(self) -> None:
+        """Leave the group, waiting at most the session timeout for ZooKeeper to confirm it;
+        unconfirmed, the member goes when the session expires (one line says so)."""
         try:
-            self._coordinator.leave_group(self.group.encode()).get()
-        except coordination.ToozError as exc:
-            # The member dies with the session at the latest.
-            LOG.warning("could not leave group %s cleanly: %s", self.group, exc)
+            self._tooz(self._coordinator.leave_group(self.group.encode()),
+                       f"host {self.host}'s leave of group {self.group}")
+            return
+        except (coordination.ToozError, zk_exc.KazooException) as exc:
+            reason = str(exc) or type(exc).__name__
+        # Logged outside the except: oslo.log would append the exception to the line again.
+        LOG.warning("host %s leaves group %s without ZooKeeper confirming it: %s; its member "
+                    "znode is ephemeral and goes when the session expires",
+                    self.host, self.group, reason)
 
     def watch(self) -> None:
         """Set ``wake`` on every change of members or drain markers, from now on."""
         # Containers made before credentials were configured are open: close them first.
         root = fleet_root(self.group)
         zookeeper.protect(self._client,
-                          [root, claims_path(root), self.draining_path, self.members_path])
-        self._client.ensure_path(self.draining_path)
+                          [root, claims_path(root), self.draining_path, self.members_path],
+                          self._answer_within())
+        zookeeper.answer(self._client.ensure_path_async(self.draining_path),
+                         self._answer_within(), f"the creation of {self.draining_path}")
+        # kazoo's watches make their first read themselves, without a limit; they come right
+        # after the bounded requests above, and the session's close (ComputeService.close,
+        # bounded) ends a read left waiting.
         self._client.ChildrenWatch(self.members_path, self._changed)
         self._client.ChildrenWatch(self.draining_path, self._changed)
 
@@ -201,7 +239,8 @@ class Membership:
     def members(self) -> list[MemberInfo]:
         """The live members; what else sits in the group is logged once and kept for
         :meth:`ignored`."""
-        view = read_group(self._client, self.members_path, self.draining_path)
+        view = read_group(self._client, self.members_path, self.draining_path,
+                          self._answer_within())
         with self._lock:
             self._ignored = view.ignored
             fresh = [entry for entry in view.ignored
@@ -221,29 +260,37 @@ class Membership:
             return list(self._ignored)
 
     def set_draining(self, reason: str, persistent: bool) -> None:
-        mark_draining(self._client, self.draining_path, self.host, reason, persistent)
+        mark_draining(self._client, self.draining_path, self.host, reason, persistent,
+                      self._answer_within())
 
 
-def read_members(client: Any, members_path: str, draining_path: str) -> list[MemberInfo]:
+def read_members(client: Any, members_path: str, draining_path: str,
+                 timeout: float = DEFAULT_SESSION_TIMEOUT) -> list[MemberInfo]:
     """Every live member with its weight, drain flag and member epoch (pipelined reads)."""
-    return read_group(client, members_path, draining_path).members
+    return read_group(client, members_path, draining_path, timeout).members
 
 
-def read_group(client: Any, members_path: str, draining_path: str) -> GroupView:
-    """The group's members and the entries that are not members (pipelined reads)."""
+def read_group(client: Any, members_path: str, draining_path: str,
+               timeout: float = DEFAULT_SESSION_TIMEOUT) -> GroupView:
+    """The group's members and the entries that are not members (pipelined reads, each round
+    answered within ``timeout`` seconds, else :class:`NoAnswer`)."""
+    lists = [client.get_children_async(members_path), client.get_children_async(draining_path)]
+    deadline = Deadline(timeout)
     try:
-        names = client.get_children(members_path)
+        names = zookeeper.answer(lists[0], deadline, f"the list of {members_path}")
     except zk_exc.NoNodeError:
         return GroupView([], [])
     try:
-        draining = set(client.get_children(draining_path))
+        draining = set(zookeeper.answer(lists[1], deadline, f"the list of {draining_path}"))
     except zk_exc.NoNodeError:
         draining = set()
+    deadline = Deadline(timeout)
     pending = [(name, client.get_async(f"{members_path}/{name}")) for name in names]
     members, ignored = [], []
     for name, async_result in pending:
         try:
-            data, stat = async_result.get()
+            data, stat = zookeeper.answer(async_result, deadline,
+                                          f"a read of {members_path}/{name}")
         except zk_exc.NoNodeError:
             continue  # left while we looked
         entry = member_from_znode(name, data, stat.ephemeralOwner, stat.czxid,
@@ -288,20 +335,26 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def mark_draining(client: Any, draining_path: str, host: str, reason: str,
-                  persistent: bool) -> None:
-    """Write the drain marker of ``host`` (idempotent)."""
+                  persistent: bool, timeout: float = DEFAULT_SESSION_TIMEOUT) -> None:
+    """Write the drain marker of ``host`` (idempotent), answered within ``timeout`` seconds
+    (else :class:`NoAnswer`: it may still be written)."""
     value = json.dumps({"reason": reason, "at": time.time()}).encode()
+    path = f"{draining_path}/{normalise_host(host)}"
     try:
-        client.create(f"{draining_path}/{normalise_host(host)}", value,
-                      ephemeral=not persistent, makepath=True)
+        zookeeper.answer(client.create_async(path, value, ephemeral=not persistent,
+                                             makepath=True),
+                         timeout, f"the creation of {path}")
     except zk_exc.NodeExistsError:
         pass
 
 
-def clear_draining(client: Any, draining_path: str, host: str) -> bool:
-    """Remove the drain marker of ``host``; False when there was none."""
+def clear_draining(client: Any, draining_path: str, host: str,
+                   timeout: float = DEFAULT_SESSION_TIMEOUT) -> bool:
+    """Remove the drain marker of ``host``; False when there was none. Answered within
+    ``timeout`` seconds, else :class:`NoAnswer`."""
+    path = f"{draining_path}/{normalise_host(host)}"
     try:
-        client.delete(f"{draining_path}/{normalise_host(host)}")
+        zookeeper.answer(client.delete_async(path), timeout, f"the delete of {path}")
     except zk_exc.NoNodeError:
         return False
     return True

@@ -33,6 +33,12 @@ claims again, with new claim epochs, in the fence's new term. :meth:`Fleet.may_a
 the re-homing whether this daemon is an active member under a given member epoch with a fence
 that allows acting.
 
+Every wait for ZooKeeper in a pass, the drain and the leave is bounded by the session timeout
+(:mod:`computed.fleet.zookeeper`, "Bounded waits"): an unanswered request is a lost connection,
+which a pass retries; a stop with ZooKeeper gone skips the drain and leaves the claims and the
+member it could not delete to the session's expiry (they are ephemeral), so ``systemctl stop``
+ends in bounded time.
+
 Nodes hosting an instance stay with the instance's host (``instance_hosts``, read on every pass);
 the last pass's plan (:attr:`Fleet.plan`) tells the re-homing (:mod:`computed.fleet.rehome`) which
 orphaned instances this daemon adopts.
@@ -307,6 +313,7 @@ class Fleet:
         whole ``drain_timeout`` on every daemon hosting an instance: a minute per host in a
         rolling upgrade, tests/upgrade/grenade.py)."""
         self.state = FleetState.DRAINING
+        interrupted = ""
         try:
             if self._fence.state is SessionState.CONNECTED:
                 self._membership.set_draining("stopping", persistent=False)
@@ -317,14 +324,22 @@ class Fleet:
                         break
                     self._wake.wait(self._tick)
                     self._wake.clear()
+        except (zk_exc.ConnectionLoss, zk_exc.SessionExpiredError) as exc:
+            # ZooKeeper went away while draining (NoAnswer included): one line, no trace.
+            interrupted = str(exc) or type(exc).__name__
         except Exception:
             LOG.exception("draining failed; leaving anyway")
+        if interrupted:  # logged outside the except: oslo.log would append the exception
+            LOG.warning("draining interrupted by ZooKeeper (%s); leaving anyway", interrupted)
         self.leave()
 
     def leave(self) -> None:
-        """Release every claim still held and leave the group (the end of every run)."""
+        """Release every claim still held and leave the group (the end of every run). Each
+        wait for ZooKeeper is bounded by the session timeout: with ZooKeeper gone the claims and
+        the member are left to the session's expiry (they are ephemeral), one line each."""
         self.state = FleetState.LEAVING
-        self._release(self.claims.held().keys())
+        self.released += len(self.claims.release(sorted(self.claims.held().keys()),
+                                                  leaving=True))
         self._membership.leave()
         self._audit.record(AuditEvent.LEAVE, member_epoch=self._membership.member_epoch)
         self.state = FleetState.STOPPED

@@ -46,6 +46,17 @@ It also owns what computed asks the ZooKeeper *server*:
   session's ACL, so that an anonymous client can neither delete a claim nor plant a member or a
   drain marker. See docs/security.md.
 
+* **Bounded waits** (:func:`answer`, :class:`NoAnswer`, :func:`stop_session`). kazoo queues a
+  request made while its connection is down and answers it only once a server answers again,
+  which, with every server gone (killed, frozen), is never; its synchronous calls and tooz's
+  ``.get()`` wait without a limit, and so does tooz's ``stop()`` (for its heartbeat thread, then
+  for a leave of every group). computed waits for ZooKeeper only through :func:`answer`, with a
+  limit (the session timeout, or less), and a request not answered within it raises
+  :class:`NoAnswer`, a ``ConnectionLoss``: like a dropped connection, its outcome is unknown,
+  and every caller already handles that. A daemon's session ends through :func:`stop_session`,
+  never tooz's ``stop()``, so that ``systemctl stop`` ends in bounded time when ZooKeeper is
+  gone: what the daemon left behind in ZooKeeper is ephemeral and goes when the session expires.
+
 No other module may touch tooz's private names. ``tests/unit/fleet/test_zookeeper.py`` builds a
 real tooz coordinator from a URL (without connecting) and fails as soon as a tooz release moves
 either name.
@@ -55,11 +66,13 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from kazoo import exceptions as zk_exc
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Connect, int_int_struct, int_struct
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
@@ -91,6 +104,62 @@ def _driver(coordinator: coordination.CoordinationDriver) -> tooz_zookeeper.Kazo
     if not isinstance(coordinator, tooz_zookeeper.KazooDriver):
         raise NotZooKeeper(coordinator)
     return coordinator
+
+
+class NoAnswer(zk_exc.ConnectionLoss):
+    """ZooKeeper did not answer ``what`` within ``timeout`` seconds. A ``ConnectionLoss``: the
+    request may still be carried out later (kazoo sends it once a server answers again), so its
+    outcome is unknown, as after a dropped connection."""
+
+    def __init__(self, what: str, timeout: float):
+        super().__init__(f"ZooKeeper did not answer {what} within {timeout:g} s")
+        self.what = what
+        self.timeout = timeout
+
+
+class Deadline:
+    """One limit shared by the answers to a batch of pipelined requests: the batch waits at
+    most ``timeout`` seconds in all, not that much per request."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._end = time.monotonic() + timeout
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
+
+def answer(async_result: Any, limit: float | Deadline, what: str) -> Any:
+    """The answer to a kazoo request (``*_async``), waited for at most ``limit`` seconds (or
+    until the :class:`Deadline`); :class:`NoAnswer` when none came. kazoo's own errors (NoNode,
+    ConnectionLoss, ...) are raised as they are."""
+    deadline = limit if isinstance(limit, Deadline) else Deadline(limit)
+    try:
+        return async_result.get(timeout=deadline.remaining())
+    except KazooTimeoutError:
+        raise NoAnswer(what, deadline.timeout) from None
+
+
+def stop_session(coordinator: coordination.CoordinationDriver, timeout: float) -> None:
+    """End ``coordinator``'s ZooKeeper session, in bounded time even with every server gone.
+
+    Not tooz's ``stop()``: it waits without a limit for its heartbeat thread (blocked in a
+    request while no server answers) and then for a leave of every group it joined (the
+    daemon left, or gave up leaving, already: :meth:`computed.fleet.membership.Membership.leave`).
+    This stops the heartbeat, if one runs, waiting at most ``timeout``, then closes kazoo's
+    session: a server that answers deletes the session's ephemeral znodes at once; with none,
+    kazoo gives its connection thread at most max(10 s, the session timeout) to end (its own
+    bound), and the znodes go when the session expires."""
+    if coordinator.heart.is_alive():
+        coordinator.heart.stop()
+        coordinator.heart.wait(timeout)
+    client = kazoo_client(coordinator)
+    try:
+        client.stop()
+    except zk_exc.WriterNotClosedException as exc:
+        LOG.warning("ZooKeeper session not closed cleanly: %s; its ephemeral znodes go when it "
+                    "expires", exc)
+    client.close()
 
 
 class SessionTimeoutUnknown(coordination.ToozError):
@@ -246,21 +315,22 @@ def clamp_session_timeout(requested: float, minimum: float, maximum: float) -> f
     return min(max(requested, minimum), maximum)
 
 
-def protect(client: KazooClient, paths: Iterable[str]) -> list[str]:
+def protect(client: KazooClient, paths: Iterable[str], timeout: float) -> list[str]:
     """Create ``paths`` if missing and give each the ACL the session creates znodes with;
     returns the paths whose ACL was changed. Does nothing without credentials (no
-    ``default_acl``: znodes stay open, as ZooKeeper creates them by default)."""
+    ``default_acl``: znodes stay open, as ZooKeeper creates them by default). Each request is
+    answered within ``timeout`` seconds, else :class:`NoAnswer`."""
     acl = list(client.default_acl or ())
     if not acl:
         return []
     changed = []
     for path in paths:
-        client.ensure_path(path)
-        current, _stat = client.get_acls(path)
+        answer(client.ensure_path_async(path), timeout, f"the creation of {path}")
+        current, _stat = answer(client.get_acls_async(path), timeout, f"the ACL of {path}")
         if sorted(map(repr, current)) == sorted(map(repr, acl)):
             continue
         try:
-            client.set_acls(path, acl)
+            answer(client.set_acls_async(path, acl), timeout, f"a new ACL for {path}")
         except zk_exc.NoAuthError:
             raise zk_exc.NoAuthError(f"cannot protect {path}: its ACL {current} does not let "
                                      f"the backend_url's user change it") from None

@@ -33,8 +33,8 @@ class DeleteAnsweredConnectionLoss:
     def client_id(self):
         return self.client.client_id
 
-    def ensure_path(self, path):
-        return self.client.ensure_path(path)
+    def ensure_path_async(self, path):
+        return self.client.ensure_path_async(path)
 
     def create_async(self, *args, **kwargs):
         return self.client.create_async(*args, **kwargs)

@@ -208,6 +208,11 @@ def _tooz_timeout():
     return coordination.OperationTimedOut('timed out')
 
 
+def _no_answer():
+    from computed.fleet.zookeeper import NoAnswer
+    return NoAnswer('the list of /tooz/computed', 10)
+
+
 def _kazoo_timeout():
     from kazoo.handlers.threading import KazooTimeoutError
     return KazooTimeoutError('Value not received within 10 seconds')
@@ -218,6 +223,7 @@ def _kazoo_timeout():
 @pytest.mark.parametrize('error, words', [
     (lambda: zk_exc.ConnectionLoss(), ('unreachable', 'the connection was lost')),
     (lambda: zk_exc.SessionExpiredError(), ('unreachable', 'its session expired')),
+    (_no_answer, ('unreachable', 'did not answer the list of /tooz/computed within 10 s')),
     (_kazoo_timeout, ('unreachable', 'KazooTimeoutError')),
     (_tooz_timeout, ('unreachable', 'OperationTimedOut')),
     (lambda: zk_exc.NoNodeError(), ('NoNodeError',)),

@@ -117,7 +117,7 @@ class FakeClaims:
             result.acquired.append(claim)
         return result
 
-    def release(self, nodes: Iterable[str]) -> list[Claim]:
+    def release(self, nodes: Iterable[str], leaving: bool = False) -> list[Claim]:
         nodes = list(nodes)
         self.calls.append(("release", nodes))
         released = [self._held.pop(node) for node in nodes if node in self._held]

@@ -3,9 +3,12 @@ the test delivers by hand (the order of ZooKeeper's events and replies is the po
 
 from __future__ import annotations
 
+import logging
 import threading
 import types
 
+import pytest
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
 from computed.fleet.audit import AuditLog, read
@@ -22,7 +25,7 @@ class Answer:
     def rawlink(self, callback):
         self.callbacks.append(callback)
 
-    def get(self):
+    def get(self, timeout=None):
         return self.value
 
     def get_nowait(self):
@@ -65,10 +68,10 @@ class Client:
         watch(types.SimpleNamespace(type=event_type, path=path, state="CONNECTED"))
 
 
-def table(tmp_path, freed):
+def table(tmp_path, freed, session_timeout=10.0):
     client = Client()
     return ClaimTable(client, "/computed/fleet", "c1", AuditLog(str(tmp_path / "a"), "c1"),
-                      wake=freed), client
+                      wake=freed, answer_within=lambda: session_timeout), client
 
 
 def stat(czxid):
@@ -130,7 +133,7 @@ def test_claims_are_pipelined_a_window_at_a_time(tmp_path):
         sent.append(path.rsplit("/", 1)[-1])
         got = answer.get
 
-        def get():
+        def get(timeout=None):
             in_flight.remove(answer)
             return got()
         answer.get = get
@@ -141,3 +144,31 @@ def test_claims_are_pipelined_a_window_at_a_time(tmp_path):
     result = claims.acquire(nodes, member_epoch=7, term=1)
     assert [c.node for c in result.acquired] == nodes == sent
     assert most[0] == ACQUIRE_WINDOW
+
+
+class Unanswered(Answer):
+    """A request no server answers (every ZooKeeper server gone): kazoo's get times out."""
+
+    def get(self, timeout=None):
+        assert timeout is not None, "a wait for ZooKeeper without a limit"
+        raise KazooTimeoutError(f"Value not received within {timeout} seconds")
+
+
+@pytest.mark.parametrize("leaving", [True, False])
+def test_deletes_nobody_answers_are_waited_for_one_session_timeout_then_named_in_one_line(
+        tmp_path, caplog, leaving):
+    """With ZooKeeper gone a delete is never answered: the release waits at most the session
+    timeout for the whole batch. Leaving, the claims are left to the session's expiry (they
+    are ephemeral); otherwise they are deleted again once ZooKeeper answers."""
+    claims, client = table(tmp_path, threading.Event(), session_timeout=0.01)
+    claims.acquire(["n1", "n2", "n3"], member_epoch=7, term=1)
+    client.delete_async = lambda path: Unanswered()
+    with caplog.at_level(logging.WARNING, logger="computed.fleet.claims"):
+        assert len(claims.release(["n1", "n2", "n3"], leaving=leaving)) == 3
+    line, = [r.getMessage() for r in caplog.records]
+    assert "3 claims (nodes n1, n2, n3)" in line
+    assert "did not answer the delete of a claim within 0.01 s" in line
+    if leaving:
+        assert "leaving without ZooKeeper confirming" in line and "session expires" in line
+    client.exists_async = lambda path, watch=None: Unanswered()
+    assert claims.delete_released() == (0 if leaving else 3)

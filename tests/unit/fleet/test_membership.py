@@ -53,15 +53,24 @@ class Group:
     def __init__(self, children):
         self.children = children
 
-    def get_children(self, path):
-        if path.endswith("/draining"):
-            raise zk_exc.NoNodeError()
-        return list(self.children)
+    def get_children_async(self, path):
+        return Done(zk_exc.NoNodeError() if path.endswith("/draining") else list(self.children))
 
     def get_async(self, path):
         data, owner, czxid = self.children[path.rsplit("/", 1)[1]]
-        stat = types.SimpleNamespace(ephemeralOwner=owner, czxid=czxid)
-        return types.SimpleNamespace(get=lambda: (data, stat))
+        return Done((data, types.SimpleNamespace(ephemeralOwner=owner, czxid=czxid)))
+
+
+class Done:
+    """A kazoo async result already answered: ``value``, or raised if an exception."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def get(self, timeout=None):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
 
 
 def test_read_group_splits_members_from_planted_entries():

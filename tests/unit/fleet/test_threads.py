@@ -21,7 +21,7 @@ class _Answer:
     def __init__(self, value=None):
         self.value = value
 
-    def get(self):
+    def get(self, timeout=None):
         return self.value
 
     def get_nowait(self):
@@ -49,8 +49,8 @@ class _Client:
     def delete_async(self, path):
         return _Answer()
 
-    def ensure_path(self, path):
-        pass
+    def ensure_path_async(self, path):
+        return _Answer()
 
 
 class _PausingFence(Fence):

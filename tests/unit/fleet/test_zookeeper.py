@@ -230,15 +230,27 @@ class Acls:
     def __init__(self, default_acl, acls):
         self.default_acl, self.acls, self.set = default_acl, dict(acls), []
 
-    def ensure_path(self, path):
+    def ensure_path_async(self, path):
         self.acls.setdefault(path, list(self.default_acl or [OPEN]))
+        return Done(True)
 
-    def get_acls(self, path):
-        return list(self.acls[path]), None
+    def get_acls_async(self, path):
+        return Done((list(self.acls[path]), None))
 
-    def set_acls(self, path, acl):
+    def set_acls_async(self, path, acl):
         self.set.append(path)
         self.acls[path] = list(acl)
+        return Done(None)
+
+
+class Done:
+    """A kazoo async result already answered."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def get(self, timeout=None):
+        return self.value
 
 
 OPEN = ("world", "anyone", "cdrwa")
@@ -247,14 +259,14 @@ DIGEST = ("digest", "computed:hash", "cdrwa")
 
 def test_protect_closes_open_containers_to_the_sessions_acl_only():
     client = Acls((DIGEST,), {"/computed/g": [OPEN], "/computed/g/claims": [DIGEST]})
-    assert protect(client, ["/computed/g", "/computed/g/claims", "/computed/g/draining"]) == \
-        ["/computed/g"]
+    assert protect(client, ["/computed/g", "/computed/g/claims", "/computed/g/draining"],
+                   5) == ["/computed/g"]
     assert client.acls == {path: [DIGEST] for path in
                            ("/computed/g", "/computed/g/claims", "/computed/g/draining")}
-    assert protect(client, ["/computed/g"]) == []  # idempotent
+    assert protect(client, ["/computed/g"], 5) == []  # idempotent
 
 
 def test_protect_without_credentials_changes_nothing():
     client = Acls(None, {"/computed/g": [OPEN]})
-    assert protect(client, ["/computed/g", "/computed/g/claims"]) == []
+    assert protect(client, ["/computed/g", "/computed/g/claims"], 5) == []
     assert client.set == [] and "/computed/g/claims" not in client.acls

@@ -22,7 +22,7 @@ class Async:
     def __init__(self, client, value):
         self._client, self._value = client, value
 
-    def get(self):
+    def get(self, timeout=None):
         self._client.log.append("get")
         if isinstance(self._value, Exception):
             raise self._value

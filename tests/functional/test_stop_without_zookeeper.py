@@ -1,0 +1,74 @@
+"""A daemon asked to stop while its ZooKeeper is gone stops, in bounded time.
+
+``systemctl stop`` of a daemon whose ZooKeeper ensemble is gone (every server frozen or killed)
+used to hang for ever: the leave waited for ZooKeeper's answers to the deletes of its claims
+and of its member with no limit, and tooz's ``stop()`` waited for its heartbeat thread and for
+another leave, also with none; kazoo holds a request made while no server answers until one
+does. Now every wait is bounded by the session timeout (:mod:`computed.fleet.zookeeper`,
+"Bounded waits"): what the daemon leaves behind is ephemeral and goes when the session expires,
+and its log says so.
+
+Each test runs the daemon as a process of its own, on a ZooKeeper of the test's own (the
+stack's is shared), freezes (SIGSTOP) or kills (SIGKILL) that ZooKeeper and sends the daemon
+SIGTERM. The bound it must exit within is not a performance figure: it only tells a slow stop
+from a hang, which the bound would otherwise be waited for in vain.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from computed.testing import process
+from computed.testing.zookeeper import ZooKeeper
+from tests.functional.daemons import dump_logs
+
+#: Processes: the test signals the daemon and reads its exit status.
+pytestmark = pytest.mark.daemon_processes
+
+WORLD_NODES = 4
+SESSION = 2
+#: Far above the bound: the drain's own limit must not be what ends a hung leave.
+DRAIN_TIMEOUT = 300
+#: Seconds after SIGTERM past which the daemon counts as hung: a few session timeouts for the
+#: leave's bounded waits and kazoo's close (max(10 s, the session timeout)), and a margin for
+#: the RPC servers' stop and a loaded machine.
+HUNG_AFTER = 10 * SESSION + 60
+
+
+@pytest.fixture
+def zookeeper(tmp_path):
+    """A ZooKeeper of the test's own, which the test may freeze or kill."""
+    server = ZooKeeper(tmp_path / "zk", {})
+    server.start()
+    yield server
+    if process.alive(server.pid):
+        os.kill(server.pid, signal.SIGCONT)  # a frozen process does not act on SIGTERM
+    server.stop()
+
+
+@pytest.mark.parametrize("gone", ["frozen", "killed"])
+def test_a_daemon_stops_in_bounded_time_when_zookeeper_is_gone(world, zookeeper, gone):
+    daemon = world.daemon("c1", session_timeout=SESSION, drain_timeout=DRAIN_TIMEOUT,
+                          zookeeper_url=zookeeper.url)
+    daemon.wait_log("claimed ")  # it holds claims, whose deletes ZooKeeper will not answer
+
+    os.kill(zookeeper.pid, signal.SIGSTOP if gone == "frozen" else signal.SIGKILL)
+    daemon.signal(signal.SIGTERM)
+    try:
+        status = daemon.proc.wait(HUNG_AFTER)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        raise AssertionError(f"the daemon still ran {HUNG_AFTER} s after SIGTERM with its "
+                             f"ZooKeeper {gone}\n{dump_logs([daemon])}") from None
+
+    log = daemon.log.read_text()
+    assert status == 0, dump_logs([daemon])
+    # Why the leave was not confirmed, one line each for the claims and the member.
+    assert "leaving without ZooKeeper confirming the delete of" in log, dump_logs([daemon])
+    assert ("host c1 leaves group " + world.group + " without ZooKeeper confirming it"
+            in log), dump_logs([daemon])
+    assert "computed stopped" in log
