@@ -5,7 +5,8 @@ joins the fleet's tooz group on ZooKeeper as member ``host`` (normalised to lowe
 its share of the Ironic nodes on the hash ring with fencing (see
 :mod:`computed.fleet.reconciler`), listens to Ironic's notifications, and reports its nodes'
 providers to the reporters over RPC. On SIGTERM or SIGINT it drains: its free nodes go to its
-peers before it leaves.
+peers before it leaves. With ZooKeeper gone it cannot drain, and stops within a few session
+timeouts all the same (:mod:`computed.daemon.service`: every wait of a stop is bounded).
 
 This module is the daemon's one composition root: :func:`_service` builds every part (driver,
 database engine, RPC transport, fleet, outbox, node sync, notification listener, instance worker
@@ -153,7 +154,8 @@ def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeSe
         heartbeat = events.Heartbeat(
             events.notifier(notification_transport, host, conf.ironic.heartbeat_topic), host,
             watch=watch)
-        rounds = ListingRound(zookeeper, round_path(group), host)
+        rounds = ListingRound(zookeeper, round_path(group), host,
+                              timeout=session_timeout(url))
     listings = Listings(nodes, catalog, engine, conf.fleet.node_refresh_interval,
                         conf.fleet.fleet_listing_interval, watch, rounds, heartbeat)
 
@@ -162,7 +164,8 @@ def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeSe
     placement = keystone.load_adapter(conf, 'placement')
     daemon = Owner(engine, driver, placement, host, membership.member_epoch,
                    max_attempts=conf.scheduler.max_attempts,
-                   owner_of=scheduler.zookeeper_owner(zookeeper, fleet_root(group)),
+                   owner_of=scheduler.zookeeper_owner(zookeeper, fleet_root(group),
+                                                      session_timeout(url)),
                    pipeline=pipeline)
     cast_version = upgrade_records.instance_levels(
         conf.upgrade_levels.instances, zookeeper, membership.members_path,

@@ -16,6 +16,9 @@ Placement client of its own, the same claims, database and per-provider locks.
 ZooKeeper not answering at start is waited for, not fatal: the reporter tries again and again
 (:func:`wait_for_zookeeper`), one log line per attempt naming the service and its address, the
 pauses doubling up to :data:`RETRY_CAP` seconds, and SIGTERM or SIGINT ends the wait at once.
+ZooKeeper gone while it serves does not hold its stop: the delete of its service record waits at
+most the session timeout (the record is ephemeral), the claim reads likewise, and kazoo's close
+is bounded by kazoo.
 
 Exit status: 0 after a clean stop (also while waiting for ZooKeeper), 1 when a backend cannot be
 used, 2 for bad configuration.
@@ -37,6 +40,7 @@ from oslo_log import log as logging
 
 from computed.cmd import common
 from computed.conf import loader
+from computed.conf.coordination import session_timeout
 from computed.conf.default import normalise_host
 from computed.conf.errors import ConfigError
 from computed.db import engine as db_engine
@@ -132,7 +136,8 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
         engine.dispose()
         return 0
     try:
-        claims = ClaimReader(client, fleet_root(conf.coordination.group))
+        claims = ClaimReader(client, fleet_root(conf.coordination.group),
+                             session_timeout(conf.coordination.backend_url))
         applier = ReportApplier(placement, claims, engine, workers=conf.reporter.workers)
         resync = Resync(PlacementClient(keystone.load_adapter(conf, 'placement')), claims,
                         engine, provider_lock=applier.provider_lock,
@@ -155,7 +160,8 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
         # What this reporter serves, for the daemons' [upgrade_levels] reports = auto.
         record = upgrade_records.Publisher(
             client, upgrade_records.reporters_path(conf.coordination.group), host,
-            upgrade_records.reporter_record(host)).start()
+            upgrade_records.reporter_record(host),
+            timeout=session_timeout(conf.coordination.backend_url)).start()
         LOG.info('computed-reporter %s waiting for the message bus to serve topic %s', host,
                  conf.reporter.topic)
         status = systemd.StatusLoop(lambda: f'reports: {dict(applier.counts)}').start()

@@ -86,8 +86,10 @@ from sqlalchemy.engine import Engine
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import Node
 from computed.baremetal.events import Heartbeat, StreamWatch
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
 from computed.daemon.nodes import FleetNodes
 from computed.db import providers as db_providers
+from computed.fleet import zookeeper
 from computed.fleet.membership import fleet_root
 from computed.providers.state import InvalidProvider, provider_from_node
 
@@ -301,11 +303,16 @@ def _listed_state(node: Node) -> Any:
 
 class ListingRound:
     """The fleet's listing rounds in ZooKeeper: one znode at ``path`` holding a
-    :class:`RoundRecord`, claimed by a versioned write. ``client`` is a started KazooClient."""
+    :class:`RoundRecord`, claimed by a versioned write. ``client`` is a started KazooClient;
+    each request is answered within ``timeout`` seconds (the session timeout) or raises
+    :class:`computed.fleet.zookeeper.NoAnswer`: the listing thread must not wait for ever on a
+    ZooKeeper that went away (the pass fails, is logged, and the next one tries again)."""
 
     def __init__(self, client: Any, path: str, host: str,
-                 wall: Callable[[], float] = time.time):
+                 wall: Callable[[], float] = time.time,
+                 timeout: float = DEFAULT_SESSION_TIMEOUT):
         self._client = client
+        self._timeout = timeout
         self._path = path
         self._host = host
         self._wall = wall
@@ -318,10 +325,11 @@ class ListingRound:
         now = self._wall()
         mine = RoundRecord(started=now, host=self._host)
         try:
-            data, stat = self._client.get(self._path)
+            data, stat = self._answer(self._client.get_async(self._path), "a read")
         except NoNodeError:
             try:
-                self._client.create(self._path, mine.to_bytes(), makepath=True)
+                self._answer(self._client.create_async(self._path, mine.to_bytes(),
+                                                       makepath=True), "the creation")
             except NodeExistsError:
                 return None  # another daemon created it first: its round
             self._version = 0
@@ -331,8 +339,8 @@ class ListingRound:
         if not round_due(now, last, rare, frequent, self._host):
             return None
         try:
-            self._version = self._client.set(self._path, mine.to_bytes(),
-                                             version=stat.version).version
+            self._version = self._answer(self._client.set_async(
+                self._path, mine.to_bytes(), version=stat.version), "a write").version
         except BadVersionError:
             return None
         self.replaced = last
@@ -342,9 +350,13 @@ class ListingRound:
         """Record what our round found (it sets the next round's interval)."""
         try:
             finished = dataclasses.replace(record, missed=missed, finished=self._wall())
-            self._client.set(self._path, finished.to_bytes(), version=self._version)
+            self._answer(self._client.set_async(self._path, finished.to_bytes(),
+                                                version=self._version), "a write")
         except BadVersionError:
             pass  # a later round replaced ours already
+
+    def _answer(self, request: Any, what: str) -> Any:
+        return zookeeper.answer(request, self._timeout, f"{what} of {self._path}")
 
 
 class Listings:

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -149,11 +150,31 @@ def stop_session(coordinator: coordination.CoordinationDriver, timeout: float) -
     This stops the heartbeat, if one runs, waiting at most ``timeout``, then closes kazoo's
     session: a server that answers deletes the session's ephemeral znodes at once; with none,
     kazoo gives its connection thread at most max(10 s, the session timeout) to end (its own
-    bound), and the znodes go when the session expires."""
+    bound), and the znodes go when the session expires. kazoo's close first joins its callback
+    threads without a limit, and one of them may wait on ZooKeeper (a children watch re-reads
+    its znode synchronously): the close runs in a thread of its own, waited for at most
+    :func:`close_limit`, and is left to finish by itself after that (one line says so)."""
     if coordinator.heart.is_alive():
         coordinator.heart.stop()
         coordinator.heart.wait(timeout)
     client = kazoo_client(coordinator)
+    closing = threading.Thread(target=_close, args=(client,), name="zookeeper-close",
+                               daemon=True)
+    closing.start()
+    closing.join(close_limit(timeout))
+    if closing.is_alive():
+        LOG.warning("ZooKeeper session not closed within %g s (kazoo waits for a callback that "
+                    "waits on ZooKeeper); leaving it: its ephemeral znodes go when it expires",
+                    close_limit(timeout))
+
+
+def close_limit(timeout: float) -> float:
+    """Seconds :func:`stop_session` waits for kazoo's close: kazoo's own bound on its connection
+    thread (max(10 s, the session timeout)) and one session timeout more."""
+    return max(10.0, timeout) + timeout
+
+
+def _close(client: KazooClient) -> None:
     try:
         client.stop()
     except zk_exc.WriterNotClosedException as exc:

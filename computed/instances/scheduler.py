@@ -53,8 +53,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
 from computed.db import instances as db_instances
 from computed.db import models
+from computed.fleet import zookeeper
 from computed.fleet.claims import claims_path
 from computed.placement import allocations
 from computed.placement.http import PlacementError
@@ -339,8 +341,12 @@ def candidate_facts(placement: Any, rc: str, traits: tuple[str, ...],
                          f'{exc.detail}') from None
 
 
-def zookeeper_owner(client: Any, root: str) -> OwnerOf:
-    """``owner_of`` reading the node's claim znode: (host, the claimant's member epoch)."""
+def zookeeper_owner(client: Any, root: str,
+                    timeout: float = DEFAULT_SESSION_TIMEOUT) -> OwnerOf:
+    """``owner_of`` reading the node's claim znode: (host, the claimant's member epoch). Each
+    read is answered within ``timeout`` seconds (else :class:`computed.fleet.zookeeper.NoAnswer`,
+    a ConnectionLoss, retried as one): a request thread must not wait for ever on a ZooKeeper
+    that went away."""
     from kazoo import exceptions as zk_exc
     from kazoo.retry import KazooRetry
     path = claims_path(root)
@@ -352,7 +358,8 @@ def zookeeper_owner(client: Any, root: str) -> OwnerOf:
         try:
             # A copy per call: a KazooRetry counts its attempts on itself, and request threads
             # sharing one reset each other's count (or step past max_tries: retried for ever).
-            data, _stat = retry.copy()(client.get, f'{path}/{node}')
+            data, _stat = retry.copy()(lambda: zookeeper.answer(
+                client.get_async(f'{path}/{node}'), timeout, f'a read of {path}/{node}'))
         except zk_exc.NoNodeError:
             return None
         try:

@@ -80,6 +80,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
 from computed.db import providers as db_providers
 from computed.fleet import claims
 from computed.placement.client import DeleteOutcome, PlacementClient
@@ -97,15 +98,17 @@ class ClaimReader:
     fleet's root path (:func:`computed.fleet.membership.fleet_root`).
     """
 
-    def __init__(self, client: Any, root: str):
+    def __init__(self, client: Any, root: str, timeout: float = DEFAULT_SESSION_TIMEOUT):
         self._client = client
         self._root = root
+        self._timeout = timeout  # the session timeout: a round of reads waits no longer
 
     def claim_holders(self, nodes: Iterable[str]) -> dict[str, tuple[int, str | None]]:
         """``{node: (claim epoch, host)}`` for each of ``nodes`` claimed now (host None: the
         claim's data cannot be parsed); unclaimed ones are left out. One pipelined round of
-        reads. Raises what kazoo raises when ZooKeeper cannot be read."""
-        return claims.claim_holders(self._client, self._root, nodes)
+        reads, answered within the session timeout. Raises what kazoo raises when ZooKeeper
+        cannot be read (:class:`computed.fleet.zookeeper.NoAnswer` when it does not answer)."""
+        return claims.claim_holders(self._client, self._root, nodes, self._timeout)
 
 
 class ReportApplier:

@@ -25,6 +25,11 @@ thread (the daemon's report thread, its instance workers, the API's request thre
 is behind a lock and the peers are read outside it: once a version is known, one caller per
 ``ttl`` reads them again while the others go on with the last one (before that, each caller
 reads).
+
+Every wait for ZooKeeper here is bounded (``timeout``, the session timeout; see
+:mod:`computed.fleet.zookeeper`, "Bounded waits"): :meth:`Publisher.stop` runs on a reporter's
+and an API worker's way out, which must end when ZooKeeper is gone; the record is ephemeral and
+goes with the session anyway.
 """
 
 from __future__ import annotations
@@ -40,7 +45,10 @@ from typing import Any
 from kazoo import exceptions as zk_exc
 from kazoo.protocol.states import KazooState
 
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
+from computed.fleet import zookeeper
 from computed.fleet.membership import fleet_root, read_members
+from computed.fleet.zookeeper import Deadline
 from computed.upgrade import levels
 from computed.version import VERSION
 
@@ -97,18 +105,22 @@ def parse_record(name: str, data: bytes) -> ServiceRecord:
                          version if isinstance(version, str) else None, served)
 
 
-def read_reporters(client: Any, group: str) -> list[ServiceRecord]:
-    """The live reporters' records (pipelined reads); none when nobody published."""
+def read_reporters(client: Any, group: str,
+                   timeout: float = DEFAULT_SESSION_TIMEOUT) -> list[ServiceRecord]:
+    """The live reporters' records (pipelined reads, each round answered within ``timeout``
+    seconds, else :class:`computed.fleet.zookeeper.NoAnswer`); none when nobody published."""
     path = reporters_path(group)
     try:
-        names = client.get_children(path)
+        names = zookeeper.answer(client.get_children_async(path), timeout,
+                                 f'the list of {path}')
     except zk_exc.NoNodeError:
         return []
+    deadline = Deadline(timeout)
     pending = [(name, client.get_async(f'{path}/{name}')) for name in names]
     found = []
     for name, result in pending:
         try:
-            data, _stat = result.get()
+            data, _stat = zookeeper.answer(result, deadline, f'a read of {path}/{name}')
         except zk_exc.NoNodeError:
             continue  # gone while we looked
         found.append(parse_record(name, data))
@@ -125,8 +137,10 @@ class Publisher:
     """Keeps this process's record under ``parent`` while its ZooKeeper session lives, and
     makes it again on a new session."""
 
-    def __init__(self, client: Any, parent: str, name: str, data: bytes):
+    def __init__(self, client: Any, parent: str, name: str, data: bytes,
+                 timeout: float = DEFAULT_SESSION_TIMEOUT):
         self._client = client
+        self._timeout = timeout  # for each request: the session timeout
         self._prefix = f'{parent}/{name}-'
         self._data = data
         self._path: str | None = None
@@ -160,24 +174,34 @@ class Publisher:
             if self._stopped:
                 return
             session = self._client.client_id
-            stat = self._client.exists(self._path) if self._path else None
+            stat = zookeeper.answer(self._client.exists_async(self._path), self._timeout,
+                                    f'a look at {self._path}') if self._path else None
             if stat is not None and session is not None and stat.ephemeralOwner == session[0]:
                 return
-            self._path = self._client.create(self._prefix, self._data, ephemeral=True,
-                                             sequence=True, makepath=True)
+            self._path = zookeeper.answer(
+                self._client.create_async(self._prefix, self._data, ephemeral=True,
+                                          sequence=True, makepath=True),
+                self._timeout, f'the creation of {self._prefix}')
 
     def stop(self) -> None:
-        """Remove the record (it would go with the session anyway)."""
+        """Remove the record, waiting at most the session timeout for ZooKeeper to answer
+        (it would go with the session anyway)."""
         with self._lock:
             self._stopped = True
             path, self._path = self._path, None
         self._client.remove_listener(self._state)
-        if path is not None:
-            try:
-                self._client.delete(path)
-            except (zk_exc.NoNodeError, zk_exc.ZookeeperError, zk_exc.ConnectionLoss,
-                    zk_exc.SessionExpiredError):
-                pass
+        if path is None:
+            return
+        try:
+            zookeeper.answer(self._client.delete_async(path), self._timeout,
+                             f'the delete of {path}')
+            return
+        except zk_exc.NoNodeError:
+            return
+        except zk_exc.KazooException as exc:  # NoAnswer included
+            reason = str(exc) or type(exc).__name__
+        # Logged outside the except: oslo.log would append the exception to the line again.
+        LOG.warning("left %s to the ZooKeeper session's end (it is ephemeral): %s", path, reason)
 
 
 class Levels:

@@ -1,4 +1,4 @@
-"""A daemon asked to stop while its ZooKeeper is gone stops, in bounded time.
+"""A daemon and a reporter asked to stop while their ZooKeeper is gone stop, in bounded time.
 
 ``systemctl stop`` of a daemon whose ZooKeeper ensemble is gone (every server frozen or killed)
 used to hang for ever: the leave waited for ZooKeeper's answers to the deletes of its claims
@@ -8,10 +8,10 @@ does. Now every wait is bounded by the session timeout (:mod:`computed.fleet.zoo
 "Bounded waits"): what the daemon leaves behind is ephemeral and goes when the session expires,
 and its log says so.
 
-Each test runs the daemon as a process of its own, on a ZooKeeper of the test's own (the
-stack's is shared), freezes (SIGSTOP) or kills (SIGKILL) that ZooKeeper and sends the daemon
-SIGTERM. The bound it must exit within is not a performance figure: it only tells a slow stop
-from a hang, which the bound would otherwise be waited for in vain.
+Each test runs a daemon and a reporter as processes of their own, on a ZooKeeper of the test's
+own (the stack's is shared), freezes (SIGSTOP) or kills (SIGKILL) that ZooKeeper and sends both
+SIGTERM (the reporter's way out deletes its service record in ZooKeeper). The bound they must
+exit within is not a performance figure: it only tells a slow stop from a hang.
 """
 
 from __future__ import annotations
@@ -50,20 +50,30 @@ def zookeeper(tmp_path):
     server.stop()
 
 
+def stopped(process, gone: str) -> int:
+    """``process``'s exit status once it ended; an AssertionError (and SIGKILL) when it still
+    runs :data:`HUNG_AFTER` seconds after the SIGTERM the caller sent it."""
+    try:
+        return process.proc.wait(HUNG_AFTER)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"{process.host} still ran {HUNG_AFTER} s after SIGTERM with its "
+                             f"ZooKeeper {gone}\n{dump_logs([process])}") from None
+
+
 @pytest.mark.parametrize("gone", ["frozen", "killed"])
 def test_a_daemon_stops_in_bounded_time_when_zookeeper_is_gone(world, zookeeper, gone):
     daemon = world.daemon("c1", session_timeout=SESSION, drain_timeout=DRAIN_TIMEOUT,
                           zookeeper_url=zookeeper.url)
+    reporter = world.reporter("r1", session_timeout=SESSION, zookeeper_url=zookeeper.url)
     daemon.wait_log("claimed ")  # it holds claims, whose deletes ZooKeeper will not answer
+    reporter.wait_log("serving topic")  # and it published its service record
 
     os.kill(zookeeper.pid, signal.SIGSTOP if gone == "frozen" else signal.SIGKILL)
     daemon.signal(signal.SIGTERM)
-    try:
-        status = daemon.proc.wait(HUNG_AFTER)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        raise AssertionError(f"the daemon still ran {HUNG_AFTER} s after SIGTERM with its "
-                             f"ZooKeeper {gone}\n{dump_logs([daemon])}") from None
+    reporter.signal(signal.SIGTERM)
+    status = stopped(daemon, gone)
+    assert stopped(reporter, gone) == 0, dump_logs([reporter])
 
     log = daemon.log.read_text()
     assert status == 0, dump_logs([daemon])

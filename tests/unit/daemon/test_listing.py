@@ -329,6 +329,21 @@ class Stat:
         self.version = version
 
 
+class Answered:
+    """A kazoo async result, answered at once with what ``call`` returns or raises."""
+
+    def __init__(self, call):
+        try:
+            self.value, self.error = call(), None
+        except Exception as exc:  # noqa: BLE001 - raised again by get, as kazoo does
+            self.value, self.error = None, exc
+
+    def get(self, timeout=None):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class ZooKeeper:
     """One znode, with ZooKeeper's versioned writes."""
 
@@ -336,17 +351,26 @@ class ZooKeeper:
         self.data: bytes | None = None
         self.version = -1
 
-    def get(self, path):
+    def get_async(self, path):
+        return Answered(lambda: self._get(path))
+
+    def create_async(self, path, data, makepath=False):
+        return Answered(lambda: self._create(path, data))
+
+    def set_async(self, path, data, version=-1):
+        return Answered(lambda: self._set(path, data, version))
+
+    def _get(self, path):
         if self.data is None:
             raise NoNodeError(path)
         return self.data, Stat(self.version)
 
-    def create(self, path, data, makepath=False):
+    def _create(self, path, data):
         if self.data is not None:
             raise NodeExistsError(path)
         self.data, self.version = data, 0
 
-    def set(self, path, data, version=-1):
+    def _set(self, path, data, version):
         if self.data is None:
             raise NoNodeError(path)
         if version != -1 and version != self.version:
@@ -395,9 +419,9 @@ def test_a_round_claimed_concurrently_goes_to_one_daemon():
     c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
     c1.finish(c1.claim(600.0, 30.0), 0)
     wall.now = 2000.0
-    read = zk.get("/r")
+    read = zk.get_async("/r")
     c1_round = c1.claim(600.0, 30.0)  # c1 writes between c2's read and c2's write
-    zk.get = lambda path: read
+    zk.get_async = lambda path: read
     assert c2.claim(600.0, 30.0) is None and c1_round is not None
     assert json.loads(zk.data)["host"] == "c1"
 

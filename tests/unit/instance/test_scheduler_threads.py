@@ -22,6 +22,16 @@ class _NoSleepRetry(kazoo_retry.KazooRetry):
         super().__init__(*args, **kwargs)
 
 
+class _Answered:
+    """A kazoo async result answered at once."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def get(self, timeout=None):
+        return self.value
+
+
 def test_a_read_retried_on_one_thread_is_not_reset_by_another_threads_read(monkeypatch):
     """Thread A's read of a claim fails (ZooKeeper connection lost) while thread B reads another
     claim successfully: A must give up after its own OWNER_READ_TRIES attempts, not have its
@@ -31,9 +41,9 @@ def test_a_read_retried_on_one_thread_is_not_reset_by_another_threads_read(monke
     other_calls = 3
 
     class Client:
-        def get(self, path):
+        def get_async(self, path):  # answered at once, or failing as a lost connection
             if threading.current_thread().name != 'a':
-                return json.dumps({'host': 'c1', 'member_epoch': 7}).encode(), None
+                return _Answered((json.dumps({'host': 'c1', 'member_epoch': 7}).encode(), None))
             reads_by_a.append(path)
             if len(reads_by_a) <= other_calls:  # B reads meanwhile, start to end
                 b = threading.Thread(target=lambda: answers.append(owner_of('n2')), name='b')
