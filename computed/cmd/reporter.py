@@ -144,7 +144,8 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
                         interval=conf.placement.resync_interval,
                         max_repairs=conf.placement.resync_max_repairs,
                         forget=placement.forget, zookeeper=client,
-                        root=fleet_root(conf.coordination.group), host=host)
+                        root=fleet_root(conf.coordination.group), host=host,
+                        timeout=session_timeout(conf.coordination.backend_url))
         transport = rpc.get_transport(conf)
         # Started off this thread: while the broker is unreachable the start waits for it,
         # and this loop must still see SIGTERM.

@@ -59,9 +59,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
 from sqlalchemy.engine import Engine
 
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT
 from computed.db import providers as db_providers
+from computed.fleet import zookeeper as zk
 from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.providers.state import ProviderState
 
@@ -191,13 +194,18 @@ class Resync:
     request count is the round's), ``claims`` a :class:`~computed.reporter.applier.ClaimReader`,
     ``provider_lock(uuid)`` this process's lock of a provider (the applier's), ``forget(uuid)``
     drops the applier's cached view of a repaired provider, ``zookeeper`` a started KazooClient
-    (None: no fleet-wide lock, e.g. in unit tests) and ``root`` the fleet's root path.
+    (None: no fleet-wide lock, e.g. in unit tests) and ``root`` the fleet's root path. Each of
+    its own requests to ZooKeeper is answered within ``timeout`` seconds (the session timeout)
+    or the round fails (:class:`computed.fleet.zookeeper.NoAnswer`); kazoo's ``Lock`` makes its
+    requests without a limit, which :meth:`stop` bounds by waiting for the thread at most its
+    ``timeout``.
     """
 
     def __init__(self, placement: Any, claims: Any, engine: Engine, *,
                  provider_lock: Callable[[str], Any], interval: float, max_repairs: int,
                  forget: Callable[[str], None] = lambda uuid: None,
-                 zookeeper: Any = None, root: str = '', host: str = ''):
+                 zookeeper: Any = None, root: str = '', host: str = '',
+                 timeout: float = DEFAULT_SESSION_TIMEOUT):
         self._placement = placement
         self._claims = claims
         self._engine = engine
@@ -206,6 +214,7 @@ class Resync:
         self.interval = interval
         self._max_repairs = max_repairs
         self._zookeeper = zookeeper
+        self._timeout = timeout
         self._root = root
         self._host = host
         self._stop = threading.Event()
@@ -337,9 +346,11 @@ class Resync:
         if self._zookeeper is None:
             return True
         path = f'{self._root}/{LAST_NODE}'
-        if not self._zookeeper.exists(path):
+        try:
+            data, _ = zk.answer(self._zookeeper.get_async(path), self._timeout,
+                                f'a read of {path}')
+        except NoNodeError:
             return True
-        data, _ = self._zookeeper.get(path)
         try:
             last = json.loads(data.decode())
             finished, host = float(last['finished']), last.get('host')
@@ -358,10 +369,11 @@ class Resync:
             return
         path = f'{self._root}/{LAST_NODE}'
         data = json.dumps({'host': self._host, 'finished': time.time()}).encode()
-        if self._zookeeper.exists(path):
-            self._zookeeper.set(path, data)
-        else:
-            self._zookeeper.create(path, data, makepath=True)
+        try:
+            zk.answer(self._zookeeper.set_async(path, data), self._timeout, f'a write of {path}')
+        except NoNodeError:
+            zk.answer(self._zookeeper.create_async(path, data, makepath=True), self._timeout,
+                      f'the creation of {path}')
 
     def _count(self, **counts: int) -> None:
         with self._counts_lock:

@@ -10,6 +10,7 @@ import threading
 
 from hypothesis import given
 from hypothesis import strategies as st
+from kazoo.exceptions import NoNodeError
 
 from computed.db import providers as db_providers
 from computed.placement.http import PlacementError, PlacementUnavailable
@@ -318,17 +319,32 @@ class FakeZooKeeper:
         self.nodes = {}
         self.Lock = FakeLock
 
-    def exists(self, path):
-        return path in self.nodes
+    def get_async(self, path):
+        return Answered(lambda: (self.nodes[path], None))
 
-    def get(self, path):
-        return self.nodes[path], None
+    def set_async(self, path, data):
+        def write():
+            if path not in self.nodes:
+                raise NoNodeError(path)
+            self.nodes[path] = data
+        return Answered(write)
 
-    def set(self, path, data):
-        self.nodes[path] = data
+    def create_async(self, path, data, makepath=False):
+        return Answered(lambda: self.nodes.__setitem__(path, data))
 
-    def create(self, path, data, makepath=False):
-        self.nodes[path] = data
+
+class Answered:
+    """A kazoo async result answered at once: what ``call`` returns, or raises (a missing
+    znode: NoNodeError, as kazoo's)."""
+
+    def __init__(self, call):
+        self.call = call
+
+    def get(self, timeout=None):
+        try:
+            return self.call()
+        except KeyError as exc:
+            raise NoNodeError(str(exc)) from None
 
 
 def test_one_replica_at_a_time_and_about_one_round_per_interval(engine):
