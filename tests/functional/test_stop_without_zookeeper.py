@@ -11,7 +11,8 @@ and its log says so.
 Each test runs a daemon and a reporter as processes of their own, on a ZooKeeper of the test's
 own (the stack's is shared), freezes (SIGSTOP) or kills (SIGKILL) that ZooKeeper and sends both
 SIGTERM (the reporter's way out deletes its service record in ZooKeeper). The bound they must
-exit within is not a performance figure: it only tells a slow stop from a hang.
+exit within is not a performance figure: it only tells a slow stop from a hang. Last,
+``computed-manage`` on a frozen ZooKeeper: one line naming the servers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 
 from computed.testing import process
 from computed.testing.zookeeper import ZooKeeper
+from tests import cli
 from tests.functional.daemons import dump_logs
 
 #: Processes: the test signals the daemon and reads its exit status.
@@ -82,3 +84,19 @@ def test_a_daemon_stops_in_bounded_time_when_zookeeper_is_gone(world, zookeeper,
     assert ("host c1 leaves group " + world.group + " without ZooKeeper confirming it"
             in log), dump_logs([daemon])
     assert "computed stopped" in log
+
+
+def test_computed_manage_on_a_frozen_zookeeper_is_one_line(stack, zookeeper, tmp_path):
+    """A check, not a fix's proof (this passed before too): a command whose ZooKeeper is
+    frozen ends within its connect limit with one line naming the servers, no traceback.
+    (A failure after the session is up is tests/unit/cmd/test_cli_habits.py's.)"""
+    conf = tmp_path / "manage.conf"
+    conf.write_text(stack.computed_conf(host="m1").replace(
+        f"backend_url = {stack['zookeeper'].url}?timeout=2",
+        f"backend_url = {zookeeper.url}?timeout={SESSION}"))
+    os.kill(zookeeper.pid, signal.SIGSTOP)
+    result = cli.run("computed-manage", "--config-file", conf, "fleet", "status", home=tmp_path)
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr and result.threads_left == (), result
+    line, = result.stderr.splitlines()
+    assert f"fleet status: ZooKeeper at {zookeeper.hosts} unreachable" in line, line
