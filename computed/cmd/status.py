@@ -280,7 +280,7 @@ def check_configuration(conf: cfg.ConfigOpts, session: Session) -> Result:
 
 
 def check_zookeeper(conf: cfg.ConfigOpts, session: Session) -> Result:
-    from computed.cmd.daemon import session_timeout
+    from computed.conf.coordination import session_timeout
     from computed.fleet import zookeeper
     requested = session_timeout(conf.coordination.backend_url)
     try:
