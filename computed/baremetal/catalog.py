@@ -103,13 +103,16 @@ class NodeCatalog:
             succeeded (there is nothing good to keep).
         """
         started = self._clock()
+        current = self._view
         try:
-            nodes = self._driver.list_nodes()
+            # An unchanged node is the current view's object (any view will do: only equal
+            # nodes are reused), compared as the driver parses it, outside the lock, so that an
+            # event's update() never waits for a comparison of thousands of nodes.
+            nodes = self._driver.list_nodes_reusing({} if current is None else current.nodes)
         except DriverError as exc:
             return self._keep_last_good(exc)
-        # Outside the lock (any view will do: only equal nodes are reused), so that an event's
-        # update() never waits for a comparison of thousands of nodes.
-        listed = _reuse_unchanged(nodes, self._view)
+        listed = {node.uuid: node for node in nodes}
+        del nodes
         with self._lock:
             # A slower refresh that started earlier must not overwrite a
             # newer listing that finished first.
@@ -172,21 +175,3 @@ class NodeCatalog:
                 nodes[uuid] = node
             self._view = dataclasses.replace(current, nodes=MappingProxyType(nodes))
 
-
-def _reuse_unchanged(nodes: list[Node], current: NodeView | None) -> dict[str, Node]:
-    """``{uuid: node}`` of a listing, where a node equal to the current view's is the current
-    view's object (its uuid string too).
-
-    In a steady state almost every node is unchanged: the objects the listing parsed are then
-    all dropped together, and the memory parsing used goes back whole instead of staying
-    spread under a catalog that moved into it (a daemon's RSS at 50,000 nodes). Readers also
-    find an unchanged node by identity.
-    """
-    old = {} if current is None else current.nodes
-    listed = {}
-    for node in nodes:
-        kept = old.get(node.uuid)
-        if kept is not None and kept == node:
-            node = kept
-        listed[node.uuid] = node
-    return listed

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import pytest
 from keystoneauth1 import exceptions as ks_exc
 
-from computed.baremetal.driver import DriverError, DriverUnavailable
+from computed.baremetal.driver import DriverError, DriverUnavailable, Node
 from computed_ironic import API_VERSION, IronicDriver
 from computed_ironic.convert import LIST_FIELDS
 from computed_ironic.retry import RetryPolicy
@@ -32,6 +33,30 @@ def test_lists_every_node_once_over_pages_with_only_needed_fields():
         assert path == '/nodes'
         assert params['fields'].split(',') == list(LIST_FIELDS)
         assert params['limit'] == '5' and params['microversion'] == API_VERSION
+
+
+def test_a_listing_reusing_known_nodes_drops_each_unchanged_copy_as_it_parses_it():
+    records = [record() for _ in range(15)]
+    driver, api, _ = make(records, page_size=5)
+    known = {n.uuid: n for n in driver.list_nodes()}
+    changed = sorted(records, key=lambda r: r['uuid'])[7]
+    changed['maintenance'] = True
+    alive = []  # the listing's own copies of nodes, alive when each page is asked for
+    get = api.get
+
+    def counting_get(path, *args, **kwargs):
+        known_ids = {id(n) for n in known.values()}
+        alive.append(sum(1 for o in gc.get_objects()
+                         if isinstance(o, Node) and id(o) not in known_ids))
+        return get(path, *args, **kwargs)
+    api.get = counting_get
+    gc.collect()
+    listed = driver.list_nodes_reusing(known)
+    by_uuid = {n.uuid: n for n in listed}
+    assert len(listed) == 15 and by_uuid[changed['uuid']].maintenance
+    assert all(by_uuid[u] is n for u, n in known.items() if u != changed['uuid'])
+    # Only the changed node's copy outlives its page: never a page's worth of copies.
+    assert alive == [0, 0, 1, 1]
 
 
 def test_full_last_page_costs_one_empty_request():
