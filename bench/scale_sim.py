@@ -17,6 +17,12 @@ Java clients refuse such an answer, kazoo and ZooKeeper 3.8's server do not) and
 Handover time estimate = moved nodes x (1 delete + 1 watch event + 1 create) / measured rate, and
 the plan's own CPU time is measured on this machine.
 
+Steady state: every daemon's reconcile pass (every second, :data:`computed.fleet.reconciler.TICK`)
+reads the group (:func:`computed.fleet.membership.read_group`: two ``get_children`` and one
+pipelined ``get`` per member): measured here with ``--daemons`` member znodes, ``--passes``
+times, as the time and the client's CPU of one read, and the ZooKeeper reads per second the
+fleet's passes make.
+
     .venv/bin/python -m bench.scale_sim [--nodes 200000] [--daemons 40] [--sample 5000]
         [--list 50000]
 """
@@ -46,8 +52,11 @@ def pure(nodes: list[str], daemons: int) -> dict:
             "znodes": len(nodes) + daemons}
 
 
-def measured(stack, sample: int, listed: int) -> dict:
+def measured(stack, sample: int, listed: int, daemons: int = 40, passes: int = 50) -> dict:
     from kazoo.client import KazooClient
+
+    from computed.fleet.membership import read_group
+    from computed.fleet.reconciler import TICK
     client = KazooClient(hosts=stack["zookeeper"].hosts, timeout=30)
     client.start(timeout=60)
     root = f"/sim-{uuidlib.uuid4().hex[:6]}"
@@ -73,13 +82,28 @@ def measured(stack, sample: int, listed: int) -> dict:
         answer_bytes = sum(len(c) + 4 for c in children)  # jute: a length, then the bytes
         for result in [client.delete_async(f"{root}/{n}") for n in names]:
             result.get(timeout=120)
-        client.delete(root)
+        members, draining = f"{root}/members", f"{root}/draining"
+        client.ensure_path(draining)
+        for i in range(daemons):
+            client.create(f"{members}/computed-{i:02d}", b'{"weight": 1}', ephemeral=True,
+                          makepath=True)
+        reads, cpu = [], []
+        for _ in range(passes):
+            t0, c0 = time.monotonic(), time.process_time()
+            view = read_group(client, members, draining)
+            reads.append(time.monotonic() - t0)
+            cpu.append(time.process_time() - c0)  # this process's threads: kazoo's included
+        assert len(view.members) + len(view.ignored) == daemons
+        client.delete(root, recursive=True)
     finally:
         client.stop()
         client.close()
     return {"create_per_s": create_rate, "delete_per_s": delete_rate,
             "listed_children": len(children), "get_children_s": list_s,
-            "get_children_answer_bytes": answer_bytes}
+            "get_children_answer_bytes": answer_bytes,
+            "group_read_s_median": sorted(reads)[len(reads) // 2],
+            "group_read_cpu_s_median": sorted(cpu)[len(cpu) // 2],
+            "group_reads_per_s_fleet": daemons * (daemons + 2) / TICK}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=5000)
     parser.add_argument("--list", type=int, default=50_000,
                         help="children of the directory listed with one get_children")
+    parser.add_argument("--passes", type=int, default=50,
+                        help="reads of the group, as each reconcile pass makes")
     args = parser.parse_args(argv)
     nodes = [str(uuidlib.uuid4()) for _ in range(args.nodes)]
     result = {"machine": machine(), "nodes": args.nodes, "daemons": args.daemons}
@@ -96,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"pure: {result['pure']}")
     workdir = workdir_or_tmp(args.workdir, "scale-sim-")
     with stack_for(args, workdir, ["zookeeper"], "sim") as stack:
-        result["zookeeper"] = measured(stack, args.sample, args.list)
+        result["zookeeper"] = measured(stack, args.sample, args.list, args.daemons, args.passes)
     say(f"zookeeper: {result['zookeeper']}")
     p, z = result["pure"], result["zookeeper"]
     for kind in ("join", "leave"):
