@@ -57,8 +57,32 @@ class _Stat:
         self.version = version
 
 
+class _Answered:
+    """A kazoo async result, answered at once with what ``call`` returns or raises."""
+
+    def __init__(self, call):
+        try:
+            self.value, self.error = call(), None
+        except Exception as exc:  # noqa: BLE001 - raised again by get, as kazoo does
+            self.value, self.error = None, exc
+
+    def get(self, timeout=None):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class _ZooKeeper:
-    """One znode, with ZooKeeper's versioned writes."""
+    """One znode, with ZooKeeper's versioned writes (kazoo's calls and their async forms)."""
+
+    def get_async(self, path):
+        return _Answered(lambda: self.get(path))
+
+    def create_async(self, path, data, makepath=False):
+        return _Answered(lambda: self.create(path, data, makepath))
+
+    def set_async(self, path, data, version=-1):
+        return _Answered(lambda: self.set(path, data, version))
 
     def __init__(self) -> None:
         self.data: bytes | None = None
