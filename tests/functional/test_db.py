@@ -6,16 +6,13 @@ tests/unit/db/checks.py run on it, then the multi-process report test (tests/uni
 The migrations' checks on a database holding rows (tests/unit/db/upgrades.py) get a fresh
 database each.
 Without PostgreSQL in the stack the "postgresql" cases run on sqlite instead, so they never
-silently pass as skipped. ``computed-manage db sync`` runs as a subprocess against a fresh
-PostgreSQL database.
+silently pass as skipped. ``computed-manage db sync`` runs (in this process, tests/cli.py)
+against a fresh PostgreSQL database.
 """
 
 from __future__ import annotations
 
-import pathlib
 import socket
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -26,11 +23,11 @@ from alembic.runtime.migration import MigrationContext
 from computed import db
 from computed.db import engine as db_engine
 from computed.db import models
+from tests import cli
 from tests.unit.db import checks, hammer, upgrades
 
 MYSQL_PORT = 3306
 MYSQL_URL = f"mysql+pymysql://root@127.0.0.1:{MYSQL_PORT}"
-MANAGE = pathlib.Path(sys.executable).parent / "computed-manage"
 
 
 def _answers(port: int) -> bool:
@@ -149,9 +146,10 @@ def test_manage_db_sync(stack, tmp_path_factory, request, tmp_path):
                         f"[database]\nconnection = {url}\n")
 
         def manage(action):
-            return subprocess.run([str(MANAGE), "--config-file", str(conf), "db", action],
-                                  capture_output=True, text=True, timeout=120,
-                                  env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+            result = cli.run("computed-manage", "--config-file", conf, "db", action,
+                             home=tmp_path, env={"PATH": "/usr/bin:/bin"})
+            assert result.threads_left == (), result
+            return result
 
         assert "current: none" in manage("version").stdout
         synced = manage("sync")

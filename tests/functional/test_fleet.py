@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 import uuid
 
@@ -22,8 +21,8 @@ from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root
 from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids, request
 from hashring.ownership import Member, compute_ownership
+from tests import cli
 from tests.functional.daemons import (
-    BIN,
     Daemon,
     dump_logs,
     fleet_database,
@@ -73,6 +72,14 @@ def fleet(stack, tmp_path, nodes):
     yield start
     for daemon in started:
         daemon.ensure_stopped()
+
+
+def manage(daemon, *args):
+    """``computed-manage`` with ``daemon``'s configuration, run in this process (tests/cli.py:
+    a function call where a subprocess costs 1-3 s of imports); it leaves no thread behind."""
+    result = cli.run("computed-manage", "--config-file", daemon.conf, *args, home=daemon.workdir)
+    assert result.threads_left == (), result
+    return result
 
 
 def converge(zk, fleet, nodes, hosts, timeout=60):
@@ -191,25 +198,20 @@ def test_drain_moves_free_nodes_away_and_undrain_brings_them_back(zk, fleet, nod
     total = len(list_node_uuids(fleet.ironic_url))
     assert status["summary"] == {"nodes": total, "claimed": total, "unclaimed": 0,
                                  "claims_by_non_members": 0, "ignored": 0}
-    typo = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
-                           "fleet", "drain", "nosuchhost"], capture_output=True, text=True,
-                          timeout=60)
+    typo = manage(daemons[0], "fleet", "drain", "nosuchhost")
     assert typo.returncode == 1 and typo.stdout == ""
     assert typo.stderr.strip().splitlines() == [
         f"computed-manage: error: nosuchhost is not a member of group {fleet.group} "
         "(members: c1, c2, c3): nothing to drain"]
     assert json_status(daemons[0])["summary"]["unclaimed"] == 0
-    drain = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
-                            "fleet", "drain", "C2"], capture_output=True, text=True, timeout=60)
+    drain = manage(daemons[0], "fleet", "drain", "C2")
     assert drain.returncode == 0, drain.stderr
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
     status = json_status(daemons[0])
     by_host = {m["host"]: m for m in status["members"]}
     assert by_host["c2"]["draining"] is True and by_host["c2"]["nodes"] == 0
     assert by_host["c1"]["nodes"] + by_host["c3"]["nodes"] == total
-    undrain = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(daemons[0].conf),
-                              "fleet", "undrain", "c2"], capture_output=True, text=True,
-                             timeout=60)
+    undrain = manage(daemons[0], "fleet", "undrain", "c2")
     assert undrain.returncode == 0, undrain.stderr
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
     assert json_status(daemons[0])["members"][1]["nodes"] > 0
@@ -259,10 +261,9 @@ def test_fleet_status_lists_the_members_of_a_custom_tooz_namespace(stack, tmp_pa
         conf = tmp_path / "manage.conf"
         conf.write_text(stack.computed_conf().replace(f"backend_url = {zk}?timeout=2",
                                                       f"backend_url = {url}\ngroup = {group}"))
-        result = subprocess.run([str(BIN / "computed-manage"), "--config-file", str(conf),
-                                 "fleet", "status", "--json"], capture_output=True, text=True,
-                                timeout=60)
-        assert result.returncode == 0, result.stderr
+        result = cli.run("computed-manage", "--config-file", conf, "fleet", "status", "--json",
+                         home=tmp_path)
+        assert result.returncode == 0 and result.threads_left == (), result
         assert [m["host"] for m in json.loads(result.stdout)["members"]] == ["c1"]
     finally:
         member.stop()

@@ -5,7 +5,6 @@ through the real Placement, deployed by the owning daemon through the real Ironi
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,8 +14,8 @@ from computed.fleet.membership import fleet_root
 from computed.instances import scheduler
 from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.runtime import keystone
+from tests import cli
 from tests.functional.daemons import (
-    BIN,
     instance_bus,
     ironic,
     make_available,
@@ -64,9 +63,13 @@ def build(world, count):
 
 
 def manage(world, *args):
-    conf = world.processes[1].conf  # any daemon's config names the database and the group
-    return subprocess.run([str(BIN / "computed-manage"), "--config-file", str(conf), "server",
-                           *args], capture_output=True, text=True, timeout=180)
+    """``computed-manage server ...`` in this process (tests/cli.py: a function call where a
+    subprocess costs 1-3 s of imports); it leaves no thread behind."""
+    daemon = world.processes[1]  # any daemon's config names the database and the group
+    result = cli.run("computed-manage", "--config-file", daemon.conf, "server", *args,
+                     home=daemon.workdir)
+    assert result.threads_left == (), result
+    return result
 
 
 def allocations(world, instance_uuid):
