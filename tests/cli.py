@@ -1,9 +1,10 @@
 """computed's console scripts run inside the test process, as a user would run them from a shell.
 
 :func:`run` calls the ``main`` of a console script (``console_scripts`` in setup.cfg:
-``computed``, ``computed-reporter``, ``computed-manage``, ``computed-api``) with an argument
-list, and returns what a subprocess would have given: the exit status and what was written to
-stdout and stderr. It costs a function call where a subprocess costs 1-3 s of imports.
+``computed``, ``computed-reporter``, ``computed-manage``, ``computed-api``; and the stock
+``openstack`` client as installed) with an argument list, and returns what a subprocess would
+have given: the exit status and what was written to stdout and stderr. It costs a function call
+where a subprocess costs 1-3 s of imports.
 
 Guarantees, for every run:
 
@@ -48,6 +49,7 @@ import configparser
 import contextlib
 import dataclasses
 import importlib
+import importlib.metadata
 import io
 import logging
 import os
@@ -76,9 +78,38 @@ def console_scripts() -> dict[str, str]:
     return dict((part.strip() for part in line.split('=', 1)) for line in lines)
 
 
+def _fresh_openstack_client(prog: str) -> None:
+    """What a new ``openstack`` process starts without: cliff names its program once, from
+    sys.argv[0] when first imported (App.NAME, in its messages, and App.LOG's logger); and
+    openstackclient's ClientManager keeps each service's client in a class attribute (osc_lib's
+    ClientCache), so that a second run would reuse the first one's endpoint and token."""
+    from cliff import app
+    from openstackclient.common import clientmanager
+    from osc_lib.clientmanager import ClientCache
+    app.App.NAME, app.App.LOG = prog, logging.getLogger(prog)
+    for cls in clientmanager.ClientManager.__mro__:  # osc_lib's base class holds them
+        for cache in vars(cls).values():
+            if isinstance(cache, ClientCache):
+                cache._handle = None
+
+
+#: Console scripts of other distributions that tests run as a user would (their installed
+#: ``main``), and what makes that main start as in a process of its own: the stock OpenStack
+#: client.
+OTHER_SCRIPTS: dict[str, Callable[[str], None]] = {'openstack': _fresh_openstack_client}
+
+
 def entry_point(prog: str) -> Callable[[Sequence[str]], Any]:
-    """The ``main`` of console script ``prog``, imported."""
+    """The ``main`` of console script ``prog``, imported: one of setup.cfg's, or one of
+    :data:`OTHER_SCRIPTS` as installed."""
     scripts = console_scripts()
+    if prog in OTHER_SCRIPTS:
+        found = importlib.metadata.entry_points(group='console_scripts', name=prog)
+        if not found:
+            raise ValueError(f'{prog}: not installed')
+        main = next(iter(found)).load()
+        OTHER_SCRIPTS[prog](prog)
+        return main
     if prog not in scripts:
         raise ValueError(f'{prog}: not a console script of setup.cfg ({", ".join(scripts)})')
     module, _, function = scripts[prog].partition(':')
@@ -106,8 +137,10 @@ def _exit_status(code: object) -> int:
 
 
 def _call(main: Callable[[Sequence[str]], Any], argv: list[str]) -> int:
+    # A console script is ``sys.exit(main())``: what main returns is the exit status too
+    # (openstackclient's main returns it; computed's exit).
     try:
-        main(argv)
+        returned = main(argv)
     except SystemExit as exc:
         return _exit_status(exc.code)
     except KeyboardInterrupt:
@@ -115,7 +148,7 @@ def _call(main: Callable[[Sequence[str]], Any], argv: list[str]) -> int:
     except BaseException:  # what the interpreter prints for an uncaught exception, and exit 1
         traceback.print_exc()
         return 1
-    return 0
+    return _exit_status(returned)
 
 
 # -- what a run may change, saved and put back -----------------------------------------------
