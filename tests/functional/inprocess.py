@@ -1,10 +1,13 @@
-"""computed's daemon and reporter run in the test's process, each in a thread of its own.
+"""computed's daemon, reporter and compute API run in the test's process, each in a thread of its
+own.
 
 A :class:`Service` runs a console script's own composition root, ``loader.load(argv)`` then
-``serve(conf, stop)`` of :mod:`computed.cmd.daemon` or :mod:`computed.cmd.reporter`, in a
-thread: the same configuration checks, the same parts, the same stop as the process
-``computed --config-file X`` (minus ``main``'s signal handlers and oslo.log's setup, which are
-a process's). What a process would give a test, a service gives too:
+``serve(conf, stop)`` of :mod:`computed.cmd.daemon`, :mod:`computed.cmd.reporter` or
+:mod:`computed.cmd.api`, in a thread: the same configuration checks, the same parts, the same
+stop as the process ``computed --config-file X`` (minus ``main``'s signal handlers and
+oslo.log's setup, which are a process's). ``computed-api`` runs so with ``[api] workers = 1``
+only (more would fork the test's process: :class:`NotAProcess`). What a process would give a
+test, a service gives too:
 
 * **Its log file**: every thread a service starts, and every thread those start, belongs to
   it (``threading.Thread.start`` is wrapped while any service runs: a new thread belongs to
@@ -55,7 +58,8 @@ from computed.runtime import secrets
 from computed.runtime.stopping import STOP_SIGNALS, StopRequest
 
 #: Console script -> the module of its composition root (``PROG``, ``serve``).
-SCRIPTS = {"computed": "computed.cmd.daemon", "computed-reporter": "computed.cmd.reporter"}
+SCRIPTS = {"computed": "computed.cmd.daemon", "computed-reporter": "computed.cmd.reporter",
+           "computed-api": "computed.cmd.api"}
 #: Seconds a stopped service's threads get to end before the tear-down fails.
 THREAD_GRACE = 15.0
 #: Seconds a tear-down waits for a service stopped without its drain.
@@ -237,6 +241,9 @@ class Service:
             def body() -> int:
                 nonlocal entered
                 conf = loader.load(self.argv, self.module.PROG)
+                if self.script == "computed-api" and conf.api.workers != 1:
+                    raise NotAProcess(f"{self.script} {self.name}: [api] workers = "
+                                      f"{conf.api.workers} forks: run it with process=True")
                 self._attach(conf)
                 _REGISTRY.enter(self)
                 entered = True

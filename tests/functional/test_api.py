@@ -1,7 +1,8 @@
 """The compute API through the real clients: openstacksdk and python-openstackclient against
-``computed-api`` as a process, in front of the real stack (Placement, Ironic with fake hardware,
-ZooKeeper, RabbitMQ), daemons and a reporter in the test's process
-(tests/functional/inprocess.py; as tests/functional/test_instances.py sets up a fleet).
+``computed-api``, in front of the real stack (Placement, Ironic with fake hardware, ZooKeeper,
+RabbitMQ), daemons and a reporter; the API, the daemons, the reporter and the CLI in the test's
+process (tests/functional/inprocess.py, tests/cli.py; as tests/functional/test_instances.py
+sets up a fleet).
 Authentication is noauth2: the token ``USER:PROJECT``.
 """
 
@@ -44,11 +45,14 @@ class ApiProcess(Process):
 def start_api(stack, world, tmp_path, extra: str, name: str = "api") -> str:
     """computed-api on a free loopback port, on the world's group and database, ``extra``
     configuration after its [api] bind options (auth_strategy and what the test needs); its
-    URL once /healthcheck answers. It stops with the world's processes."""
+    URL once /healthcheck answers. It stops with the world's processes, and runs as they do:
+    in the test's process (tests/functional/inprocess.py) unless the test is marked
+    ``daemon_processes``."""
     port = free_port()
     database = world.engine.url.render_as_string(hide_password=False)
     api = ApiProcess(stack, tmp_path, name, group=world.group, database=database,
-                     extra=f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\n{extra}").start()
+                     extra=f"[api]\nbind_host = 127.0.0.1\nbind_port = {port}\n{extra}",
+                     process=world.process).start()
     world.processes.append(api)
     url = f"http://127.0.0.1:{port}"
 

@@ -1,6 +1,6 @@
 """Private flavors, the default quotas and the cores quota, locks and security groups through
-openstacksdk against ``computed-api`` as a process on the real stack (PostgreSQL where the
-harness has it): what Tempest's FlavorsAdminTestJSON, FlavorsAccessTestJSON,
+openstacksdk against ``computed-api`` (in the test's process) on the real stack (PostgreSQL where
+the harness has it): what Tempest's FlavorsAdminTestJSON, FlavorsAccessTestJSON,
 QuotaClassesAdminTestJSON, QuotasAdminNegativeTest and ServerActionsTest expect (issue 24)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The capacity and usage views through the real clients against ``computed-api`` as a process
-(issue 24 item 13): ``openstack hypervisor list/show``, ``hypervisor stats show``, ``usage
+"""The capacity and usage views through the real clients against ``computed-api`` (in the test's
+process; issue 24 item 13): ``openstack hypervisor list/show``, ``hypervisor stats show``, ``usage
 list``, ``availability zone list`` and openstacksdk's hypervisors and usage, as operators and
 Horizon read them; and what a server's owner changes with ``openstack server set`` (name,
 properties, tags) and an admin's ``--state``."""

@@ -1,5 +1,5 @@
-"""Flavors through python-openstackclient against ``computed-api`` as a process (issue 24 items
-1, 2, 6): the commands operators run, each answered as Nova answers them."""
+"""Flavors through python-openstackclient against ``computed-api`` (in the test's process; issue
+24 items 1, 2, 6): the commands operators run, each answered as Nova answers them."""
 
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 against a real Keystone ... a member of one project, a member of another and an admin, with real
 tokens").
 
-``computed-api`` as a process with ``[api] auth_strategy = keystone``: keystonemiddleware's
-``auth_token`` validates every token against the harness's Keystone
-(:mod:`computed.testing.keystone`), with the admin as its service user. openstacksdk
-authenticates each person against Keystone with a password and talks to the API directly (the
-compute endpoint given, not looked up in the catalog).
+``computed-api`` (in the test's process) with ``[api] auth_strategy = keystone``:
+keystonemiddleware's ``auth_token`` validates every token against the harness's Keystone
+(:mod:`computed.testing.keystone`), with the admin as its service user. openstacksdk authenticates
+each person against Keystone with a password and talks to the API directly (the compute endpoint
+given, not looked up in the catalog).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Quotas against ``computed-api`` as a process: a project's limit under a burst of concurrent
-creates (issue 23 item 1), and a quota set's read-modify-write (issue 24 item 10). Run
-in front of the real stack (PostgreSQL when the stack has it, Placement, Ironic, ZooKeeper,
+"""Quotas against ``computed-api`` (in the test's process): a project's limit under a burst of
+concurrent creates (issue 23 item 1), and a quota set's read-modify-write (issue 24 item 10).
+Run in front of the real stack (PostgreSQL when the stack has it, Placement, Ironic, ZooKeeper,
 RabbitMQ) and a fleet, as tests/functional/test_api.py sets it up.
 
 Issue 23 saw 50 concurrent creates against a limit of 10 leave 23 and then 30 live servers
