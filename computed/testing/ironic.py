@@ -1,7 +1,9 @@
 """OpenStack Ironic (PyPI ``ironic``), the all-in-one process, in a virtualenv of its own.
 
-API and conductor in one process (required with sqlite), no auth, the ``fake-hardware`` type with
-fake boot/deploy/power/management interfaces, automated cleaning off so that ``provide`` is quick.
+API and conductor in one process (required with sqlite; run by ``bin/ironic_serve.py``, which
+checks each of Ironic's request schemas once instead of at every request), no auth, the
+``fake-hardware`` type with fake boot/deploy/power/management interfaces, automated cleaning off
+so that ``provide`` is quick.
 Versioned notifications go to the stack's RabbitMQ on topic ``ironic_versioned_notifications``
 (exchange ``ironic``) when a transport URL is given; ``retry = 0`` keeps Ironic's API answering
 while the broker is down instead of blocking every write.
@@ -33,6 +35,7 @@ from computed.testing.placement import http_json
 from computed.testing.service import Service
 
 REQUIREMENTS = ("ironic==39.0.0",)
+SERVE = Path(__file__).parent / "bin" / "ironic_serve.py"
 NOTIFICATION_TOPIC = "ironic_versioned_notifications"
 API_VERSION = "1.115"
 PAGE = 1000  # Ironic's default [api] max_limit: a page this long may have a next one
@@ -62,8 +65,9 @@ class Ironic(Service):
                          "create_schema"], "ironic-dbsync create_schema")
             _write_ahead_log(home / "ironic.sqlite")
         self.info.update(port=port, url=f"http://127.0.0.1:{port}")
-        self.info["pid"] = process.spawn([str(venv / "bin" / "ironic"), "--config-file",
-                                          str(conf)], self.log)
+        # The ironic console script, its request schemas checked once (bin/ironic_serve.py).
+        self.info["pid"] = process.spawn([str(venv / "bin" / "python"), str(SERVE),
+                                          "--config-file", str(conf)], self.log)
         process.wait_until(self.ready, 120, "ironic", pid=self.pid, log=self.log)
 
     def _config(self, home: Path, port: int) -> str:
