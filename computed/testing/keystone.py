@@ -1,9 +1,10 @@
 """OpenStack Keystone (PyPI ``keystone``) in a virtualenv of its own, over HTTP, with real users.
 
-sqlite in the scratch directory, fernet tokens (``keystone-manage db_sync``, ``fernet_setup``,
-``bootstrap``), Keystone's cache in process (as a deployment's Keystone has one, in memcached:
-without it one validation took 1.5 s on a loaded 2-core machine, and a burst of fresh tokens
-measured the harness, not computed-api; BENCHMARKS.md), served by
+sqlite in the scratch directory, fernet tokens (a copy of what ``keystone-manage db_sync``,
+``fernet_setup`` and ``receipt_setup`` made once per virtualenv, then ``bootstrap``), Keystone's
+cache in process (as a deployment's Keystone has one, in memcached: without it one validation
+took 1.5 s on a loaded 2-core machine, and a burst of fresh tokens measured the harness, not
+computed-api; BENCHMARKS.md), served by
 computed/testing/bin/wsgi_serve.py on loopback; ready when ``GET /v3`` answers. Then it makes
 the people the compute API's keystone mode is tested with (issue 15):
 
@@ -21,10 +22,12 @@ a failing setup command raises with its output (:class:`computed.testing.process
 
 from __future__ import annotations
 
+import fcntl
 import grp
 import os
 import pwd
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -55,38 +58,14 @@ class Keystone(Service):
         conf = home / "keystone.conf"
         port = self.info.get("port") or process.free_port()
         url = f"http://127.0.0.1:{port}"
-        conf.write_text("\n".join([
-            "[DEFAULT]",
-            "debug = false",
-            "[database]",
-            f"connection = sqlite:///{home / 'keystone.sqlite'}",
-            "[identity]",
-            # bcrypt's cheapest cost: a test authenticates often, nothing here is secret.
-            "password_hash_rounds = 4",
-            # Keystone's own cache, in process (a deployment uses memcached): without it every
-            # token validation reads the user, project, roles and revocation events from the
-            # database (1.5 s a validation at load 19 on this machine); with it a token issued
-            # here is cached at issue ([token] cache_on_issue) and validated from memory.
-            "[cache]",
-            "enabled = true",
-            "backend = dogpile.cache.memory",
-            "[token]",
-            "provider = fernet",
-            "[fernet_tokens]",
-            f"key_repository = {home / 'fernet-keys'}",
-            "[fernet_receipts]",
-            f"key_repository = {home / 'fernet-receipts'}",
-            "",
-        ]))
+        conf.write_text(_config(home))
         manage = [str(venv / "bin" / "keystone-manage"), "--config-file", str(conf)]
-        user = pwd.getpwuid(os.getuid()).pw_name
-        group = grp.getgrgid(os.getgid()).gr_name
         self.info.setdefault("passwords", {who: secrets.token_urlsafe(16) for who in PEOPLE})
         if not (home / "keystone.sqlite").exists():
-            process.run(manage + ["db_sync"], "keystone-manage db_sync")
-            for what in ("fernet_setup", "receipt_setup"):
-                process.run(manage + [what, "--keystone-user", user, "--keystone-group", group],
-                            f"keystone-manage {what}")
+            template = _template(venv)
+            shutil.copy2(template / "keystone.sqlite", home / "keystone.sqlite")
+            for keys in KEY_REPOSITORIES:
+                shutil.copytree(template / keys, home / keys)
             process.run(manage + ["bootstrap",
                                   "--bootstrap-password", self.info["passwords"][ADMIN],
                                   "--bootstrap-admin-url", f"{url}/v3",
@@ -159,3 +138,60 @@ class Keystone(Service):
             return existing
         body = {kind[:-1]: {"name": name, **fields}}
         return admin.post(f"{self.auth_url}/{kind}", json=body).json()[kind[:-1]]["id"]
+
+
+#: The key repositories keystone-manage fernet_setup and receipt_setup make.
+KEY_REPOSITORIES = ("fernet-keys", "fernet-receipts")
+
+
+def _config(home: Path) -> str:
+    """keystone.conf for a Keystone whose files are in ``home``."""
+    return "\n".join([
+        "[DEFAULT]",
+        "debug = false",
+        "[database]",
+        f"connection = sqlite:///{home / 'keystone.sqlite'}",
+        "[identity]",
+        # bcrypt's cheapest cost: a test authenticates often, nothing here is secret.
+        "password_hash_rounds = 4",
+        # Keystone's own cache, in process (a deployment uses memcached): without it every
+        # token validation reads the user, project, roles and revocation events from the
+        # database (1.5 s a validation at load 19 on this machine); with it a token issued
+        # here is cached at issue ([token] cache_on_issue) and validated from memory.
+        "[cache]",
+        "enabled = true",
+        "backend = dogpile.cache.memory",
+        "[token]",
+        "provider = fernet",
+        "[fernet_tokens]",
+        f"key_repository = {home / 'fernet-keys'}",
+        "[fernet_receipts]",
+        f"key_repository = {home / 'fernet-receipts'}",
+        "",
+    ])
+
+
+def _template(venv: Path) -> Path:
+    """A folder beside ``venv`` (made once per virtualenv, under an flock: workers and runs
+    share it) holding what ``keystone-manage db_sync``, ``fernet_setup`` and ``receipt_setup``
+    make: the migrated database and both key repositories, which a start copies instead of
+    running those three commands (3-4 CPU s of imports each) again; ``bootstrap`` (the admin,
+    the endpoints on this start's port) runs at each start."""
+    template = venv.parent / f"{venv.name}.template"
+    with open(venv.parent / f"{venv.name}.template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (template / "done").exists():
+            return template
+        shutil.rmtree(template, ignore_errors=True)  # a half-made one
+        template.mkdir(parents=True)
+        conf = template / "keystone.conf"
+        conf.write_text(_config(template))
+        manage = [str(venv / "bin" / "keystone-manage"), "--config-file", str(conf)]
+        user = pwd.getpwuid(os.getuid()).pw_name
+        group = grp.getgrgid(os.getgid()).gr_name
+        process.run(manage + ["db_sync"], "keystone-manage db_sync")
+        for what in ("fernet_setup", "receipt_setup"):
+            process.run(manage + [what, "--keystone-user", user, "--keystone-group", group],
+                        f"keystone-manage {what}")
+        (template / "done").write_text("")
+    return template
