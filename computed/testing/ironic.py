@@ -27,6 +27,8 @@ that a test or the local run reads back the config drive the daemon passed, in t
 
 from __future__ import annotations
 
+import fcntl
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,9 +63,7 @@ class Ironic(Service):
         (home / "policy.yaml").write_text('"show_instance_secrets": "@"\n')
         conf.write_text(self._config(home, port))
         if not (home / "ironic.sqlite").exists():
-            process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
-                         "create_schema"], "ironic-dbsync create_schema")
-            _write_ahead_log(home / "ironic.sqlite")
+            shutil.copy2(_schema(venv), home / "ironic.sqlite")
         self.info.update(port=port, url=f"http://127.0.0.1:{port}")
         # The ironic console script, its request schemas checked once (bin/ironic_serve.py).
         self.info["pid"] = process.spawn([str(venv / "bin" / "python"), str(SERVE),
@@ -129,13 +129,38 @@ class Ironic(Service):
         return bool(root and root.get("id") == "v1")
 
 
+def _schema(venv: Path) -> Path:
+    """An empty Ironic database (``ironic-dbsync create_schema``, 2-3 CPU s of imports) made once
+    per virtualenv, beside it, under an flock (workers and runs share it), which each start
+    copies; in WAL mode."""
+    template = venv.parent / f"{venv.name}.template"
+    database = template / "ironic.sqlite"
+    with open(venv.parent / f"{venv.name}.template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (template / "done").exists():
+            return database
+        shutil.rmtree(template, ignore_errors=True)  # a half-made one
+        template.mkdir(parents=True)
+        conf = template / "ironic.conf"
+        conf.write_text(f"[database]\nconnection = sqlite:///{database}\n")
+        process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
+                     "create_schema"], "ironic-dbsync create_schema")
+        _write_ahead_log(database)
+        (template / "done").write_text("")
+    return database
+
+
 def _write_ahead_log(path: Path) -> None:
     """Put Ironic's sqlite database in WAL mode (a property of the file, so it persists): readers
     then stop blocking writers, which otherwise fail with "database is locked" as soon as a few
-    daemons list nodes while a test changes one."""
+    daemons list nodes while a test changes one. The connection is closed on return: the file
+    alone is the whole database then (no -wal file), ready to be copied."""
     import sqlite3
-    with sqlite3.connect(path) as connection:
+    connection = sqlite3.connect(path)
+    try:
         connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
 
 
 def request(method: str, url: str, body: dict | list | None = None, timeout: float = 30.0,
