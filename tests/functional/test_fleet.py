@@ -1,4 +1,7 @@
-"""The fleet against real ZooKeeper and Ironic, with daemons as separate processes.
+"""The fleet against real ZooKeeper and Ironic. Daemons run in the test's process
+(tests/functional/inprocess.py, the in-process session timeout), or as processes of their own
+with :data:`SESSION` in the tests marked ``daemon_processes``: those that kill or freeze a
+daemon, or restart ZooKeeper under the fleet's short sessions.
 
 Every scenario ends the same way: after convergence, the claims in ZooKeeper are exactly what the
 ownership rules give the live members (so every node is claimed by exactly one live daemon), and
@@ -30,6 +33,7 @@ from tests.functional.daemons import (
     merged_records,
     ownership_now,
     wait_converged,
+    want_processes,
     zk_client,
 )
 
@@ -54,15 +58,19 @@ def zk(stack):
 
 
 @pytest.fixture
-def fleet(stack, tmp_path, nodes):
-    """Start daemons with ``fleet(*hosts)``; all are killed at the end of the test."""
+def fleet(stack, tmp_path, nodes, request):
+    """Start daemons with ``fleet(*hosts)``; all are killed at the end of the test. Processes
+    with :data:`SESSION` when the test is marked ``daemon_processes``, else in the test's
+    process."""
     started: list[Daemon] = []
     group = f"g{uuid.uuid4().hex[:8]}"
     database = fleet_database(tmp_path)
+    process = want_processes(request)
 
     def start(*hosts, **kwargs):
-        daemons = [Daemon(stack, tmp_path, host, session_timeout=SESSION, group=group,
-                          database=database, **kwargs).start() for host in hosts]
+        daemons = [Daemon(stack, tmp_path, host, session_timeout=SESSION if process else None,
+                          group=group, database=database, process=process, **kwargs).start()
+                   for host in hosts]
         started.extend(daemons)
         return daemons
 
@@ -121,6 +129,7 @@ def test_three_daemons_share_the_nodes_and_sync_each_once(zk, fleet, nodes):
     assert_fenced(daemons)
 
 
+@pytest.mark.daemon_processes
 def test_kill_9_survivors_take_over_within_session_timeout(zk, fleet, nodes):
     daemons = fleet("c1", "c2", "c3")
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
@@ -132,6 +141,7 @@ def test_kill_9_survivors_take_over_within_session_timeout(zk, fleet, nodes):
     assert_fenced(daemons)
 
 
+@pytest.mark.daemon_processes
 def test_frozen_daemon_does_not_act_after_it_resumes(stack, zk, fleet, nodes):
     daemons = fleet("c1", "c2", "c3")
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
@@ -218,6 +228,7 @@ def test_drain_moves_free_nodes_away_and_undrain_brings_them_back(zk, fleet, nod
     assert_fenced(daemons)
 
 
+@pytest.mark.daemon_processes
 def test_zookeeper_restart_converges_again(stack, zk, fleet, nodes):
     daemons = fleet("c1", "c2", "c3")
     converge(zk, fleet, nodes, {"c1", "c2", "c3"})
