@@ -26,6 +26,7 @@ from oslo_log import log as logging
 from tooz import coordination
 
 from computed.baremetal.driver import BaremetalDriver, UnknownDriver, load_driver
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT, session_timeout
 from computed.conf.errors import ConfigError
 from computed.conf.loader import EXIT_CONFIG
 from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
@@ -36,6 +37,11 @@ EXIT_UNREACHABLE = 1
 #: Seconds a one-shot command waits for a ZooKeeper session: a reachable ensemble answers in
 #: milliseconds, and an operator waiting on a dead one wants to hear so soon.
 CLI_CONNECT_TIMEOUT = 10.0
+#: The shortest ZooKeeper session a one-shot command asks for, whatever the daemons' URL asks
+#: (tooz's default). A command joins no group and holds no znode the fleet relies on, so a long
+#: session costs nothing; a short one (2 s in the tests) makes kazoo drop the connection when one
+#: ping goes unanswered for a fraction of it, which a loaded machine can cause mid-command.
+CLI_SESSION_TIMEOUT = DEFAULT_SESSION_TIMEOUT
 
 
 class ServiceError(Exception):
@@ -155,15 +161,29 @@ def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
     return driver_class.from_conf(conf)
 
 
+def with_session_of_at_least(url: str, seconds: float) -> str:
+    """The tooz URL ``url`` asking for a ZooKeeper session of at least ``seconds``: its own
+    ``timeout`` when that is longer, else ``seconds``; every other part unchanged."""
+    if session_timeout(url) >= seconds:
+        return url
+    parts = parse.urlsplit(url)
+    query = [(key, value) for key, value in parse.parse_qsl(parts.query, keep_blank_values=True)
+             if key != 'timeout']
+    query.append(('timeout', f'{seconds:g}'))
+    return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
+
+
 def connect_zookeeper(conf: cfg.ConfigOpts, member: str,
                       timeout: float = CLI_CONNECT_TIMEOUT,
-                      give_up: Callable[[], bool] = lambda: False
-                      ) -> coordination.CoordinationDriver:
+                      give_up: Callable[[], bool] = lambda: False,
+                      min_session: float = 0.0) -> coordination.CoordinationDriver:
     """A tooz coordinator on ``[coordination] backend_url`` whose ZooKeeper session is started,
-    without joining any group. Raises :class:`ServiceUnreachable` when no session could be had
-    within ``timeout`` seconds, or as soon as ``give_up()`` (polled) is true; kazoo stops
-    trying then."""
-    url = conf.coordination.backend_url
+    without joining any group; its session at least ``min_session`` seconds (a one-shot
+    command's :data:`CLI_SESSION_TIMEOUT`; a service keeps the URL's, which its peers' view of
+    it depends on). Raises :class:`ServiceUnreachable` when no session could be had within
+    ``timeout`` seconds, or as soon as ``give_up()`` (polled) is true; kazoo stops trying
+    then."""
+    url = with_session_of_at_least(conf.coordination.backend_url, min_session)
     coordinator = coordination.get_coordinator(url, member.encode())
     try:
         client = kazoo_client(coordinator)
@@ -189,7 +209,7 @@ def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage',
     """:func:`connect_zookeeper` as a context: read and write through its kazoo client, and
     find where tooz keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does.
     What kazoo or tooz raises inside it leaves it as :class:`ServiceError` (one line)."""
-    coordinator = connect_zookeeper(conf, member, timeout)
+    coordinator = connect_zookeeper(conf, member, timeout, min_session=CLI_SESSION_TIMEOUT)
     client = kazoo_client(coordinator)
     try:
         yield coordinator

@@ -54,7 +54,8 @@ class Session:
         """The started coordinator; ``Unreachable`` (the reason, once) when there is none."""
         if self._coordinator is None and self._failure is None:
             try:
-                self._coordinator = common.connect_zookeeper(self._conf, MEMBER)
+                self._coordinator = common.connect_zookeeper(
+                    self._conf, MEMBER, min_session=common.CLI_SESSION_TIMEOUT)
             except common.ServiceUnreachable as exc:
                 self._failure = f'cannot reach {exc}'
             except ConfigError as exc:  # not a ZooKeeper URL

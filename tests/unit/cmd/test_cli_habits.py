@@ -194,7 +194,7 @@ def _zookeeper_fails(monkeypatch, error):
     from computed.cmd import common
     from computed.cmd import fleet as fleet_cmd
     monkeypatch.setattr(common, 'connect_zookeeper',
-                        lambda conf, member, timeout=0, give_up=None: coordination.get_coordinator(
+                        lambda conf, member, *_args, **_kwargs: coordination.get_coordinator(
                             conf.coordination.backend_url, member.encode()))
 
     def fail(*_args, **_kwargs):
