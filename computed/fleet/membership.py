@@ -36,14 +36,35 @@ retries it as it does a dropped connection); a leave not answered in time is giv
 line naming the host and the group: the member is an ephemeral znode, gone when the session
 expires.
 
-Threads: the fleet thread joins, leaves, watches, sets the drain marker and reads the members
-on every pass; kazoo's event thread runs the children watches, which only set ``wake`` (an
-Event: kazoo's thread never waits on the fleet); the metrics endpoint's request threads read
-:meth:`Membership.members` and :meth:`Membership.ignored` too. The ignored entries and the
-ones already logged are changed and read under the membership's lock, so two readers log a
-planted znode once. :attr:`Membership.member_epoch` has one writer, the fleet thread's join;
-the node thread (re-homing), the instance worker's threads (the member epoch they act under)
-and the metrics read it as one int. The kazoo client is kazoo's, safe to share.
+Read only when something may have changed (:class:`GroupFreshness`, pure). Every pass asks
+for the members, but the group is read again (2 ``get_children`` + 1 ``get`` per member) only
+when the last view may be out of date: a watch fired since that read began (the children
+watches above, and a data watch each read leaves on every member's znode, so a member's
+capabilities changed in place count too; the drain markers are children, their presence all
+that is read), the session changed state (:meth:`Membership.invalidate`, from
+:meth:`computed.fleet.reconciler.Fleet.session_changed`: kazoo also fires every watch it drops
+with a lost session), this daemon joined or wrote its drain marker, or :data:`REREAD_AFTER`
+seconds passed since the read began (the net under a watch lost to a bug). Reading on every
+1 s pass cost D + 2 requests a second per daemon, D^2 + 2D for the fleet (1,680/s at 40
+daemons). ZooKeeper sends a watch's event before any read can see the change it reports, and
+the view is dated by the count of events at the start of its read, so a change made during a
+read leaves the view stale and the next pass reads again. Claims stay exclusive whatever a
+daemon's view (ZooKeeper creates a claim znode once): a view late by a change delays a
+handover, it never gives one node two owners.
+
+Threads: the fleet thread joins, leaves, watches, sets the drain marker and asks for the
+members on every pass; kazoo's event thread runs the watches, which only set ``wake`` (an
+Event) and count a change, and kazoo's connection thread calls :meth:`Membership.invalidate`
+(through the fleet): both take the membership's lock only for that count, never across I/O,
+so kazoo's threads never wait on the fleet; the metrics endpoint's request threads call
+:meth:`Membership.members` and :meth:`Membership.ignored` too (served from the same view, and
+reading the group when it is stale: each read is numbered, and one that ends after a later one
+is not kept). The freshness (:class:`GroupFreshness`: event count, the view and its read's
+number and start), the ignored entries and the ones already logged are changed and read under
+the membership's lock, so two readers log a planted znode once. :attr:`Membership.member_epoch`
+has one writer, the fleet thread's join; the node thread (re-homing), the instance worker's
+threads (the member epoch they act under) and the metrics read it as one int. The kazoo
+client is kazoo's, safe to share.
 """
 
 from __future__ import annotations
@@ -70,6 +91,15 @@ from computed.version import VERSION
 from hashring.ownership import Member
 
 LOG = logging.getLogger(__name__)
+
+
+#: Seconds after which a view of the group is read again though no watch fired: the net under a
+#: watch lost to a bug (ZooKeeper delivers every watch of a live session, and a session change
+#: forces a read anyway). 30 s is ``[fleet] node_refresh_interval``'s default, the bound the
+#: fleet already accepts on its view of Ironic when events cannot be trusted; a view late by
+#: it only delays a handover (claims stay exclusive), and it costs (D + 2) / 30 requests a
+#: second per daemon: 1.4/s at D = 40.
+REREAD_AFTER = 30.0
 
 
 class MembershipError(RuntimeError):
@@ -113,6 +143,55 @@ class GroupView:
     ignored: list[IgnoredEntry]
 
 
+@dataclass(frozen=True)
+class GroupRead:
+    """One read of the group as :class:`GroupFreshness` dated it when it began."""
+
+    number: int  # reads begun before it, plus one
+    changes: int  # the change count when it began
+    began: float  # the clock when it began
+
+
+class GroupFreshness:
+    """Whether the last view of the group may still be used, or the group must be read (pure:
+    no I/O, no clock of its own, no lock: :class:`Membership` calls it under its lock).
+
+    A view is used while no change was counted since its read began and less than
+    ``reread_after`` seconds passed since then. Of two reads that overlap, the view of the one
+    that began last is kept, whichever ends first."""
+
+    def __init__(self, reread_after: float = REREAD_AFTER):
+        self.reread_after = reread_after
+        self.changes = 0
+        self._begun = 0
+        self._view: GroupView | None = None
+        self._read: GroupRead | None = None  # the kept view's
+
+    def changed(self) -> None:
+        """Something the view holds may have changed (a watch fired, the session moved)."""
+        self.changes += 1
+
+    def fresh(self, now: float) -> GroupView | None:
+        """The kept view if it may still be used at ``now``, else None (read the group)."""
+        read = self._read
+        if (read is None or read.changes != self.changes
+                or not now - read.began < self.reread_after):
+            return None
+        return self._view
+
+    def begin(self, now: float) -> GroupRead:
+        """A read of the group begins at ``now``."""
+        self._begun += 1
+        return GroupRead(self._begun, self.changes, now)
+
+    def done(self, read: GroupRead, view: GroupView) -> bool:
+        """``read`` answered ``view``; True when it is kept (no later read was kept before)."""
+        if self._read is not None and self._read.number > read.number:
+            return False
+        self._read, self._view = read, view
+        return True
+
+
 def capabilities(host: str, weight: int) -> dict[str, Any]:
     """What a daemon publishes as its member's capabilities (read by :func:`member_from_znode`
     and by :mod:`computed.upgrade`: ``[upgrade_levels] instances = auto``, the upgrade check)."""
@@ -135,7 +214,9 @@ class Membership:
 
     def __init__(self, coordinator: coordination.CoordinationDriver, group: str, host: str,
                  weight: int, wake: threading.Event,
-                 answer_within: Callable[[], float] = lambda: DEFAULT_SESSION_TIMEOUT):
+                 answer_within: Callable[[], float] = lambda: DEFAULT_SESSION_TIMEOUT,
+                 reread_after: float = REREAD_AFTER,
+                 clock: Callable[[], float] = time.monotonic):
         self._coordinator = coordinator
         # Seconds to wait for one answer of ZooKeeper: the session timeout (see the module).
         self._answer_within = answer_within
@@ -150,6 +231,8 @@ class Membership:
         self._ignored: list[IgnoredEntry] = []
         self._reported: set[tuple[str, int]] = set()  # ignored entries already logged
         self._lock = threading.Lock()
+        self._freshness = GroupFreshness(reread_after)
+        self._clock = clock
 
     def join(self, timeout: float, stopping: Callable[[], bool]) -> int:
         """Join the group and return the member epoch.
@@ -183,6 +266,7 @@ class Membership:
             raise MembershipError(f"host {self.host} joined group {self.group} but its "
                                   f"membership znode is gone")
         self.member_epoch = stat.czxid
+        self.invalidate()  # our own member is new
         return self.member_epoch
 
     def _tooz(self, request: Any, what: str) -> Any:
@@ -234,14 +318,32 @@ class Membership:
         self._client.ChildrenWatch(self.draining_path, self._changed)
 
     def _changed(self, _children: list[str]) -> None:
+        self.invalidate()
         self._wake.set()
 
-    def members(self) -> list[MemberInfo]:
-        """The live members; what else sits in the group is logged once and kept for
-        :meth:`ignored`."""
-        view = read_group(self._client, self.members_path, self.draining_path,
-                          self._answer_within())
+    def _touched(self, _event: Any) -> None:
+        """A one-shot watch a read left (on the group, the markers or a member) fired."""
+        self.invalidate()
+        self._wake.set()
+
+    def invalidate(self) -> None:
+        """The group may have changed: the next :meth:`members` reads it (never blocks on I/O)."""
         with self._lock:
+            self._freshness.changed()
+
+    def members(self) -> list[MemberInfo]:
+        """The live members, read again only when the last view may be out of date (see the
+        module); what else sits in the group is logged once and kept for :meth:`ignored`."""
+        with self._lock:
+            view = self._freshness.fresh(self._clock())
+            if view is not None:
+                return view.members
+            read = self._freshness.begin(self._clock())
+        view = read_group(self._client, self.members_path, self.draining_path,
+                          self._answer_within(), watch=self._touched)
+        with self._lock:
+            if not self._freshness.done(read, view):
+                return view.members  # a later read was kept: its entries stand
             self._ignored = view.ignored
             fresh = [entry for entry in view.ignored
                      if (entry.name, entry.czxid) not in self._reported]
@@ -260,8 +362,11 @@ class Membership:
             return list(self._ignored)
 
     def set_draining(self, reason: str, persistent: bool) -> None:
-        mark_draining(self._client, self.draining_path, self.host, reason, persistent,
-                      self._answer_within())
+        try:
+            mark_draining(self._client, self.draining_path, self.host, reason, persistent,
+                          self._answer_within())
+        finally:
+            self.invalidate()  # written, or maybe written: read the markers again
 
 
 def read_members(client: Any, members_path: str, draining_path: str,
@@ -271,10 +376,13 @@ def read_members(client: Any, members_path: str, draining_path: str,
 
 
 def read_group(client: Any, members_path: str, draining_path: str,
-               timeout: float = DEFAULT_SESSION_TIMEOUT) -> GroupView:
+               timeout: float = DEFAULT_SESSION_TIMEOUT,
+               watch: Callable[[Any], None] | None = None) -> GroupView:
     """The group's members and the entries that are not members (pipelined reads, each round
-    answered within ``timeout`` seconds, else :class:`NoAnswer`)."""
-    lists = [client.get_children_async(members_path), client.get_children_async(draining_path)]
+    answered within ``timeout`` seconds, else :class:`NoAnswer`). With ``watch``, every read
+    leaves a one-shot watch that calls it: on both lists and on every member's znode."""
+    lists = [client.get_children_async(members_path, watch=watch),
+             client.get_children_async(draining_path, watch=watch)]
     deadline = Deadline(timeout)
     try:
         names = zookeeper.answer(lists[0], deadline, f"the list of {members_path}")
@@ -285,7 +393,8 @@ def read_group(client: Any, members_path: str, draining_path: str,
     except zk_exc.NoNodeError:
         draining = set()
     deadline = Deadline(timeout)
-    pending = [(name, client.get_async(f"{members_path}/{name}")) for name in names]
+    pending = [(name, client.get_async(f"{members_path}/{name}", watch=watch))
+               for name in names]
     members, ignored = [], []
     for name, async_result in pending:
         try:

@@ -157,7 +157,9 @@ class Fleet:
         self._wake.set()
 
     def session_changed(self, state: SessionState) -> None:
-        """Called by the fence on every session state change; never blocks."""
+        """Called by the fence on every session state change; never blocks. The members are
+        read again on the next pass, whatever the watches said."""
+        self._membership.invalidate()
         self._audit.record(AuditEvent(state.value), member_epoch=self._membership.member_epoch,
                            term=self._fence.term)
         if state is SessionState.CONNECTED:

@@ -70,6 +70,9 @@ class FakeMembership:
     def watch(self) -> None:
         self.watching = True
 
+    def invalidate(self) -> None:
+        pass  # members() reads the ensemble every time
+
     def members(self) -> list[MemberInfo]:
         return [MemberInfo(name, weight, name in self._ensemble.draining, member_epoch)
                 for name, (weight, member_epoch) in sorted(self._ensemble.members.items())]

@@ -48,17 +48,36 @@ def test_a_huge_foreign_value_is_named_briefly():
 
 
 class Group:
-    """The group folder as kazoo reads it: {name: (data, ephemeralOwner, czxid)}."""
+    """The group folder as kazoo reads it: {name: (data, ephemeralOwner, czxid)}; a read with
+    ``watch`` leaves a one-shot watch that :meth:`plant` and :meth:`remove` fire."""
 
     def __init__(self, children):
         self.children = children
+        self.watches = []
 
-    def get_children_async(self, path):
-        return Done(zk_exc.NoNodeError() if path.endswith("/draining") else list(self.children))
+    def get_children_async(self, path, watch=None):
+        if path.endswith("/draining"):
+            return Done(zk_exc.NoNodeError())
+        if watch is not None:
+            self.watches.append(watch)
+        return Done(list(self.children))
 
-    def get_async(self, path):
+    def get_async(self, path, watch=None):
         data, owner, czxid = self.children[path.rsplit("/", 1)[1]]
         return Done((data, types.SimpleNamespace(ephemeralOwner=owner, czxid=czxid)))
+
+    def plant(self, name, value):
+        self.children[name] = value
+        self._fire()
+
+    def remove(self, name):
+        del self.children[name]
+        self._fire()
+
+    def _fire(self):
+        watches, self.watches = self.watches, []
+        for watch in watches:
+            watch(None)
 
 
 class Done:
@@ -92,9 +111,9 @@ def test_membership_logs_each_planted_znode_once_and_again_if_planted_anew(monke
         assert len(caplog.records) == 1
         assert "/tooz/g/planted" in caplog.text and "persistent znode" in caplog.text
         assert [entry.name for entry in member.ignored()] == ["planted"]
-        del group.children["planted"]
+        group.remove("planted")
         member.members()
         assert member.ignored() == []
-        group.children["planted"] = (b"", 0, 9)  # planted again: a new znode, a new line
+        group.plant("planted", (b"", 0, 9))  # planted again: a new znode, a new line
         member.members()
         assert len(caplog.records) == 2
