@@ -158,7 +158,9 @@ class GroupFreshness:
 
     A view is used while no change was counted since its read began and less than
     ``reread_after`` seconds passed since then. Of two reads that overlap, the view of the one
-    that began last is kept, whichever ends first."""
+    that began last is kept, whichever ends first. An empty view is never kept: the group's
+    folder may be missing (:func:`read_group` answers an empty view), and a missing folder
+    leaves no watch to say when it comes."""
 
     def __init__(self, reread_after: float = REREAD_AFTER):
         self.reread_after = reread_after
@@ -188,6 +190,9 @@ class GroupFreshness:
         """``read`` answered ``view``; True when it is kept (no later read was kept before)."""
         if self._read is not None and self._read.number > read.number:
             return False
+        if not view.members and not view.ignored:
+            self._read = self._view = None  # read again next time
+            return True
         self._read, self._view = read, view
         return True
 

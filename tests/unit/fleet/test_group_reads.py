@@ -73,6 +73,15 @@ def test_of_two_overlapping_reads_the_later_one_is_kept_whichever_ends_first():
     assert freshness.fresh(0.2) == view("a", "b")
 
 
+def test_an_empty_view_is_never_kept():
+    """The group's folder missing reads as no members, and leaves no watch on it."""
+    freshness = GroupFreshness()
+    freshness.done(freshness.begin(0.0), view("a"))
+    freshness.changed()
+    assert freshness.done(freshness.begin(1.0), GroupView([], []))
+    assert freshness.fresh(1.1) is None
+
+
 # --- Membership over a stand-in for kazoo --------------------------------------------------------
 
 class Done:
