@@ -27,7 +27,6 @@ that a test or the local run reads back the config drive the daemon passed, in t
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,23 +130,17 @@ class Ironic(Service):
 
 def _schema(venv: Path) -> Path:
     """An empty Ironic database (``ironic-dbsync create_schema``, 2-3 CPU s of imports) made once
-    per virtualenv, beside it, under an flock (workers and runs share it), which each start
-    copies; in WAL mode."""
-    template = venv.parent / f"{venv.name}.template"
-    database = template / "ironic.sqlite"
-    with open(venv.parent / f"{venv.name}.template.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (template / "done").exists():
-            return database
-        shutil.rmtree(template, ignore_errors=True)  # a half-made one
-        template.mkdir(parents=True)
-        conf = template / "ironic.conf"
-        conf.write_text(f"[database]\nconnection = sqlite:///{database}\n")
-        process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
-                     "create_schema"], "ironic-dbsync create_schema")
-        _write_ahead_log(database)
-        (template / "done").write_text("")
-    return database
+    per virtualenv (:func:`venvs.made_once`), which each start copies; in WAL mode."""
+    return venvs.made_once(venv, lambda folder: _create_schema(venv, folder)) / "ironic.sqlite"
+
+
+def _create_schema(venv: Path, folder: Path) -> None:
+    database = folder / "ironic.sqlite"
+    conf = folder / "ironic.conf"
+    conf.write_text(f"[database]\nconnection = sqlite:///{database}\n")
+    process.run([str(venv / "bin" / "ironic-dbsync"), "--config-file", str(conf),
+                 "create_schema"], "ironic-dbsync create_schema")
+    _write_ahead_log(database)
 
 
 def _write_ahead_log(path: Path) -> None:

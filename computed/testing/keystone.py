@@ -22,7 +22,6 @@ a failing setup command raises with its output (:class:`computed.testing.process
 
 from __future__ import annotations
 
-import fcntl
 import grp
 import os
 import pwd
@@ -172,26 +171,21 @@ def _config(home: Path) -> str:
 
 
 def _template(venv: Path) -> Path:
-    """A folder beside ``venv`` (made once per virtualenv, under an flock: workers and runs
-    share it) holding what ``keystone-manage db_sync``, ``fernet_setup`` and ``receipt_setup``
-    make: the migrated database and both key repositories, which a start copies instead of
-    running those three commands (3-4 CPU s of imports each) again; ``bootstrap`` (the admin,
-    the endpoints on this start's port) runs at each start."""
-    template = venv.parent / f"{venv.name}.template"
-    with open(venv.parent / f"{venv.name}.template.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (template / "done").exists():
-            return template
-        shutil.rmtree(template, ignore_errors=True)  # a half-made one
-        template.mkdir(parents=True)
-        conf = template / "keystone.conf"
-        conf.write_text(_config(template))
-        manage = [str(venv / "bin" / "keystone-manage"), "--config-file", str(conf)]
-        user = pwd.getpwuid(os.getuid()).pw_name
-        group = grp.getgrgid(os.getgid()).gr_name
-        process.run(manage + ["db_sync"], "keystone-manage db_sync")
-        for what in ("fernet_setup", "receipt_setup"):
-            process.run(manage + [what, "--keystone-user", user, "--keystone-group", group],
-                        f"keystone-manage {what}")
-        (template / "done").write_text("")
-    return template
+    """A folder beside ``venv`` (made once per virtualenv, :func:`venvs.made_once`) holding what
+    ``keystone-manage db_sync``, ``fernet_setup`` and ``receipt_setup`` make: the migrated
+    database and both key repositories, which a start copies instead of running those three
+    commands (3-4 CPU s of imports each) again; ``bootstrap`` (the admin, the endpoints on this
+    start's port) runs at each start."""
+    return venvs.made_once(venv, lambda folder: _set_up(venv, folder))
+
+
+def _set_up(venv: Path, folder: Path) -> None:
+    conf = folder / "keystone.conf"
+    conf.write_text(_config(folder))
+    manage = [str(venv / "bin" / "keystone-manage"), "--config-file", str(conf)]
+    user = pwd.getpwuid(os.getuid()).pw_name
+    group = grp.getgrgid(os.getgid()).gr_name
+    process.run(manage + ["db_sync"], "keystone-manage db_sync")
+    for what in ("fernet_setup", "receipt_setup"):
+        process.run(manage + [what, "--keystone-user", user, "--keystone-group", group],
+                    f"keystone-manage {what}")

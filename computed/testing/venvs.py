@@ -6,7 +6,9 @@ default ``~/.cache/computed``) in a folder named after a digest of its requireme
 Python that built it: changing a requirement builds a new one, anything else reuses the old one.
 
 Guarantees: a virtualenv is used only once it is complete (a marker file is written last), and two
-processes asking for the same one at once build it once (an flock on a lock file).
+processes asking for the same one at once build it once (an flock on a lock file). The same holds
+for what :func:`made_once` makes beside a virtualenv (a service's empty database, its keys), which
+each start of the service copies instead of running the service's setup commands again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import hashlib
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from computed.testing.process import run
@@ -54,3 +56,19 @@ def ensure(name: str, requirements: Sequence[str]) -> Path:
             timeout=1200)
         (target / COMPLETE).write_text("\n".join(requirements) + "\n")
     return target
+
+
+def made_once(venv: Path, make: Callable[[Path], None]) -> Path:
+    """A folder beside the virtualenv ``venv`` that ``make(folder)`` filled, once per virtualenv
+    (workers and runs share it): used only once complete, made again when a run left it half
+    made, made once when processes ask at once."""
+    folder = venv.parent / f"{venv.name}.template"
+    with open(venv.parent / f"{venv.name}.template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / COMPLETE).exists():
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)  # a half-made one
+        folder.mkdir(parents=True)
+        make(folder)
+        (folder / COMPLETE).write_text("")
+    return folder
