@@ -90,7 +90,8 @@ def stack_for(args, work: Path, services: list[str], prefix: str, keep_nodes: bo
         return
     log(f"starting {', '.join(services)} in {work / 'stack'}"
         + (f" (ZooKeeper: {zookeeper_servers} servers)" if zookeeper_servers > 1 else ""))
-    own = Stack.up(work / "stack", services, zookeeper_servers=zookeeper_servers)
+    own = Stack.up(work / "stack", services, zookeeper_servers=zookeeper_servers,
+                   ironic_power_sync=getattr(args, "ironic_power_sync", None))
     try:
         yield own
     finally:

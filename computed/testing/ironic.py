@@ -46,10 +46,13 @@ class Ironic(Service):
     name = "ironic"
 
     def __init__(self, workdir: Path, info: dict | None = None, transport_url: str = "",
-                 deploy_delay: float = 0.0, glance_url: str = ""):
+                 deploy_delay: float = 0.0, glance_url: str = "",
+                 power_sync_interval: int | None = None):
         super().__init__(workdir, info)
         self.info.setdefault("transport_url", transport_url)
         self.info.setdefault("deploy_delay", deploy_delay)
+        # Ironic's [conductor] sync_power_state_interval (None: Ironic's default, 120 s; 0: off).
+        self.info.setdefault("power_sync_interval", power_sync_interval)
         if glance_url:
             self.info.setdefault("glance", {"endpoint": glance_url})
 
@@ -89,6 +92,8 @@ class Ironic(Service):
             f"connection = sqlite:///{home / 'ironic.sqlite'}",
             "[conductor]",
             "automated_clean = false",
+            *([f"sync_power_state_interval = {self.info['power_sync_interval']}"]
+              if self.info.get("power_sync_interval") is not None else []),
             "[oslo_policy]",
             f"policy_file = {home / 'policy.yaml'}",
             "[fake]",

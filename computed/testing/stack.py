@@ -50,10 +50,11 @@ CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
 
 class Stack:
     def __init__(self, workdir: Path, services: dict[str, Service] | None = None,
-                 zookeeper_servers: int = 1):
+                 zookeeper_servers: int = 1, ironic_power_sync: int | None = None):
         self.workdir = Path(workdir)
         self.services: dict[str, Service] = services or {}
         self.zookeeper_servers = zookeeper_servers
+        self.ironic_power_sync = ironic_power_sync
 
     @property
     def state_file(self) -> Path:
@@ -61,15 +62,17 @@ class Stack:
 
     @classmethod
     def up(cls, workdir: Path, names: Iterable[str] = DEFAULT,
-           zookeeper_servers: int = 1) -> Stack:
+           zookeeper_servers: int = 1, ironic_power_sync: int | None = None) -> Stack:
         """Start ``names`` (PostgreSQL only where a server is available); ZooKeeper as an
-        :class:`Ensemble` of ``zookeeper_servers`` when more than one."""
+        :class:`Ensemble` of ``zookeeper_servers`` when more than one; Ironic's power-state sync
+        every ``ironic_power_sync`` seconds (0: none; None: Ironic's default)."""
         wanted = set(names)
         unknown = wanted - set(ORDER)
         if unknown:
             raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(ORDER)}")
-        stack = cls(Path(workdir), zookeeper_servers=zookeeper_servers)
+        stack = cls(Path(workdir), zookeeper_servers=zookeeper_servers,
+                    ironic_power_sync=ironic_power_sync)
         stack.workdir.mkdir(parents=True, exist_ok=True)
         try:
             for wave in WAVES:
@@ -100,7 +103,8 @@ class Stack:
             return Ironic(self.workdir, transport_url=self.services["rabbitmq"].url
                           if "rabbitmq" in self.services else "",
                           glance_url=self.services["glance"].url
-                          if "glance" in self.services else "")
+                          if "glance" in self.services else "",
+                          power_sync_interval=self.ironic_power_sync)
         if name == "placement" and "postgres" in self.services:
             database = self.services["postgres"].create_database(
                 f"placement_{self.services['postgres'].info['database']}")

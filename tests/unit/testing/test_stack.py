@@ -57,3 +57,13 @@ def test_with_glance_ironic_and_computed_api_are_pointed_at_it(tmp_path):
     without = stack.Stack(tmp_path, {})
     assert "[glance]" not in without._new("ironic")._config(tmp_path, 6385)
     assert "[glance]" not in without.computed_conf()
+
+
+def test_ironic_power_sync_is_ironics_default_unless_asked(tmp_path):
+    default = stack.Stack(tmp_path)._new("ironic")._config(tmp_path, 6385)
+    assert "sync_power_state_interval" not in default
+    for seconds in (0, 600):
+        conf = stack.Stack(tmp_path, ironic_power_sync=seconds)._new("ironic")._config(
+            tmp_path, 6385)
+        section = conf.split("[conductor]\n", 1)[1].split("[", 1)[0]
+        assert f"sync_power_state_interval = {seconds}\n" in section
