@@ -65,12 +65,7 @@ class Keystone(Service):
             shutil.copy2(template / "keystone.sqlite", home / "keystone.sqlite")
             for keys in KEY_REPOSITORIES:
                 shutil.copytree(template / keys, home / keys)
-            process.run(manage + ["bootstrap",
-                                  "--bootstrap-password", self.info["passwords"][ADMIN],
-                                  "--bootstrap-admin-url", f"{url}/v3",
-                                  "--bootstrap-public-url", f"{url}/v3",
-                                  "--bootstrap-internal-url", f"{url}/v3",
-                                  "--bootstrap-region-id", "RegionOne"],
+            process.run(manage + bootstrap_arguments(self.info["passwords"][ADMIN], url),
                         "keystone-manage bootstrap")
         self.info.update(port=port, url=url)
         env = {**os.environ, "OS_KEYSTONE_CONFIG_FILES": str(conf)}
@@ -168,6 +163,16 @@ def _config(home: Path) -> str:
         f"key_repository = {home / 'fernet-receipts'}",
         "",
     ])
+
+
+def bootstrap_arguments(password: str, url: str) -> list[str]:
+    """``keystone-manage bootstrap``'s arguments: the admin's ``password``, the endpoints at
+    ``url``. The password is joined to its option (``--bootstrap-password=...``): a random
+    one starts with ``-`` once in 64 (``secrets.token_urlsafe``), which argparse would take
+    for an option when it stood alone (seen: a suite's Keystone failed to start so)."""
+    return ["bootstrap", f"--bootstrap-password={password}",
+            "--bootstrap-admin-url", f"{url}/v3", "--bootstrap-public-url", f"{url}/v3",
+            "--bootstrap-internal-url", f"{url}/v3", "--bootstrap-region-id", "RegionOne"]
 
 
 def _template(venv: Path) -> Path:
