@@ -17,6 +17,18 @@ from computed.fleet.claims import AcquireResult, Claim
 from computed.fleet.membership import MemberInfo
 
 
+class Done:
+    """A kazoo async result already answered: ``value``, or raised if an exception."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def get(self, timeout=None):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
 class Clock:
     """A monotonic clock that moves only when a test sets ``now``."""
 

@@ -22,7 +22,7 @@ from computed.fleet.membership import (
     Membership,
 )
 from computed.fleet.reconciler import Fleet
-from tests.unit.fleet.fakes import Clock, Ensemble, FakeClaims
+from tests.unit.fleet.fakes import Clock, Done, Ensemble, FakeClaims
 
 MEMBERS = "/tooz/fleet"
 DRAINING = "/computed/fleet/draining"
@@ -83,16 +83,6 @@ def test_an_empty_view_is_never_kept():
 
 
 # --- Membership over a stand-in for kazoo --------------------------------------------------------
-
-class Done:
-    def __init__(self, value):
-        self.value = value
-
-    def get(self, timeout=None):
-        if isinstance(self.value, Exception):
-            raise self.value
-        return self.value
-
 
 class Zoo:
     """Znodes {path: (data, ephemeralOwner, czxid)} with ZooKeeper's watches: one-shot data and

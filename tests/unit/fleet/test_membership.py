@@ -10,6 +10,7 @@ from tooz import utils as tooz_utils
 
 from computed.fleet import membership
 from computed.fleet.membership import IgnoredEntry, MemberInfo, member_from_znode, read_group
+from tests.unit.fleet.fakes import Done
 
 SESSION = 0x1234
 
@@ -78,18 +79,6 @@ class Group:
         watches, self.watches = self.watches, []
         for watch in watches:
             watch(None)
-
-
-class Done:
-    """A kazoo async result already answered: ``value``, or raised if an exception."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def get(self, timeout=None):
-        if isinstance(self.value, Exception):
-            raise self.value
-        return self.value
 
 
 def test_read_group_splits_members_from_planted_entries():
