@@ -26,7 +26,7 @@ from oslo_log import log as logging
 from tooz import coordination
 
 from computed.baremetal.driver import BaremetalDriver, UnknownDriver, load_driver
-from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT, session_timeout
+from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT, with_session_of_at_least
 from computed.conf.errors import ConfigError
 from computed.conf.loader import EXIT_CONFIG
 from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
@@ -159,18 +159,6 @@ def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
     except UnknownDriver as exc:
         raise ConfigError(None, 'baremetal_driver', str(exc)) from None
     return driver_class.from_conf(conf)
-
-
-def with_session_of_at_least(url: str, seconds: float) -> str:
-    """The tooz URL ``url`` asking for a ZooKeeper session of at least ``seconds``: its own
-    ``timeout`` when that is longer, else ``seconds``; every other part unchanged."""
-    if session_timeout(url) >= seconds:
-        return url
-    parts = parse.urlsplit(url)
-    query = [(key, value) for key, value in parse.parse_qsl(parts.query, keep_blank_values=True)
-             if key != 'timeout']
-    query.append(('timeout', f'{seconds:g}'))
-    return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
 
 
 def connect_zookeeper(conf: cfg.ConfigOpts, member: str,

@@ -24,6 +24,18 @@ def session_timeout(backend_url: str) -> float:
     return float(values[-1]) if values else DEFAULT_SESSION_TIMEOUT
 
 
+def with_session_of_at_least(url: str, seconds: float) -> str:
+    """The tooz URL ``url`` asking for a ZooKeeper session of at least ``seconds``: its own
+    ``timeout`` when that is longer, else ``seconds``; every other part unchanged."""
+    if session_timeout(url) >= seconds:
+        return url
+    parts = parse.urlsplit(url)
+    query = [(key, value) for key, value in parse.parse_qsl(parts.query, keep_blank_values=True)
+             if key != 'timeout']
+    query.append(('timeout', f'{seconds:g}'))
+    return parse.urlunsplit(parts._replace(query=parse.urlencode(query)))
+
+
 def group() -> cfg.OptGroup:
     # A fresh object per ConfigOpts: oslo.config keeps a group's options
     # on the OptGroup itself, so sharing one would leak options (e.g. an

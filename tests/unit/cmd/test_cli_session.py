@@ -7,7 +7,7 @@ import pytest
 from tooz import coordination
 
 from computed.cmd import common
-from computed.conf.coordination import session_timeout
+from computed.conf.coordination import session_timeout, with_session_of_at_least
 
 
 @pytest.mark.parametrize('url, expected', [
@@ -16,17 +16,17 @@ from computed.conf.coordination import session_timeout
     ('zookeeper://127.0.0.1:2181', 10.0),
 ])
 def test_the_session_is_at_least_the_floor(url, expected):
-    assert session_timeout(common.with_session_of_at_least(url, 10.0)) == expected
+    assert session_timeout(with_session_of_at_least(url, 10.0)) == expected
 
 
 def test_a_longer_session_or_none_leaves_the_url_as_it_is():
     for url in ('zookeeper://h:2181?timeout=30', 'zookeeper://h:2181'):
-        assert common.with_session_of_at_least(url, 10.0) == url
+        assert with_session_of_at_least(url, 10.0) == url
 
 
 def test_other_parameters_and_the_hosts_are_kept():
     url = 'zookeeper://a:2181,b:2181/chroot?timeout=2&namespace=x'
-    parts = parse.urlsplit(common.with_session_of_at_least(url, 10.0))
+    parts = parse.urlsplit(with_session_of_at_least(url, 10.0))
     assert (parts.netloc, parts.path) == ('a:2181,b:2181', '/chroot')
     assert parse.parse_qs(parts.query) == {'timeout': ['10'], 'namespace': ['x']}
 
@@ -51,4 +51,4 @@ def test_a_command_asks_zookeeper_for_the_cli_session_not_the_daemons(monkeypatc
 
 def test_a_service_keeps_the_session_its_url_asks_for():
     url = 'zookeeper://127.0.0.1:2181?timeout=2'
-    assert common.with_session_of_at_least(url, 0.0) == url
+    assert with_session_of_at_least(url, 0.0) == url
