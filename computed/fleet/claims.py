@@ -89,9 +89,13 @@ def windows(items: list, size: int) -> Iterable[list]:
     return (items[i:i + size] for i in range(0, len(items), size))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
-    """A claim this daemon holds: its node, its epoch (the znode's czxid), the fence term."""
+    """A claim this daemon holds: its node, its epoch (the znode's czxid), the fence term.
+
+    A daemon holds one per node of its share (10,000 at 50,000 nodes and 5 daemons): slots, no
+    per-instance dict (40 bytes less each).
+    """
 
     node: str
     epoch: int
@@ -153,6 +157,10 @@ class ClaimTable:
         self._audit = audit
         # Set from kazoo's thread when a claim we wait for is deleted (the reconciler's wake-up).
         self._wake = wake
+        # The watch on each held claim, one object: kazoo keeps the watch it is given for every
+        # watched path, and ``self._held_event`` makes a new bound method at each use (64 bytes
+        # per claim held).
+        self._held_watch = self._held_event
         self._held: dict[str, Claim] = {}
         # Released (not acted on) but whose znode's delete failed: deleted again by
         # delete_released.
@@ -230,7 +238,7 @@ class ClaimTable:
         """Watch the znode of a claim we hold; its answer is checked as soon as it arrives."""
         try:
             async_result = self._client.exists_async(self._node_path(node),
-                                                     watch=self._held_event)
+                                                     watch=self._held_watch)
         except zk_exc.KazooException as exc:  # no session: the fence stops acting anyway
             LOG.warning("cannot watch our claim on node %s: %s", node, exc)
             return
