@@ -19,6 +19,7 @@ import struct
 import tempfile
 import uuid
 from pathlib import Path
+from urllib import parse
 
 from computed.testing import process
 from computed.testing.service import Service
@@ -34,6 +35,35 @@ def speaks_postgres(port: int) -> bool:
 def _bindir() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return Path(found[-1]).parent if found else None
+
+
+def client(tool: str) -> str:
+    """The path of one of PostgreSQL's client programs (``psql``, ``pg_dump``)."""
+    return shutil.which(tool) or str((_bindir() or Path("/usr/bin")) / tool)
+
+
+def server_of(url: str) -> tuple[str, int]:
+    """(host, port) of the server of a SQLAlchemy PostgreSQL URL."""
+    parts = parse.urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or SHARED_PORT
+
+
+def psql(host: str, port: int, sql: str = "", database: str = "postgres",
+         file: Path | None = None) -> None:
+    """Run ``sql`` (or the statements of ``file``) as ``postgres`` in ``database``; stops at
+    the first error, which raises."""
+    what = ["-f", str(file)] if file is not None else ["-c", sql]
+    process.run([client("psql"), "-h", host, "-p", str(port), "-U", "postgres", "-d", database,
+                 "-q", "-v", "ON_ERROR_STOP=1", *what], f"psql: {sql or file} in {database}",
+                env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
+
+
+def dump(host: str, port: int, database: str, path: Path) -> None:
+    """``database`` as SQL statements in ``path`` (schema and rows, no owner nor grants: they
+    load into a database of any server of this major version)."""
+    process.run([client("pg_dump"), "-h", host, "-p", str(port), "-U", "postgres",
+                 "--no-owner", "--no-privileges", "-f", str(path), database],
+                f"pg_dump {database}", env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
 
 
 def available() -> bool:
@@ -93,10 +123,7 @@ class PostgreSQL(Service):
         return data / "postgres"
 
     def _psql(self, sql: str) -> None:
-        psql = shutil.which("psql") or str((_bindir() or Path("/usr/bin")) / "psql")
-        process.run([psql, "-h", "127.0.0.1", "-p", str(self.info["port"]), "-U", "postgres",
-                     "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql], f"psql: {sql}",
-                    env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
+        psql("127.0.0.1", self.info["port"], sql)
 
     def ready(self) -> bool:
         return speaks_postgres(self.info.get("port", 0))

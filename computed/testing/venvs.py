@@ -58,12 +58,12 @@ def ensure(name: str, requirements: Sequence[str]) -> Path:
     return target
 
 
-def made_once(venv: Path, make: Callable[[Path], None]) -> Path:
+def made_once(venv: Path, make: Callable[[Path], None], kind: str = "template") -> Path:
     """A folder beside the virtualenv ``venv`` that ``make(folder)`` filled, once per virtualenv
-    (workers and runs share it): used only once complete, made again when a run left it half
-    made, made once when processes ask at once."""
-    folder = venv.parent / f"{venv.name}.template"
-    with open(venv.parent / f"{venv.name}.template.lock", "w") as lock:
+    and ``kind`` (workers and runs share it): used only once complete, made again when a run
+    left it half made, made once when processes ask at once."""
+    folder = venv.parent / f"{venv.name}.{kind}"
+    with open(venv.parent / f"{venv.name}.{kind}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (folder / COMPLETE).exists():
             return folder
