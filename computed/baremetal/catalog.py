@@ -16,8 +16,17 @@ STALE (the last refresh failed; nodes are those of the last success).
 
 An empty list that Ironic *did* return is a valid answer and replaces the
 previous one: it is the driver's errors, not the list's size, that mark a
-view stale. Thread-safe: refreshes may run concurrently with readers; each
-reader gets a consistent view object.
+view stale.
+
+Each view says which set of uuids it holds (:attr:`NodeView.uuids_version`):
+two views of one catalog with the same number hold the same uuids, so a
+reader that derives something from the uuids alone (the set the fleet shares
+out, :class:`~computed.daemon.nodes.FleetNodes`) need not build it again after
+an event changed one node's data, which is most events (at 50,000 nodes that
+rebuild was ~5 MB of sets made and thrown away per event).
+
+Thread-safe: refreshes may run concurrently with readers; each reader gets a
+consistent view object.
 
 Threads: the listing thread calls :meth:`NodeCatalog.refresh`, the node
 thread :meth:`NodeCatalog.update` (a re-read after an event); the fleet,
@@ -56,7 +65,9 @@ class NodeView:
 
     ``listed_at`` is the monotonic time of the listing the nodes come
     from; ``error`` is the failure that made the view stale (None when
-    fresh); ``failures`` counts refreshes failed in a row.
+    fresh); ``failures`` counts refreshes failed in a row;
+    ``uuids_version`` is the same number in two views of one catalog only
+    when their nodes' uuids are the same set.
     """
 
     nodes: Mapping[str, Node]
@@ -64,6 +75,7 @@ class NodeView:
     listed_at: float
     error: DriverError | None = None
     failures: int = 0
+    uuids_version: int = 0
 
     @property
     def stale(self) -> bool:
@@ -90,6 +102,7 @@ class NodeCatalog:
         self._lock = threading.Lock()
         self._view: NodeView | None = None
         self._touched: dict[str, float] = {}  # uuid -> when update() last replaced it
+        self._uuids_versions = 0  # the last NodeView.uuids_version given (under the lock)
 
     def view(self) -> NodeView | None:
         """The current view, or None before the first successful listing."""
@@ -119,9 +132,18 @@ class NodeCatalog:
             current = self._view
             if current is None or current.listed_at <= started:
                 self._keep_newer_updates(listed, current, started)
+                # The same uuids as the current view: the same number (a comparison of keys,
+                # allocating nothing, once per listing).
+                same = current is not None and listed.keys() == current.nodes.keys()
                 self._view = NodeView(nodes=MappingProxyType(listed),
-                                      freshness=Freshness.FRESH, listed_at=started)
+                                      freshness=Freshness.FRESH, listed_at=started,
+                                      uuids_version=(current.uuids_version if same
+                                                     else self._new_uuids_version()))
             return self._view
+
+    def _new_uuids_version(self) -> int:
+        self._uuids_versions += 1
+        return self._uuids_versions
 
     def _keep_newer_updates(self, listed: dict[str, Node],
                             current: NodeView | None, started: float) -> None:
@@ -173,5 +195,9 @@ class NodeCatalog:
                 nodes.pop(uuid, None)
             else:
                 nodes[uuid] = node
-            self._view = dataclasses.replace(current, nodes=MappingProxyType(nodes))
+            # One uuid replaced, added or removed: the same set when the count is the same.
+            uuids_version = (current.uuids_version if len(nodes) == len(current.nodes)
+                             else self._new_uuids_version())
+            self._view = dataclasses.replace(current, nodes=MappingProxyType(nodes),
+                                             uuids_version=uuids_version)
 

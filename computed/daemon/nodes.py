@@ -22,7 +22,9 @@ Guarantees:
   database is only a hint here: when it cannot be read, the last set read is kept.
 * **Unchanged is cheap to tell.** :meth:`FleetNodes.uuids` returns the same set object, and
   :attr:`FleetNodes.version` the same number, while nothing changed: the fleet's and the sync
-  pass's every-second passes see "nothing new" without looking at a node (issue 13 item 7).
+  pass's every-second passes see "nothing new" without looking at a node (issue 13 item 7). An
+  event that changed a node's data, not the catalog's set of uuids
+  (:attr:`computed.baremetal.catalog.NodeView.uuids_version`), builds no set either.
 * **A listing on demand.** :meth:`FleetNodes.request_refresh` (an Ironic event that adds or removes
   a node, or the daemon stopping) cuts the listing thread's wait short.
 
@@ -64,10 +66,10 @@ class FleetNodes:
         self.version = 0  # bumped when the known providers or the foreign nodes change
         self._lock = threading.Lock()
         self._refresh_due = threading.Event()
-        # The last answer of uuids() and what it was made from (the view's nodes, the version):
-        # the same inputs give the same object.
+        # The last answer of uuids() and what it was made from (the catalog's uuids_version,
+        # the version): the same inputs give the same object.
         self._shared: frozenset[str] | None = None
-        self._shared_from: tuple[object, int] | None = None
+        self._shared_from: tuple[int, int] | None = None
         # Provider reads started, and the latest started whose answer is kept (see the module
         # docstring): both under the lock.
         self._provider_reads = 0
@@ -81,12 +83,11 @@ class FleetNodes:
         if view is None:
             return None
         with self._lock:
-            if (self._shared_from is None or self._shared_from[0] is not view.nodes
-                    or self._shared_from[1] != self.version):
+            if self._shared_from != (view.uuids_version, self.version):
                 shared = frozenset(view.nodes.keys() | self._providers) - self._foreign
                 if shared != self._shared:
                     self._shared = shared
-                self._shared_from = (view.nodes, self.version)
+                self._shared_from = (view.uuids_version, self.version)
             return self._shared
 
     def is_known_provider(self, uuid: str) -> bool:

@@ -165,3 +165,25 @@ def test_an_update_with_an_unchanged_node_keeps_the_view():
     catalog._driver = ScriptedDriver([Node(uuid='a', maintenance=True), Node(uuid='b')])
     catalog._clock.now -= 1  # a listing in flight since before the update: the update wins
     assert catalog.refresh().nodes['a'].maintenance is False
+
+
+def test_views_with_the_same_uuids_and_only_those_share_a_uuids_version():
+    error = DriverUnavailable('list nodes', 'refused')
+    catalog = NodeCatalog(ScriptedDriver(nodes('a', 'b'), [Node(uuid='a', maintenance=True),
+                                                           Node(uuid='b')],
+                                         error, nodes('a', 'c'), nodes('a')), clock=Clock())
+    versions = [catalog.refresh().uuids_version]
+    catalog.update('a', Node(uuid='a', power_state='power on'))  # one node's data
+    versions.append(catalog.view().uuids_version)
+    catalog.update('z', None)  # gone, and never listed: the same uuids
+    versions.append(catalog.view().uuids_version)
+    versions.append(catalog.refresh().uuids_version)  # listed again: the same uuids
+    versions.append(catalog.refresh().uuids_version)  # stale: the last good list
+    assert len(set(versions)) == 1, versions
+    others = [catalog.refresh().uuids_version]  # a, c: another set
+    catalog.update('d', Node(uuid='d'))  # added
+    others.append(catalog.view().uuids_version)
+    catalog.update('d', None)  # removed again: a, c as before, but told apart
+    others.append(catalog.view().uuids_version)
+    others.append(catalog.refresh().uuids_version)  # a alone
+    assert len(set(versions + others)) == 5, (versions, others)
