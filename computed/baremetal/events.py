@@ -65,7 +65,8 @@ LOG = logging.getLogger(__name__)
 NODE_EVENT_PREFIX = "baremetal.node."
 #: A daemon's heartbeat: ``{"host": ..., "sent": wall-clock seconds}``.
 HEARTBEAT_EVENT = "computed.heartbeat"
-#: Nodes a full listing found changed with no event: ``{"nodes": [uuid, ...]}``.
+#: Nodes a fleet-wide listing found differing from what computed applied at two rounds in a row
+#: (changed with no event, or with no provider applied yet): ``{"nodes": [uuid, ...]}``.
 MISSED_EVENT = "computed.node.missed"
 #: Uuids per :data:`MISSED_EVENT` message (a message stays well under the broker's frame size).
 MISSED_PER_MESSAGE = 500

@@ -33,9 +33,13 @@ Guarantees:
   compares every node's provider state with the one computed last applied (the ``providers``
   table all daemons share) and announces the nodes that differed the same way at its previous
   round too (a difference seen once may be a report on its way), at most
-  :data:`ANNOUNCE_PER_ROUND` per round, on the event stream
-  (:meth:`computed.baremetal.events.Heartbeat.announce_missed`): every daemon re-reads those
-  nodes alone, the owner reports them. The last round's lister keeps the rounds while it lives
+  :data:`ANNOUNCE_PER_ROUND` per round (changes first, :func:`to_announce`), on the event
+  stream (:meth:`computed.baremetal.events.Heartbeat.announce_missed`): every daemon re-reads
+  those nodes alone, the owner reports them. Only a node that differs from an applied state (or
+  an applied provider whose node is not listed) is a change with no event, and warned about; a
+  listed node with no provider applied yet is a report not applied yet as often (a cold start
+  has thousands, for minutes), announced all the same but logged at INFO
+  (:func:`round_findings`). The last round's lister keeps the rounds while it lives
   (others wait :data:`HANDOFF` seconds longer), so it can confirm what it found. A round won
   less than ``frequent`` seconds after this daemon's own listing ended compares that listing
   (kept current by events since) instead of listing again (:func:`round_lists_again`): the
@@ -156,8 +160,8 @@ def round_lists_again(own_done: float | None, frequent: float, rare: float,
 @dataclasses.dataclass(frozen=True)
 class RoundRecord:
     """The last fleet-wide listing: when it started and when it finished (wall clock; None
-    while it runs), who ran it, and how many nodes it found changed with no event (None while
-    it runs)."""
+    while it runs), who ran it, and how many nodes it found differing from what computed applied
+    (None while it runs; :func:`differing`)."""
 
     started: float
     host: str
@@ -199,16 +203,70 @@ def round_due(now: float, last: RoundRecord | None, rare: float, frequent: float
     return now - since >= interval
 
 
+def not_applied(how: tuple[Node | None, Any]) -> bool:
+    """Whether a difference (as :func:`differing` says how) is a listed node with no provider
+    state applied at all (never reported, or its provider deleted since): its owner's report may
+    simply not have been applied yet (a cold start has thousands, for minutes), so it is not
+    evidence that something changed with no event, as a listed node that differs from an applied
+    state, or an applied provider whose node is not listed, is."""
+    return how[0] is not None and how[1] is None
+
+
 def to_announce(differing: Mapping[str, Any], previous: Mapping[str, Any],
                 limit: int) -> list[str]:
     """The nodes to announce: those that differed the same way (same listed node, same applied
     state) at the previous round too, at most ``limit`` of them. A difference seen once may be a
     report still on its way (a cold start has thousands); one that outlived a whole round was
     missed. The cap bounds the re-reads a round causes (each daemon re-reads each announced
-    node); the rest are announced by the next rounds, ``frequent`` seconds apart."""
-    confirmed = sorted(uuid for uuid, how in differing.items()
+    node); the rest are announced by the next rounds, ``frequent`` seconds apart. Nodes changed
+    with no event come before nodes with nothing applied yet (:func:`not_applied`): a cold
+    start's backlog of first reports must not hold back a change Ironic never announced."""
+    confirmed = sorted((not_applied(how), uuid) for uuid, how in differing.items()
                        if uuid in previous and previous[uuid] == how)
-    return confirmed[:limit]
+    return [uuid for _, uuid in confirmed[:limit]]
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundFindings:
+    """What a round found, by kind, for its log line (:func:`round_findings`)."""
+
+    #: announced: differed the same way at the last round, with a provider state applied (or an
+    #: applied provider whose node is not listed): changed with no event, or its event lost
+    changed: int
+    #: announced: listed, no provider state applied at the last round nor now (reports not
+    #: applied yet, or a first report lost: the owner re-reads the node and reports it)
+    unapplied: int
+    #: differing, not announced: first seen by this round (a report may be on its way), or
+    #: beyond the round's cap
+    pending: int
+
+    def level(self) -> int:
+        """WARNING only for what is evidence of a change no event announced; a cold start's
+        rounds, which find thousands of nodes whose first report is not applied yet, log at
+        INFO."""
+        return logging.WARNING if self.changed else logging.INFO
+
+    def describe(self, examples: Iterable[str]) -> str:
+        """One log line; ``examples``: some of the announced uuids."""
+        total = self.changed + self.unapplied + self.pending
+        return (f"the fleet-wide listing found {total} node(s) whose provider differs from what "
+                f"computed applied: {self.changed} changed with no event (differing the same "
+                f"way at the last round too), {self.unapplied} with no provider applied yet "
+                f"(at the last round too: their reports not applied yet, or lost), "
+                f"{self.pending} not announced (seen differing for the first time: a report may "
+                f"be on its way; or beyond {ANNOUNCE_PER_ROUND} a round); announcing "
+                f"{self.changed + self.unapplied} to their owners, e.g. "
+                f"{', '.join(examples) or 'none'}")
+
+
+def round_findings(found: Mapping[str, tuple[Node | None, Any]],
+                   announce: Iterable[str]) -> RoundFindings:
+    """Sorts a round's differences (``found``, from :func:`differing`) and what it announces
+    (from :func:`to_announce`) into :class:`RoundFindings`."""
+    announced = list(announce)
+    unapplied = sum(1 for uuid in announced if not_applied(found[uuid]))
+    return RoundFindings(changed=len(announced) - unapplied, unapplied=unapplied,
+                         pending=len(found) - len(announced))
 
 
 def round_compares_all(relist: bool, confirming: bool) -> bool:
@@ -461,10 +519,8 @@ class Listings:
         self._differing = found
         self._last_round = record
         if found:
-            LOG.warning("the fleet-wide listing found %d node(s) whose provider differs from "
-                        "what computed applied; %d of them did at the last round too "
-                        "(changed with no event): announcing them to their owners, e.g. %s",
-                        len(found), len(announce), ", ".join(announce[:5]) or "none")
+            findings = round_findings(found, announce)
+            LOG.log(findings.level(), "%s", findings.describe(announce[:5]))
             if announce and self._heartbeat is not None:
                 self._heartbeat.announce_missed(announce)
         self.last_missed = len(announce)

@@ -18,7 +18,8 @@ Guarantees:
   if the daemon claims the node before that (a peer died or left), the node is re-read then. So a
   change made during a failover reaches Placement as soon as the node is claimed again, not at
   the next listing. An event that adds or removes a node, and a node a fleet-wide listing found
-  changed with no event (:mod:`computed.daemon.listing`), is re-read by every daemon, so each
+  differing at two rounds in a row (changed with no event, or with no provider applied yet:
+  :mod:`computed.daemon.listing`), is re-read by every daemon, so each
   one's set of nodes to share out follows without a full listing of its own.
 * A node is synced again only when its snapshot or its claim changed since it was last synced, so
   a pass over unchanged nodes offers nothing; and a pass whose inputs are those of the last pass

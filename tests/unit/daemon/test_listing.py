@@ -4,6 +4,7 @@ one daemon for the fleet while it flows; what the fleet-wide listing announces."
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -29,9 +30,11 @@ from computed.daemon.listing import (
     confirming_round,
     differing,
     first_listing_wait,
+    not_applied,
     own_listing_due,
     round_compares_all,
     round_due,
+    round_findings,
     round_lists_again,
     to_announce,
 )
@@ -126,6 +129,37 @@ def test_only_differences_that_outlived_a_round_are_announced_and_at_most_a_limi
     assert to_announce(again, first, 10) == [N1]
     many = {f"{i:03d}": ("n", "a") for i in range(300)}
     assert to_announce(many, many, 100) == sorted(many)[:100]
+
+
+def test_changes_with_no_event_are_announced_before_nodes_not_applied_yet():
+    unapplied = {f"0{i}": (node(N1), None) for i in range(5)}  # sorts before N1 and N2
+    changed = {N1: (node(N1, maintenance=True), "{}"), N2: (None, "{}")}  # N2 not listed
+    found = {**unapplied, **changed}
+    assert to_announce(found, found, 3) == [N1, N2, "00"]
+
+
+def test_a_node_with_no_provider_applied_is_not_a_change_with_no_event():
+    assert not_applied((node(N1), None))
+    assert not not_applied((node(N1), "{}"))   # listed, differs from what was applied
+    assert not not_applied((None, "{}"))       # applied, no longer listed
+
+
+def test_a_cold_starts_rounds_warn_of_no_change_with_no_event():
+    # A cold start's confirming round: thousands listed, nothing applied yet for them.
+    found = {f"{i:04d}": (node(N1), None) for i in range(1000)}
+    findings = round_findings(found, to_announce(found, found, 100))
+    assert (findings.changed, findings.unapplied, findings.pending) == (0, 100, 900)
+    assert findings.level() == logging.INFO
+    assert "0 changed with no event" in findings.describe([])
+    # Differences seen for the first time are no change with no event yet either.
+    fresh = {N1: (node(N1, maintenance=True), "{}")}
+    assert round_findings(fresh, to_announce(fresh, {}, 100)).level() == logging.INFO
+    # One that outlived a round, among the cold start's backlog, is.
+    found[N1] = fresh[N1]
+    findings = round_findings(found, to_announce(found, found, 100))
+    assert (findings.changed, findings.unapplied, findings.pending) == (1, 99, 901)
+    assert findings.level() == logging.WARNING
+    assert "1 changed with no event" in findings.describe([N1])
 
 
 def applied_pairs(applied):
@@ -534,6 +568,23 @@ def test_rounds_during_a_cold_start_compare_one_listing_until_the_reports_land(m
         clock.now += 5
         lister.step()
     assert nodes.refreshes == 2 and notifier.sent == []
+
+
+def test_reports_not_applied_yet_are_announced_without_a_warning(monkeypatch, caplog):
+    # A cold start whose reporters are behind: nothing applied at two rounds in a row. The
+    # nodes are announced (a first report may have been lost), but nothing changed with no
+    # event: no warning (it was logged every 30 s through a cold start).
+    caplog.set_level(logging.INFO, logger="computed.daemon.listing")
+    lister, nodes, clock, notifier, _ = listings(monkeypatch, TrustedWatch(True))
+    lister.step()  # the first listing, trusted
+    lister.step()  # the first round compares it: both nodes differ (never applied)
+    for _ in range(6):  # 30 s: the round that confirms them
+        clock.now += 5
+        lister.step()
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N1, N2]})]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert "0 changed with no event" in caplog.text
+    assert "2 with no provider applied yet" in caplog.text
 
 
 def test_a_confirming_round_compares_only_what_the_last_one_found(monkeypatch):
