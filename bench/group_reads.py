@@ -11,9 +11,9 @@ for ``--seconds``; counted: the group's reads the client sent (``get_children`` 
 counted on the client), the packets the server received over the window (ZooKeeper's ``mntr``:
 every request of the session, pings included; the bench's own session is the server's only
 client) and the client's CPU. At the half of the "on change" window one more member joins, so
-its count includes the read a join causes.
+its count includes the read a join causes (with ``--leave``, it leaves at three quarters).
 
-    .venv/bin/python -m bench.group_reads [--daemons 40] [--seconds 60] [--tick 1]
+    .venv/bin/python -m bench.group_reads [--daemons 40] [--seconds 60] [--tick 1] [--leave]
 """
 
 from __future__ import annotations
@@ -34,13 +34,15 @@ def _packets(client) -> int:
     raise RuntimeError("mntr has no zk_packets_received")
 
 
-def _window(name, client, counted, seconds, tick, call, midway=None) -> dict:
+def _window(name, client, counted, seconds, tick, call, changes=()) -> dict:
+    """``changes``: (share of the window, what to do then), e.g. a join at the half."""
     passes = int(seconds / tick)
+    due = {int(passes * share): change for share, change in changes}
     reads0, packets0, cpu0 = counted[0], _packets(client), time.process_time()
     t0 = time.monotonic()
     for i in range(passes):
-        if midway is not None and i == passes // 2:
-            midway()
+        if i in due:
+            due[i]()
         call()
         time.sleep(max(0.0, t0 + (i + 1) * tick - time.monotonic()))
     elapsed = time.monotonic() - t0
@@ -54,7 +56,7 @@ def _window(name, client, counted, seconds, tick, call, midway=None) -> dict:
     return result
 
 
-def measured(stack, daemons: int, seconds: float, tick: float) -> dict:
+def measured(stack, daemons: int, seconds: float, tick: float, leave: bool = False) -> dict:
     from tooz import coordination
     from tooz import utils as tooz_utils
 
@@ -89,10 +91,10 @@ def measured(stack, daemons: int, seconds: float, tick: float) -> dict:
         joiner = f"{membership.members_path}/computed-{daemons:02d}"
         result["on_change"] = _window(
             "on change (after)", client, counted, seconds, tick, membership.members,
-            midway=lambda: client.create(
+            changes=[(0.5, lambda: client.create(
                 joiner, tooz_utils.dumps(capabilities(f"computed-{daemons:02d}", 1)),
-                ephemeral=True))
-        assert len(membership.members()) == daemons + 1
+                ephemeral=True))] + ([(0.75, lambda: client.delete(joiner))] if leave else []))
+        assert len(membership.members()) == daemons + (0 if leave else 1)
         result["idle"] = _window("idle session (no reads)", client, counted, seconds / 3, tick,
                                  lambda: None)
     finally:
@@ -107,11 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0,
                         help="the 'on change' window; the other two last a third of it")
     parser.add_argument("--tick", type=float, default=1.0, help="seconds between two passes")
+    parser.add_argument("--leave", action="store_true",
+                        help="the member that joins at the half leaves at three quarters")
     args = parser.parse_args(argv)
     result = {"machine": machine()}
     workdir = workdir_or_tmp(args.workdir, "group-reads-")
     with stack_for(args, workdir, ["zookeeper"], "groupreads") as stack:
-        result.update(measured(stack, args.daemons, args.seconds, args.tick))
+        result.update(measured(stack, args.daemons, args.seconds, args.tick, args.leave))
     print(json.dumps(result, indent=1))
     return 0
 

@@ -14,9 +14,14 @@ stopping on SIGTERM writes an ephemeral one (gone with its session, so a restart
 
 Guarantees:
 
-* Changes are events: kazoo children watches on the group and on the drain markers set ``wake``
-  (the fleet's wake-up, a ``threading.Event``) as soon as ZooKeeper reports them (tooz's own
-  watchers poll), and the watches re-arm themselves across reconnects.
+* Changes are events: the one-shot watches every read of the group leaves (on the group's list,
+  the drain markers' list and every member's znode) set ``wake`` (the fleet's wake-up, a
+  ``threading.Event``) as soon as ZooKeeper reports a change (tooz's own watchers poll). A watch
+  that fired, or that kazoo dropped with a connection (it calls it then), made the view stale,
+  so the next pass reads the group and leaves the watches again. kazoo's ``ChildrenWatch`` is
+  not used: it made a read of its own on each change (without a limit, and the first in the
+  caller's thread) and counted the change a second time after that read's round trip, when
+  the one-shot watch's count had already started the daemon's read: every change read twice.
 * A member epoch is the creation zxid of the member's znode: unique, and larger on every join.
 * Host names are normalised (lower case, no trailing dot) before they name a member or a marker:
   Nova's ring split when one service said ``Host-1`` and another ``host-1``.
@@ -48,7 +53,9 @@ seconds passed since the read began (the net under a watch lost to a bug). Readi
 1 s pass cost D + 2 requests a second per daemon, D^2 + 2D for the fleet (1,680/s at 40
 daemons). ZooKeeper sends a watch's event before any read can see the change it reports, and
 the view is dated by the count of events at the start of its read, so a change made during a
-read leaves the view stale and the next pass reads again. Claims stay exclusive whatever a
+read leaves the view stale and the next pass reads again. One change counts once (a leave fires
+the group's watch and the member's; only the group's counts: :func:`member_event_is_change`),
+so it costs each daemon one read of the group. Claims stay exclusive whatever a
 daemon's view (ZooKeeper creates a claim znode once): a view late by a change delays a
 handover, it never gives one node two owners.
 
@@ -78,6 +85,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo import exceptions as zk_exc
+from kazoo.protocol.states import EventType
 from tooz import coordination
 from tooz import utils as tooz_utils
 
@@ -197,6 +205,17 @@ class GroupFreshness:
         return True
 
 
+def member_event_is_change(event_type: str | None) -> bool:
+    """Whether an event of the one-shot watch a read left on a member's znode may change the
+    view (pure). Its deletion does not count: ZooKeeper reports it to the watch on the group's
+    list too, which every read that left this watch also left (listed before the members are
+    read), and a second count of one leave made the view stale again when the first count had
+    already started the read that sees it: two reads of the group for one leave. A change of
+    its data (capabilities set in place) counts; so does kazoo's NONE, sent to every watch it
+    drops with the connection (the read after it sets them again)."""
+    return event_type != EventType.DELETED
+
+
 def capabilities(host: str, weight: int) -> dict[str, Any]:
     """What a daemon publishes as its member's capabilities (read by :func:`member_from_znode`
     and by :mod:`computed.upgrade`: ``[upgrade_levels] instances = auto``, the upgrade check)."""
@@ -308,7 +327,9 @@ class Membership:
                     self.host, self.group, reason)
 
     def watch(self) -> None:
-        """Set ``wake`` on every change of members or drain markers, from now on."""
+        """Make the drain markers' folder (and protect the fleet's containers): the watches
+        that set ``wake`` on every change of members or drain markers are left by each read of
+        the group (:meth:`members`, :func:`read_group`)."""
         # Containers made before credentials were configured are open: close them first.
         root = fleet_root(self.group)
         zookeeper.protect(self._client,
@@ -316,20 +337,17 @@ class Membership:
                           self._answer_within())
         zookeeper.answer(self._client.ensure_path_async(self.draining_path),
                          self._answer_within(), f"the creation of {self.draining_path}")
-        # kazoo's watches make their first read themselves, without a limit; they come right
-        # after the bounded requests above, and the session's close (ComputeService.close,
-        # bounded) ends a read left waiting.
-        self._client.ChildrenWatch(self.members_path, self._changed)
-        self._client.ChildrenWatch(self.draining_path, self._changed)
-
-    def _changed(self, _children: list[str]) -> None:
-        self.invalidate()
-        self._wake.set()
 
     def _touched(self, _event: Any) -> None:
-        """A one-shot watch a read left (on the group, the markers or a member) fired."""
+        """A one-shot watch a read left on the group's or the markers' list fired."""
         self.invalidate()
         self._wake.set()
+
+    def _member_touched(self, event: Any) -> None:
+        """A one-shot watch a read left on a member's znode fired."""
+        if member_event_is_change(getattr(event, "type", None)):
+            self.invalidate()
+            self._wake.set()
 
     def invalidate(self) -> None:
         """The group may have changed: the next :meth:`members` reads it (never blocks on I/O)."""
@@ -345,7 +363,8 @@ class Membership:
                 return view.members
             read = self._freshness.begin(self._clock())
         view = read_group(self._client, self.members_path, self.draining_path,
-                          self._answer_within(), watch=self._touched)
+                          self._answer_within(), watch=self._touched,
+                          member_watch=self._member_touched)
         with self._lock:
             if not self._freshness.done(read, view):
                 return view.members  # a later read was kept: its entries stand
@@ -382,10 +401,13 @@ def read_members(client: Any, members_path: str, draining_path: str,
 
 def read_group(client: Any, members_path: str, draining_path: str,
                timeout: float = DEFAULT_SESSION_TIMEOUT,
-               watch: Callable[[Any], None] | None = None) -> GroupView:
+               watch: Callable[[Any], None] | None = None,
+               member_watch: Callable[[Any], None] | None = None) -> GroupView:
     """The group's members and the entries that are not members (pipelined reads, each round
-    answered within ``timeout`` seconds, else :class:`NoAnswer`). With ``watch``, every read
-    leaves a one-shot watch that calls it: on both lists and on every member's znode."""
+    answered within ``timeout`` seconds, else :class:`NoAnswer`). With ``watch``, the reads of
+    both lists leave a one-shot watch that calls it; with ``member_watch`` (``watch`` if not
+    given), so does the read of every member's znode."""
+    member_watch = member_watch or watch
     lists = [client.get_children_async(members_path, watch=watch),
              client.get_children_async(draining_path, watch=watch)]
     deadline = Deadline(timeout)
@@ -398,7 +420,7 @@ def read_group(client: Any, members_path: str, draining_path: str,
     except zk_exc.NoNodeError:
         draining = set()
     deadline = Deadline(timeout)
-    pending = [(name, client.get_async(f"{members_path}/{name}", watch=watch))
+    pending = [(name, client.get_async(f"{members_path}/{name}", watch=member_watch))
                for name in names]
     members, ignored = [], []
     for name, async_result in pending:

@@ -5,10 +5,12 @@ and Membership over a counting stand-in for kazoo). Before, every pass read it: 
 
 from __future__ import annotations
 
+import functools
 import threading
 import types
 from collections import defaultdict
 
+from kazoo.protocol.states import EventType, KeeperState, WatchedEvent
 from tooz import utils as tooz_utils
 
 from computed.fleet import membership
@@ -85,9 +87,13 @@ def test_an_empty_view_is_never_kept():
 # --- Membership over a stand-in for kazoo --------------------------------------------------------
 
 class Zoo:
-    """Znodes {path: (data, ephemeralOwner, czxid)} with ZooKeeper's watches: one-shot data and
-    child watches left by reads, and kazoo's ChildrenWatch (called at once, then on every change
-    of the children). ``reads`` counts every get_children and get."""
+    """Znodes {path: (data, ephemeralOwner, czxid)} with ZooKeeper's one-shot data and child
+    watches, left by reads. ``reads`` counts every get_children and get.
+
+    A change calls the watches it fires with kazoo's event (type and path), as kazoo does: all
+    of one znode's watches at once (a set), a deletion's data watches before its parent's child
+    watches. With ``queued``, the calls wait in ``events`` until the test runs them, as kazoo's
+    event thread runs them while the fleet thread reads."""
 
     default_acl = None
     client_id = (SESSION, b"")
@@ -98,7 +104,8 @@ class Zoo:
         self.reads = 0
         self.data_watches = defaultdict(set)
         self.child_watches = defaultdict(set)
-        self.recipes = defaultdict(list)
+        self.queued = False
+        self.events: list = []
 
     def children(self, path):
         return sorted(p.rsplit("/", 1)[1] for p in self.znodes if p.rsplit("/", 1)[0] == path)
@@ -119,35 +126,34 @@ class Zoo:
     def ensure_path_async(self, path):
         return Done(path)
 
-    def ChildrenWatch(self, path, func):  # noqa: N802 - kazoo's name
-        self.recipes[path].append(func)
-        func(self.children(path))
-
     # changes, as ZooKeeper reports them
     def create(self, path, data=b"", ephemeral=True):
         self.zxid += 1
         self.znodes[path] = (data, SESSION if ephemeral else 0, self.zxid)
-        self._children_changed(path.rsplit("/", 1)[0])
+        self._fire(self.child_watches, path.rsplit("/", 1)[0], EventType.CHILD)
 
     def delete(self, path):
         del self.znodes[path]
-        self._fire(self.data_watches.pop(path, ()))
-        self._children_changed(path.rsplit("/", 1)[0])
+        self._fire(self.data_watches, path, EventType.DELETED)
+        self._fire(self.child_watches, path.rsplit("/", 1)[0], EventType.CHILD)
 
     def set(self, path, data):
         _old, owner, czxid = self.znodes[path]
         self.znodes[path] = (data, owner, czxid)
-        self._fire(self.data_watches.pop(path, ()))
+        self._fire(self.data_watches, path, EventType.CHANGED)
 
-    def _children_changed(self, parent):
-        self._fire(self.child_watches.pop(parent, ()))
-        for func in self.recipes[parent]:
-            func(self.children(parent))
+    def _fire(self, watches, path, kind):
+        event = WatchedEvent(kind, KeeperState.CONNECTED, path)
+        for watch in watches.pop(path, ()):
+            self.events.append(functools.partial(watch, event))
+        if not self.queued:
+            self.deliver()
 
-    @staticmethod
-    def _fire(watches):
-        for watch in list(watches):
-            watch(None)
+    def deliver(self, count=None):
+        """Run the first ``count`` watch calls waiting (all: None)."""
+        while self.events and count != 0:
+            self.events.pop(0)()
+            count = None if count is None else count - 1
 
 
 def caps(host, weight=1):
@@ -273,3 +279,36 @@ def test_a_change_no_watch_reported_is_read_within_the_safety_interval(monkeypat
     assert daemon.fence.renew(lambda: None)
     reads_over(zoo, daemon, 1)
     assert "c09" in {m.name for m in daemon.membership.members()}
+
+
+def test_one_change_costs_each_daemon_one_read_of_the_group(monkeypatch, tmp_path):
+    """kazoo runs the watches' calls on its event thread while the fleet thread reads: a pass
+    may come between two calls of one change. A join, a leave (the member's watch and the
+    group's fire), a drain marker: one read of the group each (D + 2), whenever the passes
+    come. Before: a join cost 2 (D + 2) + 1 (kazoo's ChildrenWatch counted it again after a
+    read of its own), a leave 3 (D + 2) + 1."""
+    zoo, clock = Zoo(), Clock()
+    a_fleet_of(zoo, 5)
+    daemon = Passes(monkeypatch, tmp_path, zoo, clock)
+    zoo.queued = True
+
+    def reads_of(change):
+        before = zoo.reads
+        change()
+        while zoo.events:
+            zoo.deliver(1)  # one watch call, then a pass
+            daemon.fleet.reconcile()
+        reads_over(zoo, daemon, 3)
+        return zoo.reads - before
+
+    assert reads_of(lambda: zoo.create(f"{MEMBERS}/c05", caps("c05"))) == 6 + 2
+    assert reads_of(lambda: zoo.delete(f"{MEMBERS}/c05")) == 5 + 2
+    assert reads_of(lambda: zoo.create(f"{DRAINING}/c01", b"{}")) == 5 + 2
+    assert reads_of(lambda: zoo.set(f"{MEMBERS}/c02", caps("c02", weight=3))) == 5 + 2
+    assert {m.name: m.weight for m in daemon.membership.members()}["c02"] == 3
+
+
+def test_a_member_deleted_counts_through_the_groups_watch_only():
+    assert not membership.member_event_is_change(EventType.DELETED)
+    assert membership.member_event_is_change(EventType.CHANGED)
+    assert membership.member_event_is_change(EventType.NONE)  # kazoo dropped it: read again
