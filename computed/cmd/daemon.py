@@ -6,7 +6,8 @@ its share of the Ironic nodes on the hash ring with fencing (see
 :mod:`computed.fleet.reconciler`), listens to Ironic's notifications, and reports its nodes'
 providers to the reporters over RPC. On SIGTERM or SIGINT it drains: its free nodes go to its
 peers before it leaves. With ZooKeeper gone it cannot drain, and stops within a few session
-timeouts all the same (:mod:`computed.daemon.service`: every wait of a stop is bounded).
+timeouts all the same (:mod:`computed.daemon.service`: every wait of a stop is bounded). Asked
+to stop while it starts its ZooKeeper session, it gives the start up at once and exits 0.
 
 This module is the daemon's one composition root: :func:`_service` builds every part (driver,
 database engine, RPC transport, fleet, outbox, node sync, notification listener, instance worker
@@ -202,15 +203,21 @@ def _serve(conf: cfg.ConfigOpts, stop: StopRequest, resources: contextlib.ExitSt
     service = _service(conf, resources)
     endpoint = metrics.serve_daemon(conf, service)  # before joining: a busy port is a config error
     try:
-        service.start()
+        started = service.start(stop.event)
     except coordination.ToozError as exc:
         LOG.error('Cannot use coordination backend %s ([coordination] '
                   'backend_url): %s', backend, _reason(exc))
+        started = None
+    if not started:
         try:
             service.close()
         finally:
             endpoint.stop()
-        return EXIT_BACKEND
+        if started is None:
+            return EXIT_BACKEND
+        LOG.info('computed stopped: %s during its start, before it joined group %s',
+                 stop.signal_name, conf.coordination.group)
+        return 0
     status = systemd.StatusLoop(lambda: metrics.describe(service)).start()
     systemd.ready(metrics.describe(service))
     try:

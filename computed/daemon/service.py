@@ -226,13 +226,18 @@ class ComputeService:
 
     # --- lifetime ----------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, stop: threading.Event | None = None) -> bool:
         """Start the session and every thread; raises tooz's error when the session cannot be
-        had (nothing is left running then; :meth:`close` still releases the parts)."""
+        had (nothing is left running then; :meth:`close` still releases the parts). False,
+        with nothing started, when ``stop`` was set before the session was had: the start
+        waits for ZooKeeper at most a few session timeouts, and no longer once asked to stop
+        (:func:`computed.fleet.zookeeper.start_session`)."""
         # No tooz heartbeat: kazoo's pings keep the session alive and the lease thread makes
         # the round trips the fence needs; tooz's heartbeat thread would only add a request
         # that, with ZooKeeper gone, waits for ever (and tooz's stop() waits for it).
-        self._coordinator.start(start_heart=False)
+        if not zookeeper.start_session(self._coordinator, self.fence.session_timeout,
+                                       stop or threading.Event()):
+            return False
         self._session_started = True
         # The lease must come from the timeout the server granted, not the one asked for.
         self.fence.granted(zookeeper.granted_session_timeout(
@@ -253,6 +258,7 @@ class ComputeService:
             if name != "report":
                 self._threads.append(thread)
         self._rpc_server.start()  # instance operations (computed.instances.worker)
+        return True
 
     def _report_loop(self) -> None:
         # Not waited for at the end: it may be in a call to the reporters for up to

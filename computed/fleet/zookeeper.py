@@ -56,6 +56,9 @@ It also owns what computed asks the ZooKeeper *server*:
   and every caller already handles that. A daemon's session ends through :func:`stop_session`,
   never tooz's ``stop()``, so that ``systemctl stop`` ends in bounded time when ZooKeeper is
   gone: what the daemon left behind in ZooKeeper is ephemeral and goes when the session expires.
+  It starts its session through :func:`start_session`, not tooz's ``start()`` alone (its
+  creation of its namespace waits without a limit), so that a daemon asked to stop while it
+  starts stops at once.
 
 No other module may touch tooz's private names. ``tests/unit/fleet/test_zookeeper.py`` builds a
 real tooz coordinator from a URL (without connecting) and fails as soon as a tooz release moves
@@ -141,6 +144,60 @@ def answer(async_result: Any, limit: float | Deadline, what: str) -> Any:
         raise NoAnswer(what, deadline.timeout) from None
 
 
+#: Seconds between two looks at a stop while a session starts (:func:`start_session`).
+START_LOOK = 0.1
+
+
+def start_limit(timeout: float) -> float:
+    """Seconds :func:`start_session` gives tooz's start: its connect (bounded by kazoo at the
+    URL's timeout, the session timeout) and one answer to its creation of its namespace."""
+    return 2 * timeout
+
+
+def start_session(coordinator: coordination.CoordinationDriver, timeout: float,
+                  stop: threading.Event) -> bool:
+    """Start ``coordinator``'s session (tooz's ``start``, no heartbeat) in bounded time, giving
+    up as soon as ``stop`` is set; True once started, False when the stop came first.
+
+    tooz's start connects (kazoo bounds that by the URL's timeout) and then creates its
+    namespace with kazoo's synchronous ``ensure_path``, which has no limit: a request made while
+    the connection is down waits until a server answers again, never with the ensemble frozen.
+    And the main thread that starts a daemon is also the one that acts on SIGTERM (its handler
+    only sets an Event). So tooz's start runs in a thread of its own (``zookeeper-start``),
+    waited for at most :func:`start_limit` and only while ``stop`` is not set; when it has not
+    ended by then, the session is ended through :func:`stop_session` (kazoo's close fails the
+    waiting request, and the thread ends), and tooz's ``ToozConnectionError`` is raised (after
+    the limit, as for a connect that failed) or False answered (the stop). What tooz's start
+    raises is raised as it is."""
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            coordinator.start(start_heart=False)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    starting = threading.Thread(target=start, name="zookeeper-start", daemon=True)
+    starting.start()
+    deadline = Deadline(start_limit(timeout))
+    while not done.wait(min(START_LOOK, deadline.remaining())):
+        if stop.is_set() or not deadline.remaining():
+            break
+    if done.is_set():
+        if failed:
+            raise failed[0]
+        return True
+    stop_session(coordinator, timeout)
+    if stop.is_set():
+        return False
+    raise coordination.ToozConnectionError(
+        f"ZooKeeper did not answer the start of the session (the connect and the creation of "
+        f"tooz's namespace) within {deadline.timeout:g} s")
+
+
 def stop_session(coordinator: coordination.CoordinationDriver, timeout: float) -> None:
     """End ``coordinator``'s ZooKeeper session, in bounded time even with every server gone.
 
@@ -151,9 +208,10 @@ def stop_session(coordinator: coordination.CoordinationDriver, timeout: float) -
     session: a server that answers deletes the session's ephemeral znodes at once; with none,
     kazoo gives its connection thread at most max(10 s, the session timeout) to end (its own
     bound), and the znodes go when the session expires. kazoo's close first joins its callback
-    threads without a limit, and one of them may wait on ZooKeeper (a children watch re-reads
-    its znode synchronously): the close runs in a thread of its own, waited for at most
-    :func:`close_limit`, and is left to finish by itself after that (one line says so)."""
+    threads without a limit, and one of them may wait on ZooKeeper (a callback of a kazoo
+    recipe may make a synchronous request): the close runs in a thread of its own, waited for
+    at most :func:`close_limit`, and is left to finish by itself after that (one line says
+    so)."""
     if coordinator.heart.is_alive():
         coordinator.heart.stop()
         coordinator.heart.wait(timeout)

@@ -197,8 +197,11 @@ class Resync:
     (None: no fleet-wide lock, e.g. in unit tests) and ``root`` the fleet's root path. Each of
     its own requests to ZooKeeper is answered within ``timeout`` seconds (the session timeout)
     or the round fails (:class:`computed.fleet.zookeeper.NoAnswer`); kazoo's ``Lock`` makes its
-    requests without a limit, which :meth:`stop` bounds by waiting for the thread at most its
-    ``timeout``.
+    requests without a limit, so it is asked for only right after a bounded read answered (a
+    ZooKeeper gone before the round costs it one session timeout, not a thread waiting until
+    ZooKeeper is back), and :meth:`stop` bounds what is left (ZooKeeper gone in the
+    milliseconds between that read and the lock) by waiting for the thread at most its
+    ``timeout`` argument.
     """
 
     def __init__(self, placement: Any, claims: Any, engine: Engine, *,
@@ -249,6 +252,12 @@ class Resync:
 
     def run_once(self) -> Round | None:
         """One round, if this replica gets the fleet's turn; None when it skips."""
+        # A bounded look first (NoAnswer when ZooKeeper is gone): kazoo's Lock makes its
+        # requests without a limit, so it is asked only right after ZooKeeper answered, and
+        # not at all when another replica's round makes this one not due.
+        if not self._due():
+            self._count(rounds_skipped=1)
+            return None
         lock = self._fleet_lock()
         if lock is not None and not lock.acquire(blocking=False):
             LOG.debug('resync: another reporter is resyncing; skipping this round')

@@ -100,3 +100,21 @@ def test_computed_manage_on_a_frozen_zookeeper_is_one_line(stack, zookeeper, tmp
     assert "Traceback" not in result.stderr and result.threads_left == (), result
     line, = result.stderr.splitlines()
     assert f"fleet status: ZooKeeper at {zookeeper.hosts} unreachable" in line, line
+
+
+def test_a_daemon_asked_to_stop_while_it_starts_on_a_frozen_zookeeper_stops_at_once(
+        world, zookeeper):
+    """Its session's start waited for ZooKeeper without looking at the stop: kazoo's connect
+    for the URL's timeout (30 s here: a daemon's start may ask a long session), and tooz's
+    creation of its namespace with no limit at all when the connection dropped under it (the
+    unit tests of computed.fleet.zookeeper.start_session show that case). Now the start gives
+    up at the stop: exit 0, one line."""
+    os.kill(zookeeper.pid, signal.SIGSTOP)
+    daemon = world.daemon("c1", session_timeout=30, zookeeper_url=zookeeper.url)
+    daemon.wait_log("Connecting to ")  # kazoo's: the session's start has begun
+    daemon.signal(signal.SIGTERM)
+    assert stopped(daemon, "frozen") == 0, dump_logs([daemon])
+    log = daemon.log.read_text()
+    assert "computed stopped: SIGTERM during its start, before it joined group" in log, \
+        dump_logs([daemon])
+    assert "Traceback" not in log

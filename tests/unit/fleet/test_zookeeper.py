@@ -6,6 +6,7 @@ and say which, before any daemon starts with the wrong session or reads the wron
 """
 
 import struct
+import threading
 
 import pytest
 from kazoo.client import KazooClient
@@ -17,6 +18,7 @@ from kazoo.protocol.serialization import (
 from tooz import coordination
 from tooz.drivers import zookeeper as tooz_zookeeper
 
+from computed.fleet import zookeeper
 from computed.fleet.zookeeper import (
     NotZooKeeper,
     SessionTimeoutUnknown,
@@ -270,3 +272,60 @@ def test_protect_without_credentials_changes_nothing():
     client = Acls(None, {"/computed/g": [OPEN]})
     assert protect(client, ["/computed/g", "/computed/g/claims"], 5) == []
     assert client.set == [] and "/computed/g/claims" not in client.acls
+
+
+# --- the session's start (issue 22: bounded, and given up at a stop) ------------------------------
+
+class Start:
+    """tooz's start of ``coordinator`` replaced: it waits, as its ensure_path does on a request
+    queued while no server answers, until the session is closed (kazoo then fails the request),
+    or it answers ``outcome`` once ``go`` is set."""
+
+    def __init__(self, monkeypatch, coordinator, outcome=None):
+        self.go = threading.Event()
+        self.closed: list = []
+        self.outcome = outcome
+        monkeypatch.setattr(coordinator, "start", self.start)
+        monkeypatch.setattr(zookeeper, "_close", self.close)
+
+    def start(self, start_heart=False):
+        assert start_heart is False
+        self.go.wait(60)
+        if self.closed:
+            raise coordination.ToozError("Operational error: ConnectionLoss")
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+
+    def close(self, client):
+        self.closed.append(client)
+        self.go.set()
+
+
+def test_a_start_waiting_on_zookeeper_is_given_up_at_a_stop(monkeypatch):
+    coordinator = coordination.get_coordinator("zookeeper://127.0.0.1:9?timeout=60", b"c1")
+    start = Start(monkeypatch, coordinator)
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()  # SIGTERM, while the start waits
+    assert zookeeper.start_session(coordinator, 60.0, stop) is False
+    assert start.closed == [zookeeper.kazoo_client(coordinator)]
+
+
+def test_a_start_waiting_on_zookeeper_past_its_limit_is_a_connection_error(monkeypatch):
+    coordinator = coordination.get_coordinator("zookeeper://127.0.0.1:9?timeout=1", b"c1")
+    start = Start(monkeypatch, coordinator)
+    with pytest.raises(coordination.ToozConnectionError, match="within 0.1 s"):
+        zookeeper.start_session(coordinator, 0.05, threading.Event())
+    assert start.closed == [zookeeper.kazoo_client(coordinator)]
+
+
+@pytest.mark.parametrize("outcome", [None, coordination.ToozConnectionError("refused")])
+def test_a_start_that_ends_answers_as_tooz_did(monkeypatch, outcome):
+    coordinator = coordination.get_coordinator("zookeeper://127.0.0.1:9", b"c1")
+    start = Start(monkeypatch, coordinator, outcome)
+    start.go.set()
+    if outcome is None:
+        assert zookeeper.start_session(coordinator, 60.0, threading.Event()) is True
+    else:
+        with pytest.raises(coordination.ToozConnectionError, match="refused"):
+            zookeeper.start_session(coordinator, 60.0, threading.Event())
+    assert start.closed == []

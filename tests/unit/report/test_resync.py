@@ -8,11 +8,14 @@ import datetime
 import json
 import threading
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kazoo.exceptions import NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from computed.db import providers as db_providers
+from computed.fleet.zookeeper import NoAnswer
 from computed.placement.http import PlacementError, PlacementUnavailable
 from computed.reporter import resync
 from computed.reporter.resync import Drift, Outcome, Resync, plan
@@ -364,6 +367,30 @@ def test_one_replica_at_a_time_and_about_one_round_per_interval(engine):
         {"host": "r1", "finished": 0}).encode()
     assert second.run_once() is not None  # r1's last round is old: r2 takes over
     assert not FakeLock.held  # released after every round
+
+
+class Unanswered:
+    def get(self, timeout=None):
+        raise KazooTimeoutError(f"no answer within {timeout}")
+
+
+class GoneZooKeeper(FakeZooKeeper):
+    """A ZooKeeper that answers nothing; its Lock must not be asked for (kazoo's waits for an
+    answer without a limit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.Lock = None
+
+    def get_async(self, path):
+        return Unanswered()
+
+
+def test_a_round_does_not_ask_for_kazoos_lock_when_zookeeper_does_not_answer(engine):
+    runner, _ = make(engine, FakePlacement(), zookeeper=GoneZooKeeper(), root="/computed/g",
+                     host="r1", timeout=0.01)
+    with pytest.raises(NoAnswer):
+        runner.run_once()
 
 
 def test_the_thread_runs_rounds_and_survives_failures(engine):
