@@ -15,6 +15,8 @@ import logging
 from typing import Any
 
 import webob
+from kazoo import exceptions as zk_exc
+from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry, Counter
 
 LOG = logging.getLogger(__name__)
@@ -93,6 +95,19 @@ class ServiceUnavailable(APIError):
     """A service the API needs (Placement, ZooKeeper, RabbitMQ, the database) failed."""
 
     status = 503
+
+
+#: What kazoo raises when ZooKeeper does not carry a request out; computed's own bound on a
+#: wait (:class:`computed.fleet.zookeeper.NoAnswer`) is a ``ConnectionLoss``, so one of them.
+ZOOKEEPER_ERRORS = (zk_exc.KazooException, KazooTimeoutError)
+
+
+def zookeeper_unavailable(exc: BaseException) -> ServiceUnavailable:
+    """The 503 for ``exc``, one of :data:`ZOOKEEPER_ERRORS`: one line naming ZooKeeper and
+    what it did not do (kazoo's own errors often have no message: then their name)."""
+    name = type(exc).__name__
+    text = ' '.join(str(exc).split())
+    return ServiceUnavailable(f'ZooKeeper: {text} ({name})' if text else f'ZooKeeper: {name}')
 
 
 #: Control characters (a client's value quoted in a message may hold them), shown escaped:

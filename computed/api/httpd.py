@@ -175,6 +175,8 @@ def run_workers(count: int, worker: Callable[[StopRequest], None], stop: StopReq
             try:
                 worker(StopRequest().install())
                 status = 0
+            except SystemExit as exc:  # the worker said why, and asks for this status
+                status = exc.code if isinstance(exc.code, int) else 1
             except BaseException:  # noqa: B036 - a worker must never return into the parent's loop
                 LOG.exception('API worker %d failed', os.getpid())
             finally:

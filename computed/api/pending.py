@@ -48,6 +48,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from computed.api import errors
 from computed.db import instances as db_instances
 from computed.db import models
 from computed.db.common import DatabaseError
@@ -176,6 +177,9 @@ class BuildQueue:
             taken = take(self._engine, rows)
             if taken:
                 place(self._servers, self._engine, self._placement, taken)
+        except errors.ZOOKEEPER_ERRORS as exc:  # who holds which node: asked of ZooKeeper
+            LOG.warning('placing the request of instance %s failed, a sweep retries it: %s',
+                        rows[0].uuid, errors.zookeeper_unavailable(exc).message)
         except Exception:  # left admitted: a sweep takes them over
             LOG.exception('placing the request of instance %s failed; a sweep retries it',
                           rows[0].uuid)

@@ -106,8 +106,12 @@ def backend_errors() -> Iterator[None]:
         yield
     except PlacementError as exc:
         raise errors.ServiceUnavailable(f'Placement: {exc}') from None
+    except errors.ZOOKEEPER_ERRORS as exc:
+        # By class, not by module: computed's bound on a wait (NoAnswer) is a ConnectionLoss of
+        # computed.fleet.zookeeper's, and came out as a 500 with a traceback in the log.
+        raise errors.zookeeper_unavailable(exc) from None
     except Exception as exc:
-        if type(exc).__module__.split('.')[0] in ('oslo_messaging', 'kazoo', 'keystoneauth1'):
+        if type(exc).__module__.split('.')[0] in ('oslo_messaging', 'keystoneauth1'):
             raise errors.ServiceUnavailable(f'{type(exc).__name__}: {exc}') from None
         raise
 

@@ -34,6 +34,7 @@ from kazoo import exceptions as zk_exc
 from computed.api import errors, policy, schemas
 from computed.api.backends import Backends
 from computed.api.request import Call, json_response
+from computed.conf.coordination import session_timeout
 from computed.conf.default import normalise_host
 from computed.db import instances as db_instances
 from computed.fleet.membership import (
@@ -42,7 +43,7 @@ from computed.fleet.membership import (
     mark_draining,
     read_members,
 )
-from computed.fleet.zookeeper import group_path
+from computed.fleet.zookeeper import Deadline, answer, group_path
 
 RULE = 'compute:services'
 BINARY = 'computed'
@@ -57,16 +58,21 @@ DEFAULT_REASON = 'disabled through the compute API'
 
 
 def _disabled(backends: Backends, path: str) -> dict[str, str]:
-    """``{host: reason}`` of the persistent (operator's) drain markers."""
+    """``{host: reason}`` of the persistent (operator's) drain markers; each round of reads
+    answered within the session timeout, else :class:`~computed.fleet.zookeeper.NoAnswer` (a
+    request thread must not wait for ever on a ZooKeeper that is gone)."""
     client = backends.zookeeper
+    timeout = session_timeout(backends.conf.coordination.backend_url)
     try:
-        hosts = client.get_children(path)
+        hosts = answer(client.get_children_async(path), timeout, f'the list of {path}')
     except zk_exc.NoNodeError:
         return {}
     result = {}
-    for host in hosts:
+    deadline = Deadline(timeout)
+    reads = [(host, client.get_async(f'{path}/{host}')) for host in hosts]
+    for host, read in reads:
         try:
-            data, stat = client.get(f'{path}/{host}')
+            data, stat = answer(read, deadline, f'a read of {path}/{host}')
         except zk_exc.NoNodeError:
             continue
         if stat.ephemeralOwner:
@@ -106,8 +112,8 @@ class _zookeeper:
         return None
 
     def __exit__(self, kind: Any, exc: Any, _tb: Any) -> bool:
-        if exc is not None and isinstance(exc, zk_exc.KazooException):
-            raise errors.ServiceUnavailable(f'ZooKeeper: {type(exc).__name__}: {exc}')
+        if exc is not None and isinstance(exc, errors.ZOOKEEPER_ERRORS):
+            raise errors.zookeeper_unavailable(exc) from None
         return False
 
 

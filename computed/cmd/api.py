@@ -13,6 +13,7 @@ configuration (including a port that cannot be bound).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -32,12 +33,28 @@ LOG = logging.getLogger(__name__)
 
 
 def _worker(conf: cfg.ConfigOpts, settings: httpd.ServerSettings, stop: StopRequest) -> None:
-    """One serving process: its backends, the application, the server until ``stop``."""
-    connected = backends.connect(conf, conf.coordination.backend_url)
+    """One serving process: its backends, the application, the server until ``stop``. A
+    ZooKeeper that cannot be used is :class:`common.ServiceError` (one line, exit 1)."""
+    try:
+        connected = backends.connect(conf, conf.coordination.backend_url)
+    except common.ZOOKEEPER_ERRORS as exc:
+        raise common.zookeeper_failure(conf.coordination.backend_url, exc) from None
     try:
         httpd.serve(app.build(conf, connected), settings, stop)
     finally:
         connected.close()
+
+
+def _forked_worker(conf: cfg.ConfigOpts, settings: httpd.ServerSettings,
+                   stop: StopRequest) -> None:
+    """:func:`_worker` in a forked process: what one process would print as one line (a backend
+    that cannot be used) is logged as one line, and the worker exits 1 (the supervisor starts
+    another)."""
+    try:
+        _worker(conf, settings, stop)
+    except common.ServiceError as exc:
+        LOG.error('API worker %d cannot serve: %s', os.getpid(), exc)
+        raise SystemExit(common.EXIT_UNREACHABLE) from None
 
 
 def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
@@ -53,7 +70,8 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
         if conf.api.workers == 1:
             _worker(conf, settings, stop)
         else:
-            httpd.run_workers(conf.api.workers, lambda own_stop: _worker(conf, settings, own_stop),
+            httpd.run_workers(conf.api.workers,
+                              lambda own_stop: _forked_worker(conf, settings, own_stop),
                               stop, grace=settings.graceful_shutdown_timeout + 5)
     finally:
         reservation.close()

@@ -20,10 +20,11 @@ e.g. ``handler=eventlet`` in ``[coordination] backend_url``, is refused there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from oslo_config import cfg
@@ -63,6 +64,21 @@ class Session:
         if self._coordinator is None:
             raise Unreachable(self._failure or 'no ZooKeeper')
         return self._coordinator
+
+    @contextlib.contextmanager
+    def zookeeper_failures(self) -> Iterator[None]:
+        """What kazoo or tooz raises once the session is up (the connection lost, the session
+        expired, no answer in time, a refusal) as :class:`Unreachable`, with
+        ``computed-manage``'s one line naming the servers: the check's failure, not an error
+        of the command (exit 255)."""
+        try:
+            yield
+        except common.ZOOKEEPER_ERRORS as exc:
+            raise Unreachable(self.failure(exc)) from None
+
+    def failure(self, exc: BaseException) -> str:
+        """The one line for ``exc``, raised by kazoo or tooz on the session's ZooKeeper."""
+        return str(common.zookeeper_failure(self._conf.coordination.backend_url, exc))
 
     def close(self) -> None:
         if self._coordinator is not None:
@@ -236,9 +252,10 @@ def _services(conf: cfg.ConfigOpts, session: Session) -> list[Any]:
     group = conf.coordination.group
     coordinator = session.coordinator()
     client = kazoo_client(coordinator)
-    return (records.read_daemons(client, group_path(coordinator, group),
-                                 drain_markers_path(group))
-            + records.read_reporters(client, group))
+    with session.zookeeper_failures():
+        return (records.read_daemons(client, group_path(coordinator, group),
+                                     drain_markers_path(group))
+                + records.read_reporters(client, group))
 
 
 def check_service_versions(conf: cfg.ConfigOpts, session: Session) -> Result:
@@ -292,6 +309,8 @@ def check_zookeeper(conf: cfg.ConfigOpts, session: Session) -> Result:
         granted = zookeeper.granted_session_timeout(client, requested)
     except zookeeper.SessionTimeoutUnknown as exc:
         return checks.session_timeout(requested, None, str(exc))
+    except common.ZOOKEEPER_ERRORS as exc:
+        return Result(Code.FAILURE, session.failure(exc))
     return checks.session_timeout(requested, granted)
 
 

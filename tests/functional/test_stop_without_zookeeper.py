@@ -18,6 +18,7 @@ exit within is not a performance figure: it only tells a slow stop from a hang. 
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import subprocess
 
@@ -100,6 +101,51 @@ def test_computed_manage_on_a_frozen_zookeeper_is_one_line(stack, zookeeper, tmp
     assert "Traceback" not in result.stderr and result.threads_left == (), result
     line, = result.stderr.splitlines()
     assert f"fleet status: ZooKeeper at {zookeeper.hosts} unreachable" in line, line
+
+
+def frozen_conf(stack, zookeeper, tmp_path, name: str, extra: str = "") -> pathlib.Path:
+    """A configuration whose backend_url is the test's own ZooKeeper (2 s sessions) and whose
+    database cannot be reached (these commands fail on ZooKeeper before they read it)."""
+    conf = tmp_path / f"{name}.conf"
+    conf.write_text(stack.computed_conf(
+        host=name, database="postgresql+psycopg2://postgres@127.0.0.1:9/none",
+        extra=extra).replace(
+        f"backend_url = {stack['zookeeper'].url}?timeout=2",
+        f"backend_url = {zookeeper.url}?timeout={SESSION}"))
+    return conf
+
+
+def test_computed_api_on_a_frozen_zookeeper_is_one_line(stack, zookeeper, tmp_path):
+    """Before, kazoo's KazooTimeoutError (no session within 15 s) left computed-api as a
+    traceback; now the one line computed-manage prints, exit 1."""
+    conf = frozen_conf(stack, zookeeper, tmp_path, "a1", extra=(
+        f"[api]\nbind_host = 127.0.0.1\nbind_port = {process.free_port()}\n"
+        f"auth_strategy = noauth2\n"))
+    os.kill(zookeeper.pid, signal.SIGSTOP)
+    result = cli.run("computed-api", "--config-file", conf, home=tmp_path)
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr and result.threads_left == (), result
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"computed-api: error: ZooKeeper at {zookeeper.hosts} unreachable: "
+                           ), last
+
+
+def test_computed_status_on_a_frozen_zookeeper_fails_its_checks_in_one_line(
+        stack, zookeeper, tmp_path):
+    """A check, not a fix's proof (this passed before too): the checks that need ZooKeeper
+    fail with one line naming its servers, exit 2 (a failure), no traceback. (A failure after
+    the session is up is tests/unit/cmd/test_status_zookeeper.py's.)"""
+    conf = frozen_conf(stack, zookeeper, tmp_path, "s1")
+    os.kill(zookeeper.pid, signal.SIGSTOP)
+    result = cli.run("computed-status", "--config-file", conf, "upgrade", "check",
+                     home=tmp_path)
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr + result.stdout and result.stderr == "", result
+    said = {line.partition(": ")[0]: line.partition(": ")[2]
+            for line in result.stdout.splitlines()}
+    for check in ("Service versions", "ZooKeeper"):
+        assert said[check].startswith(f"Failure: cannot reach ZooKeeper at {zookeeper.hosts} "
+                                      f"unreachable: no session within"), said
 
 
 def test_a_daemon_asked_to_stop_while_it_starts_on_a_frozen_zookeeper_stops_at_once(
