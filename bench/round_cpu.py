@@ -34,7 +34,6 @@ import tempfile
 import time
 
 import sqlalchemy as sa
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bench.daemon_memory import _Listed, listing_page
 from computed.baremetal.catalog import NodeCatalog
@@ -42,6 +41,7 @@ from computed.daemon.listing import ListingRound, Listings
 from computed.db import models
 from computed.db.engine import engine_from_url
 from computed.providers.state import provider_from_node
+from computed.testing.znode import OneZnode
 
 
 class _Clock:
@@ -50,59 +50,6 @@ class _Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class _Stat:
-    def __init__(self, version: int) -> None:
-        self.version = version
-
-
-class _Answered:
-    """A kazoo async result, answered at once with what ``call`` returns or raises."""
-
-    def __init__(self, call):
-        try:
-            self.value, self.error = call(), None
-        except Exception as exc:  # noqa: BLE001 - raised again by get, as kazoo does
-            self.value, self.error = None, exc
-
-    def get(self, timeout=None):
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-
-class _ZooKeeper:
-    """One znode, with ZooKeeper's versioned writes (kazoo's calls and their async forms)."""
-
-    def get_async(self, path):
-        return _Answered(lambda: self.get(path))
-
-    def create_async(self, path, data, makepath=False):
-        return _Answered(lambda: self.create(path, data, makepath))
-
-    def set_async(self, path, data, version=-1):
-        return _Answered(lambda: self.set(path, data, version))
-
-    def __init__(self) -> None:
-        self.data: bytes | None = None
-        self.version = -1
-
-    def get(self, path):
-        if self.data is None:
-            raise NoNodeError(path)
-        return self.data, _Stat(self.version)
-
-    def create(self, path, data, makepath=False):
-        if self.data is not None:
-            raise NodeExistsError(path)
-        self.data, self.version = data, 0
-
-    def set(self, path, data, version=-1):
-        if version != -1 and version != self.version:
-            raise BadVersionError(path)
-        self.data, self.version = data, self.version + 1
-        return _Stat(self.version)
 
 
 class _Trusted:
@@ -149,7 +96,7 @@ def one_run(page: bytes, first: float, second: float, missed: int) -> tuple[floa
         clock, wall = _Clock(100.0), _Clock(5000.0)
         catalog = NodeCatalog(_Listed(page), clock=clock)
         lister = Listings(_Nodes(catalog), catalog, engine, 30.0, 600.0, _Trusted(),
-                          ListingRound(_ZooKeeper(), "/r", "c1", wall=wall), None, clock=clock)
+                          ListingRound(OneZnode(), "/r", "c1", wall=wall), None, clock=clock)
         lister.step()  # the first listing
         nodes = sorted(catalog.view().nodes.values(), key=lambda n: n.uuid)
         cut = int(len(nodes) * first)

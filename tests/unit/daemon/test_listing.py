@@ -7,7 +7,6 @@ import json
 import logging
 
 import pytest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import Node
@@ -39,6 +38,7 @@ from computed.daemon.listing import (
     to_announce,
 )
 from computed.providers.state import provider_from_node
+from computed.testing.znode import OneZnode
 from tests.unit.daemon.fakes import Clock, Ironic
 
 N1 = "11111111-1111-1111-1111-111111111111"
@@ -358,63 +358,8 @@ def test_a_failed_send_is_logged_not_raised(caplog):
 
 # --- the round in ZooKeeper ----------------------------------------------------------------------
 
-class Stat:
-    def __init__(self, version):
-        self.version = version
-
-
-class Answered:
-    """A kazoo async result, answered at once with what ``call`` returns or raises."""
-
-    def __init__(self, call):
-        try:
-            self.value, self.error = call(), None
-        except Exception as exc:  # noqa: BLE001 - raised again by get, as kazoo does
-            self.value, self.error = None, exc
-
-    def get(self, timeout=None):
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-
-class ZooKeeper:
-    """One znode, with ZooKeeper's versioned writes."""
-
-    def __init__(self):
-        self.data: bytes | None = None
-        self.version = -1
-
-    def get_async(self, path):
-        return Answered(lambda: self._get(path))
-
-    def create_async(self, path, data, makepath=False):
-        return Answered(lambda: self._create(path, data))
-
-    def set_async(self, path, data, version=-1):
-        return Answered(lambda: self._set(path, data, version))
-
-    def _get(self, path):
-        if self.data is None:
-            raise NoNodeError(path)
-        return self.data, Stat(self.version)
-
-    def _create(self, path, data):
-        if self.data is not None:
-            raise NodeExistsError(path)
-        self.data, self.version = data, 0
-
-    def _set(self, path, data, version):
-        if self.data is None:
-            raise NoNodeError(path)
-        if version != -1 and version != self.version:
-            raise BadVersionError(path)
-        self.data, self.version = data, self.version + 1
-        return Stat(self.version)
-
-
 def test_one_daemon_wins_each_round_and_its_findings_set_the_next():
-    zk, wall = ZooKeeper(), Wall(1000.0)
+    zk, wall = OneZnode(), Wall(1000.0)
     c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
     mine = c1.claim(600.0, 30.0)
     assert mine == RoundRecord(1000.0, "c1") and c2.claim(600.0, 30.0) is None
@@ -432,7 +377,7 @@ def test_one_daemon_wins_each_round_and_its_findings_set_the_next():
 
 
 def test_a_claim_says_which_round_it_replaced():
-    zk, wall = ZooKeeper(), Wall(1000.0)
+    zk, wall = OneZnode(), Wall(1000.0)
     c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
     first = c1.claim(600.0, 30.0)
     assert c1.replaced is None
@@ -449,7 +394,7 @@ def test_a_claim_says_which_round_it_replaced():
 
 
 def test_a_round_claimed_concurrently_goes_to_one_daemon():
-    zk, wall = ZooKeeper(), Wall(1000.0)
+    zk, wall = OneZnode(), Wall(1000.0)
     c1, c2 = (ListingRound(zk, "/r", host, wall=wall) for host in ("c1", "c2"))
     c1.finish(c1.claim(600.0, 30.0), 0)
     wall.now = 2000.0
@@ -496,7 +441,7 @@ def listings(monkeypatch, watch, applied=()):
     ironic = Ironic(node(N1), node(N2))
     catalog = NodeCatalog(ironic, clock=clock)
     nodes = Nodes(catalog)
-    zk = ZooKeeper()
+    zk = OneZnode()
     notifier = Notifier()
     rows = [(u, json.dumps(s)) for u, s in applied]
     monkeypatch.setattr("computed.db.providers.applied_states",
@@ -652,7 +597,7 @@ def started(monkeypatch, seconds=80.0):
                         lambda engine, uuids=None: iter(rows))
     notifier = Notifier()
     lister = Listings(nodes, catalog, None, 30.0, 600.0, watch,
-                      ListingRound(ZooKeeper(), "/r", "c1", wall=wall),
+                      ListingRound(OneZnode(), "/r", "c1", wall=wall),
                       Heartbeat(notifier, "c1", wall=wall, watch=watch), clock=clock)
     return lister, nodes, watch, clock, wall
 
