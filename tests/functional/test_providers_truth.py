@@ -1,9 +1,11 @@
 """Placement tells the truth about every node through failovers, filters and quiet periods.
 
-The paths of issue 13, tried from the outside: daemons and a reporter as processes against the
-real Ironic, Placement, RabbitMQ and ZooKeeper. Listings are made rare on purpose
-(``node_refresh_interval = 600``) so that whatever reaches Placement reached it through an event
-or a claim change, not through the next full listing.
+The paths of issue 13, tried from the outside: daemons and a reporter against the real Ironic,
+Placement, RabbitMQ and ZooKeeper, in the test's process (tests/functional/inprocess.py) but the
+daemons of the failover test, which kills one of them: processes of their own (the test is
+marked ``daemon_processes``; its reporter, never killed, runs in the test's process). Listings
+are made rare on purpose (``node_refresh_interval = 600``) so that whatever reaches Placement
+reached it through an event or a claim change, not through the next full listing.
 
 Each test was seen failing before its fix (issue 13 items 1, 2, 5 and 6).
 """
@@ -26,9 +28,6 @@ from tests.functional.daemons import (
     wait_for,
     zk_client,
 )
-
-#: Processes: it kills daemons.
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 9
 RARE = 600  # node_refresh_interval: no full listing happens during a test
@@ -53,10 +52,11 @@ def all_reported(placement, world, nodes, reserved=None):
     return check
 
 
+@pytest.mark.daemon_processes  # it kills the daemon that holds the node, whichever it is
 def test_a_change_made_during_a_failover_reaches_placement_without_a_listing(
         stack, world, placement):
     make_available(stack, world.nodes)
-    world.reporter("r1")
+    world.reporter("r1", process=False)
     daemons = {h: world.daemon(h, session_timeout=3, refresh=RARE) for h in ("c1", "c2", "c3")}
     wait_for(all_reported(placement, world, world.nodes, reserved=0), 90, "every node reported",
              world.processes)
