@@ -1,5 +1,8 @@
-"""Instances through the whole product: daemons and a reporter as processes, builds scheduled
-through the real Placement, deployed by the owning daemon through the real Ironic.
+"""Instances through the whole product: daemons and a reporter, builds scheduled through the real
+Placement, deployed by the owning daemon through the real Ironic. The daemons run in the test's
+process (tests/functional/inprocess.py) but in the re-homing test, which kills the busiest of
+them: there they are processes of their own with :data:`SESSION` (the test is marked
+``daemon_processes``), and the reporter, never killed, runs in the test's process.
 """
 
 from __future__ import annotations
@@ -23,9 +26,6 @@ from tests.functional.daemons import (
     wait_schedulable,
 )
 
-#: Processes: it kills a daemon.
-pytestmark = pytest.mark.daemon_processes
-
 WORLD_NODES = 8
 SESSION = 2
 GRACE = 3.0
@@ -36,9 +36,12 @@ IMAGE = "http://127.0.0.1/images/demo.qcow2"
 def fleet(stack, world, placement, computed_config):
     """World nodes available, a reporter and 3 daemons, providers schedulable; a ServerAPI."""
     make_available(stack, world.nodes)
-    world.reporter("r1")
+    world.reporter("r1", process=False)
     for host in ("c1", "c2", "c3"):
-        world.daemon(host, session_timeout=SESSION, rehome_grace=GRACE)
+        # The short session only where a daemon is killed; in the test's process tooz's
+        # default (tests/functional/daemons.py: a 2 s one may time out the first connection).
+        world.daemon(host, session_timeout=SESSION if world.process else None,
+                     rehome_grace=GRACE)
     wait_schedulable(world, placement)
     zk, transport = instance_bus(stack)
     api = ServerAPI(world.engine, keystone.load_adapter(computed_config, "placement"),
@@ -128,6 +131,7 @@ def test_concurrent_builds_never_share_a_node(fleet):
         assert allocations(world, row.uuid) == expected, row
 
 
+@pytest.mark.daemon_processes  # it kills a daemon
 def test_instances_of_a_dead_daemon_are_rehomed_and_stay_rehomed(stack, fleet):
     world = fleet
     rows = build(world, 6)
