@@ -1,6 +1,7 @@
-"""Providers in Placement: daemons and reporters (in the test's process, as processes where a test
-kills them) against real Ironic, Placement, RabbitMQ and ZooKeeper (and PostgreSQL for
-computed's database where there is one).
+"""Providers in Placement: daemons and reporters (in the test's process; processes of their own
+only where a test kills one: the daemons of the failover test, the reporter of the outage test)
+against real Ironic, Placement, RabbitMQ and ZooKeeper (and PostgreSQL for computed's database
+where there is one).
 
 Each test enrolls its own nodes (with a resource class of its own) and checks only their
 providers: Ironic and Placement are shared by the whole session.
@@ -112,12 +113,12 @@ def _allocate(adapter, node, rc):
     return consumer
 
 
-@pytest.mark.daemon_processes  # it kills a daemon
+@pytest.mark.daemon_processes  # it kills a daemon (its reporter runs in the test's process)
 def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, placement,
                                                              placement_adapter):
     node = world.nodes[0]
     make_available(stack, [node])
-    world.reporter("r1")
+    world.reporter("r1", process=False)
     daemons = [world.daemon("c1"), world.daemon("c2"), world.daemon("c3")]
     wait_for(lambda: all(seen(placement, n) for n in world.nodes) and
              seen(placement, node).reserved == 0, 90, "reported", world.processes)
@@ -148,13 +149,13 @@ def test_provider_keeps_uuid_and_allocation_through_failover(stack, world, place
     assert node in allocations["allocations"]
 
 
-@pytest.mark.daemon_processes  # it kills the reporter
+@pytest.mark.daemon_processes  # it kills the reporter (the rest run in the test's process)
 def test_reporter_killed_and_placement_restarted_then_everything_converges(
         stack, world, placement):
     toggled = world.nodes[:6]
     make_available(stack, toggled)
     reporter = world.reporter("r1")
-    world.daemon("c1"), world.daemon("c2")
+    world.daemon("c1", process=False), world.daemon("c2", process=False)
     wait_for(lambda: all(seen(placement, n) for n in world.nodes) and
              all(seen(placement, n).reserved == 0 for n in toggled), 90, "reported",
              world.processes)
@@ -166,7 +167,7 @@ def test_reporter_killed_and_placement_restarted_then_everything_converges(
     placement.forget()
     time.sleep(2)  # the daemons keep their reports while nobody answers
     assert all(seen(placement, n).reserved == 0 for n in toggled)
-    world.reporter("r2")
+    world.reporter("r2", process=False)
     wait_for(lambda: all(seen(placement, n).reserved == 1 for n in toggled), 90,
              "reports applied after the outage", world.processes)
 
