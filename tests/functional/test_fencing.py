@@ -1,5 +1,7 @@
-"""Fencing every write, through the whole product: daemons as processes, the real ZooKeeper,
-RabbitMQ, Ironic (fake hardware) and database.
+"""Fencing every write, through the whole product: daemons, the real ZooKeeper, RabbitMQ, Ironic
+(fake hardware) and database. The daemons run in the test's process
+(tests/functional/inprocess.py) but in the test that freezes one (SIGSTOP): processes of their
+own there (marked ``daemon_processes``), with the short :data:`SESSION`.
 
 * A daemon frozen past its ZooKeeper session (SIGSTOP) in the middle of an Ironic write that
   keeps being retried, whose peer meanwhile re-homed the instance and changed the node: once
@@ -46,9 +48,6 @@ from tests.functional.daemons import (
     wait_converged,
     wait_for,
 )
-
-#: Processes: it freezes daemons (SIGSTOP).
-pytestmark = pytest.mark.daemon_processes
 
 WORLD_NODES = 4
 SESSION = 2
@@ -160,6 +159,7 @@ def instance_on(world, node, host, member_epoch, state=models.ACTIVE):
                                         host=host, member_epoch=member_epoch, state=state)
 
 
+@pytest.mark.daemon_processes  # it freezes whichever daemon holds the node
 def test_a_daemon_frozen_past_its_session_never_writes_to_ironic_after_waking(
         stack, world, zk, servers):
     api, _ = servers
@@ -213,8 +213,8 @@ def test_a_daemon_frozen_past_its_session_never_writes_to_ironic_after_waking(
 
 def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stack, world,
                                                                            zk):
-    c1 = world.daemon("c1", session_timeout=SESSION)
-    c2 = world.daemon("c2", session_timeout=SESSION)
+    c1 = world.daemon("c1")
+    c2 = world.daemon("c2")
     converged(stack, zk, world, {"c1", "c2"})
     # The ring gives c1 none of the world's 4 random nodes once in 16 runs: the node is one the
     # ring gives c1 (enrolled for it if need be), held by c1 before its claim is deleted.
@@ -245,7 +245,7 @@ def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stac
 def test_a_lost_cast_is_still_carried_out(stack, world, zk, servers):
     api, transport = servers
     make_available(stack, world.nodes)
-    c1 = world.daemon("c1", session_timeout=SESSION, extra="[fleet]\nresume_interval = 2\n")
+    c1 = world.daemon("c1", extra="[fleet]\nresume_interval = 2\n")
     converged(stack, zk, world, {"c1"})
     node = world.nodes[0]
     record = held_by(zk, world, "c1")[node]
@@ -264,7 +264,7 @@ def test_a_cast_for_another_member_epoch_is_refused_through_the_bus(stack, world
                                                                    servers):
     api, transport = servers
     make_available(stack, world.nodes)
-    c1 = world.daemon("c1", session_timeout=SESSION)
+    c1 = world.daemon("c1")
     converged(stack, zk, world, {"c1"})
     node = world.nodes[0]
     record = held_by(zk, world, "c1")[node]
