@@ -27,7 +27,8 @@ from computed_ironic.driver import IronicDriver
 from tests.functional.daemons import Daemon, ownership_now, seen, wait_for, zk_client
 from tests.functional.test_reporting import _call, playing_a_daemon
 
-#: Processes: it signals daemons and reads their exit status.
+#: Processes: it signals daemons and reads their exit status (the one test that does neither runs
+#: its reporters in the test's process: tests/functional/inprocess.py).
 pytestmark = pytest.mark.daemon_processes
 
 # Nodes the world fixture enrolls: one is enough here.
@@ -222,7 +223,7 @@ def test_a_reporter_whose_placement_never_answers_answers_failed_and_holds_no_lo
     state = {"uuid": node, "name": node, "resource_class": world.rc, "reserved": 0,
              "traits": []}
     with silent_server() as url:
-        stuck = world.reporter("r-silent", extra=(
+        stuck = world.reporter("r-silent", process=False, extra=(
             f"[placement]\nendpoint = {url}\nresync_interval = 0\ntimeout = 5\n"))
         stuck.wait_log("serving topic")
         with playing_a_daemon(stack, world, node) as (client, epoch):
@@ -237,7 +238,7 @@ def test_a_reporter_whose_placement_never_answers_answers_failed_and_holds_no_lo
             assert len(lines) == 1 and url in lines[0], lines
             assert "no answer from Placement" in lines[0], lines
             stuck.stop()
-            healthy = world.reporter("r-healthy")
+            healthy = world.reporter("r-healthy", process=False)
             healthy.wait_log("serving topic")
             got = wait_for(lambda: _call(client, [{**report, "seq": 3}]), HANG,
                            "the healthy reporter applies", [healthy])
