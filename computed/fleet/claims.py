@@ -35,7 +35,8 @@ claiming daemon's ZooKeeper session, holding ``{"host": ..., "member_epoch": ...
   batch: with every server gone kazoo would hold a request until one answers again, which may be
   never, and a daemon asked to stop must stop. A create or delete not answered in time counts as
   failed (its outcome unknown, as after a dropped connection: a create that ZooKeeper carries
-  out later is adopted, a delete is made again). A claim whose delete is not answered while the
+  out later is adopted if the plan still gives us the node, else deleted by the next pass, never
+  acted on; a delete is made again). A claim whose delete is not answered while the
   daemon leaves is left to the session: it is ephemeral, and goes when the session expires (one
   log line names them).
 * **On record.** The audit log (:mod:`computed.fleet.audit`) gets a ``claim`` record before a
@@ -47,12 +48,12 @@ forgets and deletes released claims; kazoo's event thread runs the watch callbac
 claim deleted behind our back and set ``wake`` (the fleet's wake-up: an Event, never blocking
 kazoo); the node thread, the report thread (:class:`computed.daemon.sync.ReportGate`), the
 instance worker's threads (:class:`ClaimGuard`, :meth:`ClaimTable.while_held`) and the metrics
-endpoint's request threads read. The held and undeleted claims are two dicts guarded by the
-table's lock: every change and every read is under it, and readers get copies or immutable
-:class:`Claim` values. :meth:`ClaimTable.while_held` runs its callable (the audit's ``act``
-record) under that lock, so an action is recorded only while its claim is held and before the
-claim's ``release`` record: the check and the record were one step under eventlet (no I/O
-between them), and are one critical section now.
+endpoint's request threads read. The held and undeleted claims (two dicts) and the unanswered
+creates (a set) are guarded by the table's lock: every change and every read is under it, and
+readers get copies or immutable :class:`Claim` values. :meth:`ClaimTable.while_held` runs its
+callable (the audit's ``act`` record) under that lock, so an action is recorded only while its
+claim is held and before the claim's ``release`` record: the check and the record were one
+step under eventlet (no I/O between them), and are one critical section now.
 """
 
 from __future__ import annotations
@@ -165,6 +166,12 @@ class ClaimTable:
         # Released (not acted on) but whose znode's delete failed: deleted again by
         # delete_released.
         self._undeleted: dict[str, Claim] = {}
+        # Nodes whose create ZooKeeper did not answer in time: kazoo may still send it once a
+        # server answers, so the znode may exist under our session though we hold nothing.
+        # delete_released looks at each and deletes one of ours that no acquire took back:
+        # left alone, it would block the node's rightful owner until our session ends (seen
+        # when the ring moved the node to a newcomer before our next pass).
+        self._unanswered: set[str] = set()
         self._lock = threading.Lock()
 
     def ensure_root(self) -> None:
@@ -219,6 +226,9 @@ class ClaimTable:
             except zk_exc.KazooException as exc:
                 LOG.warning("claim on node %s failed: %s", node, exc)
                 result.failed.append(node)
+                if isinstance(exc, zk_exc.ConnectionLoss):  # NoAnswer too: outcome unknown
+                    with self._lock:
+                        self._unanswered.add(node)
                 continue
             self._publish(Claim(node, stat.czxid, term), member_epoch, result)
         self._adopt_or_watch(taken, member_epoch, term, result)
@@ -229,6 +239,7 @@ class ClaimTable:
         with self._lock:
             self._held[claim.node] = claim
             self._undeleted.pop(claim.node, None)  # taken back (adopted) before it was deleted
+            self._unanswered.discard(claim.node)
         result.acquired.append(claim)
         self._watch_held(claim.node)
 
@@ -309,7 +320,11 @@ class ClaimTable:
 
     def delete_released(self) -> int:
         """Delete again the claims released earlier whose delete failed, each only if its znode
-        is still that claim of this session; returns how many are still left to delete."""
+        is still that claim of this session, and the znodes of unanswered creates that turn out
+        to be ours though no acquire took them (:meth:`_delete_unanswered`); returns how many
+        released claims are still left to delete. Runs on the reconciler's thread, the one that
+        acquires, so no acquire of ours runs meanwhile."""
+        self._delete_unanswered()
         with self._lock:
             undeleted = list(self._undeleted.values())
         if not undeleted:
@@ -333,6 +348,33 @@ class ClaimTable:
         self._delete(ours)
         with self._lock:
             return len(self._undeleted)
+
+    def _delete_unanswered(self) -> None:
+        """Settle the creates ZooKeeper did not answer in time: a znode of this session that no
+        acquire took back (it would have been adopted: held) is deleted, as a claim released;
+        one that is gone or another session's is forgotten; no answer yet: the next pass."""
+        with self._lock:
+            nodes = [node for node in self._unanswered if node not in self._held]
+            self._unanswered.difference_update(self._held)
+        if not nodes:
+            return
+        session_id = self._session_id()
+        deadline = self._deadline()
+        pending = [(node, self._client.exists_async(self._node_path(node))) for node in nodes]
+        ours = []
+        for node, async_result in pending:
+            try:
+                stat = zookeeper.answer(async_result, deadline, f"a look at node {node}'s claim")
+            except zk_exc.KazooException:
+                continue  # still no answer: next pass
+            with self._lock:
+                self._unanswered.discard(node)
+            if stat is not None and session_id is not None and stat.ephemeralOwner == session_id:
+                ours.append(Claim(node, stat.czxid, 0))
+        if ours:
+            LOG.warning("deleting %d claims of ours whose create ZooKeeper answered too late "
+                        "(nodes %s): never acted on", len(ours), some_nodes(ours))
+            self._delete(ours)
 
     def _delete(self, claims: list[Claim], leaving: bool = False) -> None:
         """Delete the znodes of released ``claims``, pipelined, waiting for the answers at most
@@ -382,6 +424,7 @@ class ClaimTable:
         with self._lock:
             dropped, self._held = list(self._held.values()), {}
             self._undeleted = {}  # their znodes died with the session
+            self._unanswered = set()
         for claim in dropped:
             self._audit.record(AuditEvent.RELEASE, node=claim.node, claim_epoch=claim.epoch,
                                lost=True)

@@ -8,6 +8,7 @@ import threading
 import types
 
 import pytest
+from kazoo.exceptions import NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
@@ -182,3 +183,67 @@ def test_a_held_claim_costs_no_object_of_its_own_beyond_its_value(tmp_path):
     watches = [client.watches[f"/computed/fleet/claims/{node}"] for node in ("n1", "n2", "n3")]
     assert watches[0] is watches[1] is watches[2]
     assert not hasattr(acquired[0], "__dict__")
+
+
+def late_create(client, nodes):
+    """Make the creates of ``nodes`` go unanswered in time (kazoo's wait times out), while
+    ZooKeeper carries them out: each znode then exists under our session (client_id 1)."""
+    create = client.create_async
+    late = {f"/computed/fleet/claims/{node}" for node in nodes}
+
+    def create_async(path, value, ephemeral, include_data):
+        return Unanswered() if path in late else create(path, value, ephemeral, include_data)
+
+    client.create_async = create_async
+
+
+def answer_looks(client, ephemeral_owner, czxid=500):
+    """Answer every exists_async from now on at once: the znode is there, of that session."""
+    def exists_async(path, watch=None):
+        answer = Answer()
+        answer.value = types.SimpleNamespace(czxid=czxid, ephemeralOwner=ephemeral_owner)
+        client.exists.append((path, answer))
+        return answer
+
+    client.exists_async = exists_async
+
+
+def test_a_create_answered_too_late_that_no_acquire_took_back_is_deleted(tmp_path):
+    # Seen in test_fleet under load: a claim's create timed out, ZooKeeper made it anyway, the
+    # ring then gave the node to a newcomer, and our forgotten znode blocked it for good.
+    claims, client = table(tmp_path, threading.Event(), session_timeout=0.01)
+    late_create(client, ["n2"])
+    result = claims.acquire(["n1", "n2"], member_epoch=7, term=1)
+    assert result.failed == ["n2"] and claims.get("n2") is None
+    deleted = []
+    client.delete_async = lambda path: deleted.append(path) or Answer()
+    answer_looks(client, ephemeral_owner=1)  # the znode is ours
+    claims.delete_released()  # the next pass; the plan no longer wants n2
+    assert deleted == ["/computed/fleet/claims/n2"]
+    assert claims.get("n2") is None and claims.get("n1") is not None
+    deleted.clear()
+    claims.delete_released()  # settled: not looked at again
+    assert deleted == []
+
+
+def test_a_create_answered_too_late_of_another_session_or_taken_back_is_left_alone(tmp_path):
+    claims, client = table(tmp_path, threading.Event(), session_timeout=0.01)
+    late_create(client, ["n1", "n2"])
+    claims.acquire(["n1", "n2"], member_epoch=7, term=1)
+    deleted = []
+    client.delete_async = lambda path: deleted.append(path) or Answer()
+    # n1 is still wanted: the next acquire finds its znode (ours) and takes it back.
+    client.create_async = lambda *a, **k: Existing()
+    answer_looks(client, ephemeral_owner=1)
+    [claim] = claims.acquire(["n1"], member_epoch=7, term=1).acquired
+    assert claim.node == "n1" and claims.get("n1") == claim
+    answer_looks(client, ephemeral_owner=2)  # n2's znode: another session's since
+    claims.delete_released()
+    assert deleted == [] and claims.get("n1") == claim
+
+
+class Existing(Answer):
+    """A create ZooKeeper refuses: the znode exists."""
+
+    def get(self, timeout=None):
+        raise NodeExistsError()
