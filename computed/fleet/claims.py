@@ -329,25 +329,34 @@ class ClaimTable:
             undeleted = list(self._undeleted.values())
         if not undeleted:
             return 0
-        session_id = self._session_id()
-        deadline = self._deadline()
-        pending = [(claim, self._client.exists_async(self._node_path(claim.node)))
-                   for claim in undeleted]
+        by_node = {claim.node: claim for claim in undeleted}
         ours = []
-        for claim, async_result in pending:
-            try:
-                stat = zookeeper.answer(async_result, deadline,
-                                        f"a look at node {claim.node}'s claim")
-            except zk_exc.KazooException:
-                continue  # still no answer: next pass
-            if (stat is not None and stat.czxid == claim.epoch and session_id is not None
-                    and stat.ephemeralOwner == session_id):
+        for node, stat in self._ours(list(by_node)):
+            claim = by_node[node]
+            if stat is not None and stat.czxid == claim.epoch:
                 ours.append(claim)
             else:  # gone, or died with an older session (whoever claimed it since owns it)
                 self._settled(claim)
         self._delete(ours)
         with self._lock:
             return len(self._undeleted)
+
+    def _ours(self, nodes: list[str]) -> list[tuple[str, Any]]:
+        """Look at the claim znodes of ``nodes``, pipelined, answered within the session timeout
+        in all: ``(node, stat)`` for each answered, stat None unless the znode exists and is of
+        this session; a node not answered in time is left out (looked at again next pass)."""
+        session_id = self._session_id()
+        deadline = self._deadline()
+        pending = [(node, self._client.exists_async(self._node_path(node))) for node in nodes]
+        looked = []
+        for node, async_result in pending:
+            try:
+                stat = zookeeper.answer(async_result, deadline, f"a look at node {node}'s claim")
+            except zk_exc.KazooException:
+                continue
+            ours = stat is not None and session_id is not None and stat.ephemeralOwner == session_id
+            looked.append((node, stat if ours else None))
+        return looked
 
     def _delete_unanswered(self) -> None:
         """Settle the creates ZooKeeper did not answer in time: a znode of this session that no
@@ -358,19 +367,12 @@ class ClaimTable:
             self._unanswered.difference_update(self._held)
         if not nodes:
             return
-        session_id = self._session_id()
-        deadline = self._deadline()
-        pending = [(node, self._client.exists_async(self._node_path(node))) for node in nodes]
         ours = []
-        for node, async_result in pending:
-            try:
-                stat = zookeeper.answer(async_result, deadline, f"a look at node {node}'s claim")
-            except zk_exc.KazooException:
-                continue  # still no answer: next pass
+        for node, stat in self._ours(nodes):
             with self._lock:
                 self._unanswered.discard(node)
-            if stat is not None and session_id is not None and stat.ephemeralOwner == session_id:
-                ours.append(Claim(node, stat.czxid, 0))
+            if stat is not None:
+                ours.append(Claim(node, stat.czxid, 0))  # never held: no term of ours
         if ours:
             LOG.warning("deleting %d claims of ours whose create ZooKeeper answered too late "
                         "(nodes %s): never acted on", len(ours), some_nodes(ours))
