@@ -8,7 +8,10 @@ seeded as bench/seed.py does (bench/report_bench.py's population), and measures,
    ``--baseline`` seconds with no daemon and no reporter running: what Ironic costs on its own
    (its periodic tasks: power sync, ...).
 2. **cold start**: ``--daemons`` daemons and ``--reporters`` reporters started; done when every
-   node's provider is applied with its expected state (bench/report_bench.py's check).
+   node's provider is applied with its expected state (bench/report_bench.py's check); each
+   daemon's RSS then. With ``--raw N``, just before it, Placement's rate without computed over N
+   fresh providers (bench/report_bench.py's raw rate: ``PlacementClient.apply`` and the bare
+   requests), the anchor of the cold start's rate.
 3. **steady window**: after ``--settle`` seconds, ``--window`` seconds during which nothing
    changes in Ironic: CPU seconds of each daemon, each reporter, Ironic and Placement; Placement
    writes (sum of provider generations, rows written in Placement's database); reports received
@@ -39,6 +42,7 @@ from bench.report_bench import (
     Run,
     cpu_snapshot,
     placement_db_counters,
+    raw_rate,
     seed,
     service_pids,
 )
@@ -99,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="after the window: nodes put in maintenance and back, each timed "
                              "until Placement shows it (bench.report_bench's events)")
     parser.add_argument("--spacing", type=float, default=0.2, help="seconds between events")
+    parser.add_argument("--raw", type=int, default=0,
+                        help="before the cold start, Placement's rate without computed over this "
+                             "many providers (bench.report_bench's raw rate; 0: not measured)")
     parser.add_argument("--ironic-power-sync", type=int, default=None, metavar="SECONDS",
                         help="Ironic's [conductor] sync_power_state_interval (default: Ironic's, "
                              "120; 0: none). Ironic's one conductor here syncs the power state "
@@ -130,9 +137,15 @@ def main(argv: list[str] | None = None) -> int:
                                   "load": (l0, os.getloadavg()[0])}
             say(f"  baseline cores: {base}")
 
+            if args.raw:
+                result["raw"] = raw_rate(stack, run.workdir, run.rc, args.raw,
+                                         args.reporters * args.workers)
             cold = run.cold_start()
             result["cold"] = {k: v for k, v in cold.items() if k != "cpu"}
             result["cold"]["cpu"] = cold["cpu"]
+            result["rss_mb_after_cold_start"] = run.daemon_rss_mb()
+            say(f"  daemons' RSS after the cold start (MB): "
+                f"{ {h: round(v, 1) for h, v in result['rss_mb_after_cold_start'].items()} }")
 
             reporters = run.reporters("s")
             time.sleep(args.settle)
