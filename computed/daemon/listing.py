@@ -39,7 +39,12 @@ Guarantees:
   an applied provider whose node is not listed) is a change with no event, and warned about; a
   listed node with no provider applied yet is a report not applied yet as often (a cold start
   has thousands, for minutes), announced all the same but logged at INFO
-  (:func:`round_findings`). The last round's lister keeps the rounds while it lives
+  (:func:`round_findings`). A listed node that cannot make a provider at all (a field
+  Placement would refuse: :func:`unreportable`) differs from every applied state for as long
+  as it stays so; it is announced once, and then no more while it differs the same way (its
+  owner re-read it and logs why it cannot report it; announcing it every round made every
+  daemon re-read it and kept the rounds ``frequent``, with a warning each): such nodes are not
+  counted as missed. The last round's lister keeps the rounds while it lives
   (others wait :data:`HANDOFF` seconds longer), so it can confirm what it found. A round won
   less than ``frequent`` seconds after this daemon's own listing ended compares that listing
   (kept current by events since) instead of listing again (:func:`round_lists_again`): the
@@ -212,17 +217,43 @@ def not_applied(how: tuple[Node | None, Any]) -> bool:
     return how[0] is not None and how[1] is None
 
 
+def unreportable(how: tuple[Node | None, Any]) -> bool:
+    """Whether a difference (as :func:`differing` says how) is a listed node that cannot make
+    a provider at all (:class:`InvalidProvider`): no report can make it agree with an applied
+    state; only a change of the node in Ironic can."""
+    return how[0] is not None and _listed_state(how[0]) is _INVALID
+
+
+def withheld(differing: Mapping[str, Any], announced: Mapping[str, Any]) -> set[str]:
+    """The differences not to announce again: announced before (``announced``: uuid -> how it
+    differed then), differing the same way now, and :func:`unreportable`. Only these are
+    looked at (a provider state made for each), so a round's cost does not grow with the
+    nodes it finds."""
+    return {uuid for uuid, how in announced.items()
+            if differing.get(uuid) == how and unreportable(how)}
+
+
+def still_announced(differing: Mapping[str, Any], announced: Mapping[str, Any],
+                    announce: Iterable[str]) -> dict[str, Any]:
+    """What stays remembered as announced after a round: the nodes it announces and those
+    announced before that differ the same way still, each with how it differs."""
+    kept = {uuid: how for uuid, how in announced.items() if differing.get(uuid) == how}
+    kept.update((uuid, differing[uuid]) for uuid in announce)
+    return kept
+
+
 def to_announce(differing: Mapping[str, Any], previous: Mapping[str, Any],
-                limit: int) -> list[str]:
+                limit: int, skip: Set[str] = frozenset()) -> list[str]:
     """The nodes to announce: those that differed the same way (same listed node, same applied
     state) at the previous round too, at most ``limit`` of them. A difference seen once may be a
     report still on its way (a cold start has thousands); one that outlived a whole round was
     missed. The cap bounds the re-reads a round causes (each daemon re-reads each announced
     node); the rest are announced by the next rounds, ``frequent`` seconds apart. Nodes changed
     with no event come before nodes with nothing applied yet (:func:`not_applied`): a cold
-    start's backlog of first reports must not hold back a change Ironic never announced."""
+    start's backlog of first reports must not hold back a change Ironic never announced.
+    ``skip``: nodes not to announce again (:func:`withheld`)."""
     confirmed = sorted((not_applied(how), uuid) for uuid, how in differing.items()
-                       if uuid in previous and previous[uuid] == how)
+                       if uuid in previous and previous[uuid] == how and uuid not in skip)
     return [uuid for _, uuid in confirmed[:limit]]
 
 
@@ -239,6 +270,14 @@ class RoundFindings:
     #: differing, not announced: first seen by this round (a report may be on its way), or
     #: beyond the round's cap
     pending: int
+    #: differing, not announced again: cannot make a provider, announced before (its owner
+    #: logs why); not a missed change
+    unreportable: int = 0
+
+    def missed(self) -> int:
+        """What the round records as found (a round that found any is followed by another
+        ``frequent`` seconds later): every difference but the known unreportable ones."""
+        return self.changed + self.unapplied + self.pending
 
     def level(self) -> int:
         """WARNING only for what is evidence of a change no event announced; a cold start's
@@ -248,25 +287,28 @@ class RoundFindings:
 
     def describe(self, examples: Iterable[str]) -> str:
         """One log line; ``examples``: some of the announced uuids."""
-        total = self.changed + self.unapplied + self.pending
+        total = self.missed() + self.unreportable
         return (f"the fleet-wide listing found {total} node(s) whose provider differs from what "
                 f"computed applied: {self.changed} changed with no event (differing the same "
                 f"way at the last round too), {self.unapplied} with no provider applied yet "
                 f"(at the last round too: their reports not applied yet, or lost), "
                 f"{self.pending} not announced (seen differing for the first time: a report may "
-                f"be on its way; or beyond {ANNOUNCE_PER_ROUND} a round); announcing "
-                f"{self.changed + self.unapplied} to their owners, e.g. "
-                f"{', '.join(examples) or 'none'}")
+                f"be on its way; or beyond {ANNOUNCE_PER_ROUND} a round), "
+                f"{self.unreportable} that cannot make a provider, announced before (their "
+                f"owners log why); announcing {self.changed + self.unapplied} to their owners, "
+                f"e.g. {', '.join(examples) or 'none'}")
 
 
 def round_findings(found: Mapping[str, tuple[Node | None, Any]],
-                   announce: Iterable[str]) -> RoundFindings:
-    """Sorts a round's differences (``found``, from :func:`differing`) and what it announces
-    (from :func:`to_announce`) into :class:`RoundFindings`."""
+                   announce: Iterable[str], skipped: Set[str] = frozenset()) -> RoundFindings:
+    """Sorts a round's differences (``found``, from :func:`differing`), what it announces
+    (from :func:`to_announce`) and what it did not announce again (``skipped``, from
+    :func:`withheld`) into :class:`RoundFindings`."""
     announced = list(announce)
     unapplied = sum(1 for uuid in announced if not_applied(found[uuid]))
     return RoundFindings(changed=len(announced) - unapplied, unapplied=unapplied,
-                         pending=len(found) - len(announced))
+                         pending=len(found) - len(announced) - len(skipped),
+                         unreportable=len(skipped))
 
 
 def round_compares_all(relist: bool, confirming: bool) -> bool:
@@ -445,6 +487,8 @@ class Listings:
         self.listings = 0  # full listings this daemon ran (read by tests and logs)
         self.last_missed = 0  # nodes its last fleet-wide listing announced
         self._differing: dict[str, Any] = {}  # what its last round found differing, and how
+        # What its rounds announced that still differs the same way, and how (see withheld).
+        self._announced: dict[str, Any] = {}
         self._last_round: RoundRecord | None = None  # the round that found them
         self.compared = 0  # nodes its last round compared (read by tests and logs)
 
@@ -515,14 +559,16 @@ class Listings:
         found = differing(view.nodes, db_providers.applied_states(self._engine, uuids=only),
                           self._differing, only)
         self.compared = len(view.nodes) if only is None else len(only)
-        announce = to_announce(found, self._differing, ANNOUNCE_PER_ROUND)
+        skip = withheld(found, self._announced)
+        announce = to_announce(found, self._differing, ANNOUNCE_PER_ROUND, skip)
+        self._announced = still_announced(found, self._announced, announce)
         self._differing = found
         self._last_round = record
+        findings = round_findings(found, announce, skip)
         if found:
-            findings = round_findings(found, announce)
             LOG.log(findings.level(), "%s", findings.describe(announce[:5]))
             if announce and self._heartbeat is not None:
                 self._heartbeat.announce_missed(announce)
         self.last_missed = len(announce)
-        self._rounds.finish(record, len(found))
+        self._rounds.finish(record, findings.missed())
         return changed

@@ -35,7 +35,10 @@ from computed.daemon.listing import (
     round_due,
     round_findings,
     round_lists_again,
+    still_announced,
     to_announce,
+    unreportable,
+    withheld,
 )
 from computed.providers.state import provider_from_node
 from computed.testing.znode import OneZnode
@@ -160,6 +163,36 @@ def test_a_cold_starts_rounds_warn_of_no_change_with_no_event():
     assert (findings.changed, findings.unapplied, findings.pending) == (1, 99, 901)
     assert findings.level() == logging.WARNING
     assert "1 changed with no event" in findings.describe([N1])
+
+
+def test_a_node_that_cannot_make_a_provider_is_announced_once_then_withheld():
+    bad = (node(N1, traits=("lower",)), json.dumps(state(node(N1))))  # Placement refuses it
+    changed = (node(N2, maintenance=True), json.dumps(state(node(N2))))
+    assert unreportable(bad) and not unreportable(changed) and not unreportable((None, "{}"))
+    found = {N1: bad, N2: changed}
+    # First confirmed: both announced (the owner of N1 re-reads it and logs why).
+    assert withheld(found, {}) == set()
+    announce = to_announce(found, found, 10, withheld(found, {}))
+    assert announce == [N1, N2]
+    announced = still_announced(found, {}, announce)
+    # The next round finds both the same way: only the unreportable one is withheld, the
+    # other is announced again (its report may have been lost).
+    skip = withheld(found, announced)
+    assert skip == {N1} and to_announce(found, found, 10, skip) == [N2]
+    findings = round_findings(found, [N2], skip)
+    assert (findings.changed, findings.unapplied, findings.pending, findings.unreportable) == \
+        (1, 0, 0, 1)
+    assert findings.missed() == 1 and "1 that cannot make a provider" in findings.describe([])
+    # Once it differs another way (the node changed in Ironic), it is announced again.
+    other = {N1: (node(N1, traits=("lower", "other")), bad[1])}
+    assert withheld(other, announced) == set()
+    assert still_announced(other, announced, []) == {}  # nothing it remembers differs so still
+
+
+def test_a_round_that_finds_only_withheld_nodes_records_nothing_missed():
+    bad = {N1: (node(N1, traits=("lower",)), None)}
+    findings = round_findings(bad, [], {N1})
+    assert findings.missed() == 0 and findings.level() == logging.INFO
 
 
 def applied_pairs(applied):
@@ -530,6 +563,32 @@ def test_reports_not_applied_yet_are_announced_without_a_warning(monkeypatch, ca
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert "0 changed with no event" in caplog.text
     assert "2 with no provider applied yet" in caplog.text
+
+
+def test_a_node_that_cannot_make_a_provider_is_announced_once_and_rounds_go_back_to_rare(
+        monkeypatch, caplog):
+    # N2 was reported, then Ironic gave it a trait Placement refuses, with no event. The round
+    # that confirms it announces it once (its owner re-reads it and logs why it cannot report
+    # it); after that the rounds neither announce it nor warn, and come every ``rare`` seconds,
+    # not every ``frequent`` (it is no missed change: it made every daemon re-read it every 30 s).
+    caplog.set_level(logging.INFO, logger="computed.daemon.listing")
+    lister, nodes, clock, notifier, ironic = listings(
+        monkeypatch, TrustedWatch(True),
+        applied=[(N1, state(node(N1))), (N2, state(node(N2)))])
+    ironic.nodes[N2] = node(N2, traits=("lower",))
+    lister.step()  # the first listing, trusted
+    for _ in range(8):  # the first round finds N2, the one 30 s later confirms and announces it
+        clock.now += 5
+        lister.step()
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
+    caplog.clear()
+    for _ in range(100):  # 500 s: one round withholds it, the next is not due before ``rare``
+        clock.now += 5
+        lister.step()
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N2]})]
+    assert caplog.text.count("fleet-wide listing found") == 1
+    assert "1 that cannot make a provider" in caplog.text
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_confirming_round_compares_only_what_the_last_one_found(monkeypatch):
