@@ -33,6 +33,7 @@ from tests.functional.daemons import (
     json_status,
     merged_records,
     ownership_now,
+    stop_all,
     wait_converged,
     want_processes,
     zk_client,
@@ -40,6 +41,11 @@ from tests.functional.daemons import (
 
 NODES = 150
 SESSION = 2  # seconds: the fleet's ZooKeeper session timeout in these tests
+#: No reporter serves these fleets: a daemon's report thread waits ``[reporter] call_timeout``
+#: for an answer that never comes, and a stop waits for that thread (an in-process daemon's
+#: tear-down, inprocess.THREAD_GRACE). With the harness's 10 s, tear-downs waited up to 10 s
+#: per daemon; nothing here reads the reports, so the call gives up after 1 s.
+NO_REPORTER = "[reporter]\ncall_timeout = 1\n"
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +66,9 @@ def zk(stack):
 
 @pytest.fixture
 def fleet(stack, tmp_path, nodes, request):
-    """Start daemons with ``fleet(*hosts)``; all are killed at the end of the test. Processes
+    """Start daemons with ``fleet(*hosts)``; all are stopped together at the end of the test
+    (:func:`stop_all`: processes killed, in-process daemons asked at once, without the drain,
+    so that no survivor takes over a leaver's nodes and re-reads them in the tear-down). Processes
     with :data:`SESSION` when the test is marked ``daemon_processes``, else in the test's
     process."""
     started: list[Daemon] = []
@@ -69,6 +77,7 @@ def fleet(stack, tmp_path, nodes, request):
     process = want_processes(request)
 
     def start(*hosts, **kwargs):
+        kwargs["extra"] = NO_REPORTER + kwargs.get("extra", "")
         daemons = [Daemon(stack, tmp_path, host, session_timeout=SESSION if process else None,
                           group=group, database=database, process=process, **kwargs).start()
                    for host in hosts]
@@ -79,8 +88,7 @@ def fleet(stack, tmp_path, nodes, request):
     start.ironic_url = stack["ironic"].url
     start.all = started
     yield start
-    for daemon in started:
-        daemon.ensure_stopped()
+    stop_all(started)
 
 
 def manage(daemon, *args):
