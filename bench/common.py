@@ -53,7 +53,20 @@ def arguments(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--workdir", type=Path, help="where logs go (default: a tmp dir)")
     parser.add_argument("--write-md", action="store_true",
                         help="write the figures into BENCHMARKS.md (this benchmark's section only)")
+    parser.add_argument("--placement-workers", type=positive, default=None, metavar="N",
+                        help="worker processes serving the stack's Placement (default 1: one "
+                             "process, held to one core by its GIL; a production Placement runs "
+                             "several under uwsgi). With --stack-dir, only a check: that stack's "
+                             "Placement runs as many as it started with")
     return parser
+
+
+def positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1")
+    return value
 
 
 def command(module: str, argv: list[str] | None) -> str:
@@ -80,18 +93,26 @@ def stack_for(args, work: Path, services: list[str], prefix: str, keep_nodes: bo
     are deleted at the end unless ``keep_nodes``. Otherwise ``services`` started in WORK/stack and
     stopped at the end; their files are removed too unless ``--workdir`` was given (the logs in
     WORK stay either way)."""
+    asked = getattr(args, "placement_workers", None)
     if args.stack_dir is not None:
         borrowed = Stack.load(args.stack_dir)
+        if asked and "placement" in borrowed and asked != borrowed["placement"].workers:
+            raise SystemExit(f"--placement-workers {asked}: the Placement of {args.stack_dir} "
+                             f"runs {borrowed['placement'].workers} (set when it started)")
         try:
             yield borrowed
         finally:
             if not keep_nodes:
                 log(f"deleted {unseed_nodes(borrowed, prefix)} seeded nodes")
         return
+    placement_workers = asked or 1
     log(f"starting {', '.join(services)} in {work / 'stack'}"
-        + (f" (ZooKeeper: {zookeeper_servers} servers)" if zookeeper_servers > 1 else ""))
+        + (f" (ZooKeeper: {zookeeper_servers} servers)" if zookeeper_servers > 1 else "")
+        + (f" (Placement: {placement_workers} worker processes)" if placement_workers > 1
+           else ""))
     own = Stack.up(work / "stack", services, zookeeper_servers=zookeeper_servers,
-                   ironic_power_sync=getattr(args, "ironic_power_sync", None))
+                   ironic_power_sync=getattr(args, "ironic_power_sync", None),
+                   placement_workers=placement_workers)
     try:
         yield own
     finally:

@@ -352,6 +352,8 @@ def placement_requests(stack, t_from: float, t_to: float) -> dict[str, int]:
 
 
 def service_pids(stack) -> dict[str, list[int]]:
+    """Placement's and Ironic's processes, each with every process under it (Placement's
+    worker processes, Ironic's), as found now: what :func:`cpu_snapshot` adds up."""
     out = {}
     for name in ("placement", "ironic"):
         pid = stack[name].pid
@@ -760,6 +762,14 @@ def table(runs: list[dict], args) -> list[str]:
     return lines
 
 
+def served(args) -> str:
+    """How the stack's Placement was served, in words."""
+    workers = getattr(args, "placement_workers", None) or 1
+    if workers == 1:
+        return "one process, a thread per request"
+    return f"{workers} worker processes on one socket, a thread per request in each"
+
+
 def markdown(args, runs: list[dict], info: dict) -> str:
     body = [
         SECTION,
@@ -770,7 +780,7 @@ def markdown(args, runs: list[dict], info: dict) -> str:
         f"    {info['command']}",
         "",
         f"Machine: {machine()} (from /proc/cpuinfo). Placement {info['placement']} on the stack's "
-        f"PostgreSQL (one process, a thread per request: computed/testing/bin/wsgi_serve.py), "
+        f"PostgreSQL ({served(args)}: computed/testing/bin/wsgi_serve.py), "
         f"Ironic on sqlite (API and conductor in one process). {args.nodes:,} Ironic nodes "
         f"(fake-hardware, `available`, `power off`, no instance: reserved 0), seeded by copying "
         f"the row of one node made through the API (bench/seed.py), of which "

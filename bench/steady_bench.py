@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = workdir_or_tmp(args.workdir, "steady-bench-")
     prefix = f"sb{uuidlib.uuid4().hex[:6]}"
     services = ["zookeeper", "rabbitmq", "postgres", "placement", "ironic"]
-    result: dict = {"command": command("bench.steady_bench", argv), "machine": machine()}
+    result: dict = {"command": command("bench.steady_bench", argv), "machine": machine(),
+                    "placement_workers": args.placement_workers or 1}
     with stack_for(args, workdir, services, prefix) as stack:
         run = None
         try:

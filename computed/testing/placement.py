@@ -3,7 +3,12 @@
 No auth (``noauth2``: any ``X-Auth-Token`` is accepted, ``admin`` gets admin rights), its database
 on the stack's PostgreSQL when there is one (sqlite answers concurrent writes with "database is
 locked", which would make every benchmark measure sqlite), else sqlite in the scratch directory,
-served by computed/testing/bin/wsgi_serve.py. Ready when ``GET /`` lists the API versions.
+served by computed/testing/bin/wsgi_serve.py: one process (a thread per request) unless
+``info["workers"]`` asks for more worker processes on the same port (pre-forked, as a production
+Placement runs under uwsgi; the benchmarks' ``--placement-workers``). The count is kept in
+``info``, so a restart or a stack loaded from its state file starts as many again; stopping stops
+every worker (they are in the server's process group, and end with it). Ready when ``GET /``
+lists the API versions (a worker answered).
 
 The database is migrated by loading what ``placement-manage db sync`` made once per virtualenv
 (the statements ``pg_dump`` wrote of a database it migrated, or its sqlite file), not by running
@@ -69,8 +74,16 @@ class Placement(Service):
         env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(home)}
         self.info["pid"] = process.spawn(
             [str(venv / "bin" / "python"), str(SERVE), "placement.wsgi.api:application",
-             str(port)], self.log, env=env)
+             str(port), str(self.workers)], self.log, env=env)
         process.wait_until(self.ready, 60, "placement", pid=self.pid, log=self.log)
+
+    @property
+    def workers(self) -> int:
+        """Worker processes serving Placement (1: one process, no fork)."""
+        workers = int(self.info.get("workers", 1))
+        if workers < 1:
+            raise ValueError(f"placement: workers {workers}: at least 1")
+        return workers
 
     def ready(self) -> bool:
         if not self.info.get("port"):

@@ -12,7 +12,8 @@ that ``down`` can clean. It returns a whole stack or none: when a service fails 
 caller is interrupted), the ones already started are stopped before the error goes on.
 ``Stack.load`` finds a saved stack again from another process. ZooKeeper is one server, or with
 ``zookeeper_servers`` > 1 an :class:`~computed.testing.zookeeper.Ensemble` (``stack["zookeeper"]``
-either way: its ``url`` and ``hosts`` list every server).
+either way: its ``url`` and ``hosts`` list every server). Placement is served by
+``placement_workers`` processes (default 1; :mod:`computed.testing.placement`).
 
 ``computed_conf`` renders a computed.conf pointing at the stack, the one place where the harness
 knows computed's option names.
@@ -50,11 +51,13 @@ CLASSES = {"zookeeper": ZooKeeper, "rabbitmq": RabbitMQ, "postgres": PostgreSQL,
 
 class Stack:
     def __init__(self, workdir: Path, services: dict[str, Service] | None = None,
-                 zookeeper_servers: int = 1, ironic_power_sync: int | None = None):
+                 zookeeper_servers: int = 1, ironic_power_sync: int | None = None,
+                 placement_workers: int = 1):
         self.workdir = Path(workdir)
         self.services: dict[str, Service] = services or {}
         self.zookeeper_servers = zookeeper_servers
         self.ironic_power_sync = ironic_power_sync
+        self.placement_workers = placement_workers
 
     @property
     def state_file(self) -> Path:
@@ -62,17 +65,19 @@ class Stack:
 
     @classmethod
     def up(cls, workdir: Path, names: Iterable[str] = DEFAULT,
-           zookeeper_servers: int = 1, ironic_power_sync: int | None = None) -> Stack:
+           zookeeper_servers: int = 1, ironic_power_sync: int | None = None,
+           placement_workers: int = 1) -> Stack:
         """Start ``names`` (PostgreSQL only where a server is available); ZooKeeper as an
         :class:`Ensemble` of ``zookeeper_servers`` when more than one; Ironic's power-state sync
-        every ``ironic_power_sync`` seconds (0: none; None: Ironic's default)."""
+        every ``ironic_power_sync`` seconds (0: none; None: Ironic's default); Placement in
+        ``placement_workers`` processes."""
         wanted = set(names)
         unknown = wanted - set(ORDER)
         if unknown:
             raise ValueError(f"unknown service(s): {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(ORDER)}")
         stack = cls(Path(workdir), zookeeper_servers=zookeeper_servers,
-                    ironic_power_sync=ironic_power_sync)
+                    ironic_power_sync=ironic_power_sync, placement_workers=placement_workers)
         stack.workdir.mkdir(parents=True, exist_ok=True)
         try:
             for wave in WAVES:
@@ -105,10 +110,12 @@ class Stack:
                           glance_url=self.services["glance"].url
                           if "glance" in self.services else "",
                           power_sync_interval=self.ironic_power_sync)
-        if name == "placement" and "postgres" in self.services:
-            database = self.services["postgres"].create_database(
-                f"placement_{self.services['postgres'].info['database']}")
-            return Placement(self.workdir, info={"database": database})
+        if name == "placement":
+            info = {"workers": self.placement_workers}
+            if "postgres" in self.services:
+                info["database"] = self.services["postgres"].create_database(
+                    f"placement_{self.services['postgres'].info['database']}")
+            return Placement(self.workdir, info=info)
         return CLASSES[name](self.workdir)
 
     def _cap_unconsumed_notifications(self) -> None:

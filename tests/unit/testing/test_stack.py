@@ -67,3 +67,18 @@ def test_ironic_power_sync_is_ironics_default_unless_asked(tmp_path):
             tmp_path, 6385)
         section = conf.split("[conductor]\n", 1)[1].split("[", 1)[0]
         assert f"sync_power_state_interval = {seconds}\n" in section
+
+
+def test_placement_workers_are_one_unless_asked_and_kept_in_its_info(tmp_path):
+    assert stack.Stack(tmp_path)._new("placement").workers == 1
+    placement = stack.Stack(tmp_path, placement_workers=3)._new("placement")
+    assert placement.workers == 3 and placement.info["workers"] == 3
+    # A stack loaded from its state file (another process, a restart) starts as many again.
+    built = stack.Stack(tmp_path, {"placement": placement})
+    built.save()
+    assert stack.Stack.load(tmp_path)["placement"].workers == 3
+
+
+def test_placement_refuses_fewer_than_one_worker(tmp_path):
+    with pytest.raises(ValueError, match="placement: workers 0"):
+        _ = stack.Stack(tmp_path, placement_workers=0)._new("placement").workers
