@@ -213,6 +213,7 @@ def raw_rate(stack, workdir: Path, rc: str, count: int, threads: int) -> dict:
                             traits=TRAITS if has_traits(i) else ())
               for i, u in enumerate(str(uuidlib.uuid4()) for _ in range(count))]
     client = placement_client(stack, workdir)
+    load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(client.apply, states))
@@ -249,12 +250,14 @@ def raw_rate(stack, workdir: Path, rc: str, count: int, threads: int) -> dict:
     out = {"apply_rate": count / apply_s, "apply_s": apply_s, "requests_per": requests_per,
            "bare_rate": len(bare) / bare_s, "bare_s": bare_s, "count": count,
            "bare_count": len(bare), "delete_rate": len(gone) / delete_s,
-           "bare_placement_cpu_ms": 1000 * bare_cpu / len(bare)}
+           "bare_placement_cpu_ms": 1000 * bare_cpu / len(bare),
+           "load": (load0, os.getloadavg()[0])}
     say(f"  raw: PlacementClient.apply {count} providers in {apply_s:.1f} s = "
         f"{out['apply_rate']:.0f}/s ({requests_per:.2f} requests each); bare requests "
         f"{len(bare)} in {bare_s:.1f} s = {out['bare_rate']:.0f}/s; {len(gone)} deleted at "
         f"{out['delete_rate']:.0f}/s ({threads} threads); Placement CPU per bare provider "
-        f"{out['bare_placement_cpu_ms']:.1f} ms")
+        f"{out['bare_placement_cpu_ms']:.1f} ms; load {load0:.1f} at the start, "
+        f"{out['load'][1]:.1f} at the end")
     return out
 
 

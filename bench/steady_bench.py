@@ -20,7 +20,9 @@ seeded as bench/seed.py does (bench/report_bench.py's population), and measures,
    Ironic's API, each timed until Placement shows it (bench/report_bench.py's events phase).
 
 Ironic's CPU caused by computed = Ironic's CPU over the window minus its baseline rate times the
-window. Shares are of one core (CPU seconds / wall seconds).
+window. Shares are of one core (CPU seconds / wall seconds). Placement's CPU is its server's and
+every worker process's under it (``--placement-workers N``, bench/common.py: N processes serve
+Placement, as uwsgi does; 1 by default).
 
 Run from the repository root (starts and stops its own services)::
 
