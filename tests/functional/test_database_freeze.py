@@ -18,6 +18,12 @@ What must hold, read from ZooKeeper and Placement while frozen and after SIGCONT
   nodes the ring gives c3 changed hands;
 * everything catches up after SIGCONT: the fleet converges on the three daemons and the
   maintenance change reaches Placement.
+
+The daemons and the reporter run in the test's process (tests/functional/inprocess.py): what is
+frozen is the database, not them, and a query that waits on it blocks only its own thread
+(psycopg2 lets go of the interpreter lock while it waits), as in a process of its own. They keep
+the short :data:`SESSION`, which the freeze must outlast; their first connections to ZooKeeper
+are made before the freeze (c3's during it, to a ZooKeeper that is not frozen).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from tests.functional.daemons import (
     node_for,
     ownership_now,
     seen,
+    stop_all,
     wait_converged,
     wait_for,
     zk_client,
@@ -87,7 +94,8 @@ def test_a_frozen_database_costs_no_session_and_moves_no_claim(stack, world, pla
     try:
         database = cluster.url
         db.sync(database)
-        kw = dict(group=world.group, database=database, session_timeout=SESSION)
+        kw = dict(group=world.group, database=database, session_timeout=SESSION,
+                  process=False)
         processes += [Daemon(stack, tmp_path, host, **kw).start() for host in ("c1", "c2")]
         processes.append(Reporter(stack, tmp_path, "r1", **kw).start())
         wait_converged(client, _every_node(stack), {"c1", "c2"}, group=world.group)
@@ -129,11 +137,12 @@ def test_a_frozen_database_costs_no_session_and_moves_no_claim(stack, world, pla
                  "the maintenance change in Placement after SIGCONT", processes)
         assert all(p.alive for p in processes), dump_logs(processes)
     finally:
-        for process in processes:
-            process.ensure_stopped()
-        client.stop()
-        client.close()
-        cluster.stop()
+        try:
+            stop_all(processes)  # fails naming what an in-process service left running
+        finally:
+            client.stop()
+            client.close()
+            cluster.stop()
 
 
 def _every_node(stack) -> list[str]:
