@@ -7,18 +7,22 @@ starts ``--daemons`` computed daemons and one computed-reporter as separate proc
 (:mod:`tools.demo.fleet`), and shows a live view (:mod:`tools.demo.view`). Keys: ``k`` kill -9 a
 daemon, ``t`` stop one gracefully (it drains), ``a`` add a daemon, ``m`` toggle maintenance on a
 node, ``q`` quit. Without a terminal it prints the view every few seconds and runs until
-signalled (or ``--seconds N``).
+signalled (or ``--seconds N``). ``--rehome-grace N``: the daemons' ``[fleet] rehome_grace``
+(30 s unless given), how long a killed daemon's instances wait before a peer adopts them.
 
 One run per work directory: a second one refuses in one line while the first lives
 (:mod:`tools.demo.lock`), and cleans up what a crashed one left. Every way out stops everything the
 run started: ``q``, Ctrl-C, SIGTERM, the terminal closing (SIGHUP), the reader of its output going
-away (``tools/run-local | head``), a failure while starting.
+away (``tools/run-local | head``: noticed while it waits between two views, not at the next
+one), a failure while starting. What a crashed run left is stopped computed's processes first,
+while their services still answer (:func:`clean_leftovers`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import select
 import shutil
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from computed.testing.process import ServiceError, stop
-from computed.testing.stack import Stack
+from computed.testing.stack import ORDER, Stack, together
 from tools.demo.lock import Busy, RunLock
 
 # futurist (through tooz) warns that eventlet is deprecated when it finds it installed; the local
@@ -58,8 +62,9 @@ class Stopped(BaseException):
 
 
 class Terminal:
-    """The run's output: a write that fails (the reader or the terminal went away) stops the run
-    once, and is silent from then on so that stopping is never cut short by it."""
+    """The run's output: a write that fails, or a pause between views that sees the reader or
+    the terminal go away, stops the run once; it is silent from then on so that stopping is
+    never cut short by it."""
 
     def __init__(self) -> None:
         self.gone = False
@@ -71,12 +76,28 @@ class Terminal:
             sys.stdout.write(text + end)
             sys.stdout.flush()
         except OSError:  # EPIPE from a closed pipe, EIO from a closed terminal
-            self.gone = True
-            # Later writes, and the interpreter's last flush, go nowhere instead of failing.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-            raise Stopped("its output was closed") from None
+            self._gone()
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` between two views, cut short when the output goes away meanwhile:
+        the writer's end of a pipe whose reader left, or of a terminal that closed, says so at
+        once (POLLERR, POLLHUP), where the next write would find out only a refresh later. An
+        output that is a file never does."""
+        if self.gone:
+            time.sleep(seconds)
+            return
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # no events asked: errors and hang-ups only
+        if poller.poll(seconds * 1000):
+            self._gone()
+
+    def _gone(self) -> None:
+        self.gone = True
+        # Later writes, and the interpreter's last flush, go nowhere instead of failing.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise Stopped("its output was closed") from None
 
 
 def _stop_on(signum: int, _frame: object) -> None:
@@ -84,12 +105,20 @@ def _stop_on(signum: int, _frame: object) -> None:
 
 
 def clean_leftovers(lock_leftovers: list, workdir: Path, say) -> None:
-    """Stop what a crashed run in ``workdir`` left: its recorded processes, then its services."""
+    """Stop what a crashed run in ``workdir`` left: its recorded processes, then its services.
+
+    computed's processes go first, all at once, while the services they talk to still run (as
+    :meth:`tools.demo.fleet.LocalFleet.down` stops them): a daemon or reporter whose ZooKeeper
+    was stopped before it waits out its bounded leave, longer than the grace, and was killed
+    after it, one at a time. The services' processes follow, all at once, then the stack's own
+    stop (its databases, its virtual host)."""
     if lock_leftovers:
         say(f"stopping {len(lock_leftovers)} processes left by a crashed run: "
             + ", ".join(f"{p.name} (pid {p.pid})" for p in lock_leftovers))
-        for started in lock_leftovers:
-            stop(started.pid, grace=STOP_GRACE_LEFTOVER)
+        services = [p for p in lock_leftovers if p.name in ORDER]
+        computed = [p for p in lock_leftovers if p.name not in ORDER]
+        for wave in (computed, services):
+            together([functools.partial(stop, p.pid, grace=STOP_GRACE_LEFTOVER) for p in wave])
     if (workdir / "state.json").exists():
         Stack.load(workdir).down()
 
@@ -112,8 +141,8 @@ def watch(fleet: LocalFleet, out: Terminal, seconds: float | None) -> None:
             else:
                 out.say(render(fleet.snapshot()) + "\n")
             if not interactive:
-                time.sleep(QUIET_REFRESH if deadline is None else
-                           max(0.0, min(QUIET_REFRESH, deadline - time.monotonic())))
+                out.pause(QUIET_REFRESH if deadline is None else
+                          max(0.0, min(QUIET_REFRESH, deadline - time.monotonic())))
                 continue
             ready, _, _ = select.select([sys.stdin], [], [], 1.0)
             if ready:
@@ -139,11 +168,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float,
                         help="run this long, then stop everything and exit (default: until q "
                              "or a signal)")
+    parser.add_argument("--rehome-grace", type=float, default=None, metavar="SECONDS",
+                        help="[fleet] rehome_grace of the daemons: how long a killed daemon's "
+                             "instances wait before a peer adopts them (default 30)")
     parser.add_argument("--workdir", type=Path, default=ROOT / ".demo",
                         help="configs, logs and the services' data (default %(default)s)")
     args = parser.parse_args()
     if args.nodes < 1 or args.daemons < 1:
         parser.error("--nodes and --daemons must be at least 1")
+    if args.rehome_grace is not None and not 0 <= args.rehome_grace < float("inf"):
+        parser.error("--rehome-grace must be a number of seconds, 0 or more")
     workdir = args.workdir.resolve()
     lock = RunLock(workdir / "run.lock")
     try:
@@ -159,7 +193,8 @@ def main() -> int:
     try:
         # Imported once the lock is held: a second run refuses without loading these libraries.
         from tools.demo.fleet import LocalFleet
-        fleet = LocalFleet(workdir, args.nodes, args.daemons, lock, out.say)
+        options = {} if args.rehome_grace is None else {"rehome_grace": args.rehome_grace}
+        fleet = LocalFleet(workdir, args.nodes, args.daemons, lock, out.say, **options)
         clean_leftovers(leftovers, workdir, out.say)
         fleet.up()
         watch(fleet, out, args.seconds)

@@ -56,6 +56,7 @@ BIN = Path(sys.executable).parent
 GROUP = "computed"
 PREFIX = "demo"
 RESOURCE_CLASS = "baremetal-demo"
+#: [fleet] rehome_grace unless ``--rehome-grace`` says otherwise: long enough to watch the wait.
 REHOME_GRACE = 30.0
 DRAIN_TIMEOUT = 10
 # How long quitting waits for computed's processes to leave by themselves before SIGKILL.
@@ -158,8 +159,9 @@ def placement_get(url: str) -> dict | None:
 
 class LocalFleet:
     def __init__(self, workdir: Path, node_count: int, daemon_count: int, lock: RunLock,
-                 say: Callable[[str], None]):
+                 say: Callable[[str], None], rehome_grace: float = REHOME_GRACE):
         self.workdir = Path(workdir).resolve()
+        self.rehome_grace = rehome_grace
         self.node_count = node_count
         self.daemon_count = daemon_count
         self.lock = lock
@@ -225,7 +227,7 @@ class LocalFleet:
             "# (host, metrics port) after this one.\n" +
             self.stack.computed_conf(database=database, extra=(
                 f"[fleet]\nnode_refresh_interval = 10\ndrain_timeout = {DRAIN_TIMEOUT}\n"
-                f"rehome_grace = {REHOME_GRACE:.0f}\n")))
+                f"rehome_grace = {self.rehome_grace:g}\n")))
         self.zk = KazooClient(hosts=self.stack["zookeeper"].hosts, timeout=10)
         self.zk.start(timeout=15)
         for name, kind in SINGLETONS:
@@ -278,7 +280,7 @@ class LocalFleet:
             victim.signal(signal.SIGKILL)
             self.log(f"killed {victim.name} with SIGKILL: its free nodes move when its "
                      f"ZooKeeper session expires, its instances' nodes after "
-                     f"{REHOME_GRACE:.0f} s more")
+                     f"{self.rehome_grace:g} s more")
 
     def terminate(self) -> None:
         if self.running_daemons():
@@ -333,7 +335,7 @@ class LocalFleet:
         unclaimed = [n for n in self.nodes if n not in claims]
         waiting = view.waiting_for_rehome(
             unclaimed, {r.node_uuid: r.host for r in instances if r.node_uuid and r.host},
-            by_name, self.gone_since, now, REHOME_GRACE)
+            by_name, self.gone_since, now, self.rehome_grace)
         placement = self.stack["placement"].url
         rc = normalise_resource_class(RESOURCE_CLASS)
         listed = placement_get(f"{placement}/resource_providers")
@@ -353,7 +355,7 @@ class LocalFleet:
             node_count=len(self.nodes), manage=self.manage, workdir=str(self.workdir),
             services=self.services, processes=processes, outsiders=outsiders,
             claimed=len(self.nodes) - len(unclaimed), unclaimed=len(unclaimed),
-            waiting=waiting, rehome_grace=REHOME_GRACE,
+            waiting=waiting, rehome_grace=self.rehome_grace,
             applied=len(db_providers.provider_uuids(self.engine)),
             providers=None if listed is None or free is None else
             len(listed["resource_providers"]),
