@@ -14,6 +14,9 @@ A file's expected cost is, in that order of preference:
 * the seconds it took in the last run that ran it, read from pytest's cache
   (``.pytest_cache``, key :data:`CACHE_KEY`); every run that ran files records theirs (the
   controller of an xdist run, or a run without workers);
+* else what the file says it takes, as a module constant :data:`HINT` (seconds): for a file
+  whose tests are far from its tier's guess (each test of tests/functional/test_run_local_*.py
+  starts a whole stack: a minute, not 15 s);
 * else its tests counted at a per-tier guess (:data:`SECONDS_PER_TEST`): a chaos run takes
   minutes, a functional test tens of seconds, a unit test milliseconds.
 
@@ -34,6 +37,8 @@ CACHE_KEY = "computed/file-seconds"
 #: Guessed seconds per test of a file never timed here, by the tier its path starts with.
 SECONDS_PER_TEST = {"tests/chaos/": 120.0, "tests/functional/": 15.0, "tests/process/": 2.0}
 UNIT_SECONDS = 0.05
+#: The module constant a test file may set to the seconds it is expected to take.
+HINT = "EXPECTED_FILE_SECONDS"
 
 
 def _file_of(nodeid: str) -> str:
@@ -49,17 +54,20 @@ def guessed_seconds(path: str, tests: int) -> float:
     return UNIT_SECONDS * tests
 
 
-def order_files(nodeids: list[str], measured: dict[str, float]) -> list[int]:
-    """The indexes of ``nodeids`` in run order: files by expected cost, longest first, ties
-    in collected order; each file's tests together and in their own order."""
+def order_files(nodeids: list[str], measured: dict[str, float],
+                hinted: dict[str, float] | None = None) -> list[int]:
+    """The indexes of ``nodeids`` in run order: files by expected cost (``measured``, else
+    ``hinted``, else the tier's guess), longest first, ties in collected order; each file's
+    tests together and in their own order."""
     by_file: dict[str, list[int]] = collections.defaultdict(list)
     for index, nodeid in enumerate(nodeids):
         by_file[_file_of(nodeid)].append(index)
 
     def cost(path: str) -> float:
-        seconds = measured.get(path)
-        if isinstance(seconds, int | float) and seconds >= 0:
-            return float(seconds)
+        for known in (measured, hinted or {}):
+            seconds = known.get(path)
+            if isinstance(seconds, int | float) and seconds >= 0:
+                return float(seconds)
         return guessed_seconds(path, len(by_file[path]))
 
     # sorted() is stable: files of equal cost keep their collected order.
@@ -79,7 +87,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     measured = (cache.get(CACHE_KEY, {}) if cache is not None else {}) or {}
     if not isinstance(measured, dict):
         measured = {}
-    order = order_files([item.nodeid for item in items], measured)
+    hinted = {_file_of(item.nodeid): getattr(item.module, HINT)
+              for item in items if hasattr(getattr(item, "module", None), HINT)}
+    order = order_files([item.nodeid for item in items], measured, hinted)
     items[:] = [items[index] for index in order]
 
 

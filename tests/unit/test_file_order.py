@@ -26,3 +26,12 @@ def test_ties_keep_the_collected_order_and_bad_cache_values_fall_back_to_the_gue
     ids = ["tests/unit/z.py::t", "tests/unit/y.py::t", "tests/unit/x.py::t"]
     assert order_files(ids, {"tests/unit/y.py": "soon", "tests/unit/x.py": -3}) == [0, 1, 2]
     assert guessed_seconds("tests/process/p.py", 3) == 6.0
+
+
+def test_a_files_hint_wins_over_the_guess_but_not_over_its_measured_seconds():
+    ids = ["tests/functional/one_long.py::t", "tests/functional/f.py::t1",
+           "tests/functional/f.py::t2", "tests/functional/timed.py::t"]
+    hinted = {"tests/functional/one_long.py": 60.0, "tests/functional/timed.py": 900.0}
+    assert [ids[i] for i in order_files(ids, {"tests/functional/timed.py": 1.0}, hinted)] == [
+        "tests/functional/one_long.py::t", "tests/functional/f.py::t1",
+        "tests/functional/f.py::t2", "tests/functional/timed.py::t"]
