@@ -40,6 +40,11 @@ DRAIN_TIMEOUT = 300
 #: leave's bounded waits and kazoo's close (max(10 s, the session timeout)), and a margin for
 #: the RPC servers' stop and a loaded machine.
 HUNG_AFTER = 10 * SESSION + 60
+#: The session timeout of the daemon asked to stop while it starts: five times the others', so
+#: that its start (kazoo's connect, bounded by it, and the start's own limit of twice it) is
+#: still under way when the SIGTERM comes on a loaded machine. Not longer: the daemon's exit
+#: waits for kazoo's connect attempt to time out (it took 30 s with a 30 s session).
+START_SESSION = 5 * SESSION
 
 
 @pytest.fixture
@@ -151,12 +156,14 @@ def test_computed_status_on_a_frozen_zookeeper_fails_its_checks_in_one_line(
 def test_a_daemon_asked_to_stop_while_it_starts_on_a_frozen_zookeeper_stops_at_once(
         world, zookeeper):
     """Its session's start waited for ZooKeeper without looking at the stop: kazoo's connect
-    for the URL's timeout (30 s here: a daemon's start may ask a long session), and tooz's
-    creation of its namespace with no limit at all when the connection dropped under it (the
-    unit tests of computed.fleet.zookeeper.start_session show that case). Now the start gives
-    up at the stop: exit 0, one line."""
+    for the URL's timeout (:data:`START_SESSION` here: a daemon's start may ask a long
+    session), and tooz's creation of its namespace with no limit at all when the connection
+    dropped under it (the unit tests of computed.fleet.zookeeper.start_session show that case).
+    Now the start gives up at the stop: exit 0, one line. (Its exit still waits for kazoo's
+    connection thread, whose connect attempt ends at that timeout: kazoo's close cannot cut it
+    short.)"""
     os.kill(zookeeper.pid, signal.SIGSTOP)
-    daemon = world.daemon("c1", session_timeout=30, zookeeper_url=zookeeper.url)
+    daemon = world.daemon("c1", session_timeout=START_SESSION, zookeeper_url=zookeeper.url)
     daemon.wait_log("Connecting to ")  # kazoo's: the session's start has begun
     daemon.signal(signal.SIGTERM)
     assert stopped(daemon, "frozen") == 0, dump_logs([daemon])
