@@ -12,7 +12,8 @@ that ``down`` can clean. It returns a whole stack or none: when a service fails 
 caller is interrupted), the ones already started are stopped before the error goes on.
 ``Stack.load`` finds a saved stack again from another process. ZooKeeper is one server, or with
 ``zookeeper_servers`` > 1 an :class:`~computed.testing.zookeeper.Ensemble` (``stack["zookeeper"]``
-either way: its ``url`` and ``hosts`` list every server). Placement is served by
+either way: its ``url`` and ``hosts`` list every server); the length cap on Ironic's unread
+notification queue is set on the broker during Ironic's wave. Placement is served by
 ``placement_workers`` processes (default 1; :mod:`computed.testing.placement`).
 
 ``computed_conf`` renders a computed.conf pointing at the stack, the one place where the harness
@@ -85,11 +86,15 @@ class Stack:
                     name == "postgres" and not postgres.available())]
                 for name in names_now:
                     stack.services[name] = stack._new(name)
+                calls = [stack.services[name].start for name in names_now]
+                if "ironic" in names_now:
+                    # With Ironic's start, not after it: a policy applies to the queues it
+                    # matches whenever they are made, and rabbitmqctl takes about a second.
+                    calls.append(stack._cap_unconsumed_notifications)
                 try:
-                    together([stack.services[name].start for name in names_now])
+                    together(calls)
                 finally:
                     stack.save()
-            stack._cap_unconsumed_notifications()
         except BaseException:
             # BaseException: Ctrl-C during a slow start (a virtualenv being built) must not leave
             # the services already started running either.

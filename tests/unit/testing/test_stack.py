@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from computed.testing import stack
+from computed.testing.service import Service
 
 
 def test_a_wave_runs_its_calls_at_once_and_raises_the_failure_after_all_ended():
@@ -82,3 +83,32 @@ def test_placement_workers_are_one_unless_asked_and_kept_in_its_info(tmp_path):
 def test_placement_refuses_fewer_than_one_worker(tmp_path):
     with pytest.raises(ValueError, match="placement: workers 0"):
         _ = stack.Stack(tmp_path, placement_workers=0)._new("placement").workers
+
+
+def test_the_cap_on_ironics_unread_notifications_is_set_while_ironic_starts(monkeypatch,
+                                                                              tmp_path):
+    capped = threading.Event()
+    started = []
+
+    class Fake(Service):
+        def __init__(self, workdir, info=None, **_kw):
+            super().__init__(workdir, info)
+            self.info.setdefault("url", "rabbit://x")
+
+        def start(self):
+            started.append(type(self).name)
+            if type(self).name == "ironic":
+                # Only set if the cap is being set at the same time as this start runs.
+                assert capped.wait(5), "the cap was not set during Ironic's start"
+
+        def stop(self):
+            pass
+
+    fakes = {name: type(name, (Fake,), {"name": name}) for name in stack.ORDER}
+    monkeypatch.setattr(stack, "CLASSES", fakes)
+    for name, attr in (("ironic", "Ironic"), ("glance", "Glance"), ("placement", "Placement")):
+        monkeypatch.setattr(stack, attr, fakes[name])
+    monkeypatch.setattr(stack.postgres, "available", lambda: False)
+    monkeypatch.setattr(stack.Stack, "_cap_unconsumed_notifications", lambda self: capped.set())
+    stack.Stack.up(tmp_path)
+    assert sorted(started) == sorted(name for name in stack.DEFAULT if name != "postgres")
