@@ -27,6 +27,11 @@ With ``ensemble=True`` ZooKeeper is an ensemble of 3 (:class:`computed.testing.z
 every server forwarded to the controller address, the daemons' URL listing all three) and the
 faults drawn include :data:`ENSEMBLE_KINDS` (leader killed, the follower with the most clients
 cut from its peers, quorum lost by stopping 2 of 3) instead of restarting the whole of ZooKeeper.
+
+With ``in_process=True`` the daemons and the reporter run in the test's process
+(:mod:`tests.functional.inprocess`, in the root namespace, on the services' loopback addresses)
+instead of as processes in namespaces: for a run whose faults are all :data:`IN_PROCESS_KINDS`,
+which kill, freeze or cut none of them (:meth:`Chaos.run_faults` refuses any other kind then).
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ from tests.functional.daemons import (
     Reporter,
     make_available,
     ownership_now,
+    stop_all,
 )
 
 IMAGE = "http://127.0.0.1/images/chaos.qcow2"  # never fetched: fake deploy
@@ -109,6 +115,11 @@ FORGERY_WAIT = 20.0
 # Faults of a run on a ZooKeeper ensemble (``Chaos(ensemble=True)``), drawn besides KINDS (less
 # restart_zookeeper: all servers at once is what zk_lose_quorum does by halves).
 ENSEMBLE_KINDS = ("zk_kill_leader", "zk_partition_follower", "zk_lose_quorum")
+# Faults that kill, freeze, cut or signal neither a daemon nor the reporter, nor read a daemon's
+# metrics endpoint (which lives on its namespace's address): a run that draws only these may run
+# them in the test's process (``Chaos(in_process=True)``).
+IN_PROCESS_KINDS = ENSEMBLE_KINDS + ("restart_rabbitmq", "restart_placement", "restart_ironic",
+                                     "add_daemon")
 
 
 def start_stack(workdir: Path, ensemble: bool = False) -> Stack:
@@ -212,11 +223,12 @@ class NetDaemon(Daemon):
 class Chaos:
     def __init__(self, workdir: Path, seed: int, daemons: int = 3, nodes: int = 40,
                  session: int = 3, grace: float = 3.0, log=print, zk_credentials: str = "",
-                 ensemble: bool = False):
+                 ensemble: bool = False, in_process: bool = False):
         """``zk_credentials`` ("user:password"): the fleet's ZooKeeper credentials (digest ACLs on
         every znode it creates); empty: ZooKeeper open to anyone, as without credentials.
         ``ensemble``: ZooKeeper as an ensemble of 3, with :data:`ENSEMBLE_KINDS` among the
-        faults."""
+        faults. ``in_process``: the daemons and the reporter run in the test's process, for a
+        run of :data:`IN_PROCESS_KINDS` only."""
         self.workdir = Path(workdir)
         self.seed = seed
         self.rng = random.Random(seed)
@@ -227,6 +239,7 @@ class Chaos:
         self.grace = grace
         self.log = log
         self.ensemble = ensemble
+        self.in_process = in_process
         self.kinds = [k for k in KINDS if k != "restart_zookeeper"] + list(ENSEMBLE_KINDS) \
             if ensemble else list(KINDS)
         self.results = Results(seed)
@@ -239,7 +252,7 @@ class Chaos:
         self.t0 = time.monotonic()
         self.stack: Stack | None = None
         self.network: netns.Network | None = None
-        self.daemons: dict[str, NetDaemon] = {}      # every daemon ever started, by host
+        self.daemons: dict[str, Daemon] = {}         # every daemon ever started, by host
         self.live: set[str] = set()                  # hosts that should be members
         self.retired: set[str] = set()
         self.reporter: Reporter | None = None
@@ -338,8 +351,8 @@ class Chaos:
         """The reporter and the daemons, up to the first convergence."""
         started = time.monotonic()
         self.reporter = Reporter(self.stack, self.workdir, "rep1", group=self.group,
-                                 database=self.database,
-                                 zookeeper_url=self.zookeeper_url).start()
+                                 database=self.database, zookeeper_url=self.zookeeper_url,
+                                 process=not self.in_process).start()
         for _ in range(self.n_daemons):
             self._start_daemon(self._new_host())
         self.say(f"seed {self.seed}: {len(self.nodes)} nodes, daemons {sorted(self.live)}, "
@@ -365,29 +378,44 @@ class Chaos:
         self._next_host += 1
         return f"c{self._next_host}"
 
-    def _start_daemon(self, host: str) -> NetDaemon:
+    def _start_daemon(self, host: str) -> Daemon:
         daemon = self.daemons.get(host)
         if daemon is None:
-            daemon = NetDaemon(self.network.host(host), self.stack, self.workdir, host,
-                               session_timeout=self.session, group=self.group,
-                               database=self.database, rehome_grace=self.grace,
-                               drain_timeout=15, zookeeper_url=self.zookeeper_url,
-                               extra=self.daemon_extra.get(host, ""))
+            kw = dict(session_timeout=self.session, group=self.group, database=self.database,
+                      rehome_grace=self.grace, drain_timeout=15,
+                      zookeeper_url=self.zookeeper_url, extra=self.daemon_extra.get(host, ""))
+            daemon = Daemon(self.stack, self.workdir, host, process=False, **kw) \
+                if self.in_process else \
+                NetDaemon(self.network.host(host), self.stack, self.workdir, host, **kw)
             self.daemons[host] = daemon
         daemon.start()
         self.live.add(host)
         return daemon
 
     def close(self) -> None:
+        started = time.monotonic()
+        try:
+            self._close()
+        finally:
+            self.say(f"closed in {time.monotonic() - started:.1f}s (daemons, network, stack)")
+
+    def _close(self) -> None:
         self._stop.set()
         for thread in self._threads:
             thread.join(30)
-        for proc in [*self.daemons.values(), self.reporter]:
-            if proc is None or proc.proc is None:
-                continue
-            with contextlib.suppress(OSError):  # already gone
-                proc.proc.send_signal(signal.SIGCONT)
-            proc.ensure_stopped()
+        procs = [p for p in [*self.daemons.values(), self.reporter] if p is not None]
+        for proc in procs:
+            if proc.proc is not None:
+                with contextlib.suppress(OSError):  # already gone
+                    proc.proc.send_signal(signal.SIGCONT)
+        try:
+            # Processes killed, in-process services stopped together; fails naming what one
+            # of those left running, once the rest is cleaned.
+            stop_all(procs)
+        finally:
+            self._close_clients_and_stack()
+
+    def _close_clients_and_stack(self) -> None:
         for closer in (lambda: self.transport.cleanup(), lambda: self.zk.stop(),
                        lambda: self.zk.close(), lambda: self.engine.dispose()):
             with contextlib.suppress(Exception):  # best effort: the rest must still be cleaned
@@ -1067,8 +1095,20 @@ class Chaos:
                    recovery_timeout: float = 60.0, kinds: list[str] | None = None) -> None:
         """Inject faults (``count`` of them, or until ``duration`` seconds passed); ``kinds``
         gives the sequence of fault kinds instead of drawing them."""
+        if self.in_process:
+            wrong = sorted(set(kinds or self.kinds) - set(IN_PROCESS_KINDS))
+            if wrong:
+                raise ValueError(f"chaos group {self.group}: faults {wrong} need the daemons "
+                                 f"and the reporter as processes (in_process=False)")
         self.start_threads()
         started = time.monotonic()
+        try:
+            self._inject_faults(count, duration, recovery_timeout, kinds, started)
+        finally:
+            self.results.timings["faults"] = time.monotonic() - started
+
+    def _inject_faults(self, count: int | None, duration: float, recovery_timeout: float,
+                       kinds: list[str] | None, started: float) -> None:
         injected = 0
         while (count is None or injected < count) and time.monotonic() - started < duration:
             self._stop.wait(self.rng.uniform(1.0, 4.0))  # workload runs between faults
@@ -1088,6 +1128,13 @@ class Chaos:
     # --- invariants -------------------------------------------------------------------------
 
     def check(self) -> Results:
+        started = time.monotonic()
+        try:
+            return self._check()
+        finally:
+            self.results.timings["checks"] = time.monotonic() - started
+
+    def _check(self) -> Results:
         res = self.results
         self._stop.set()
         for thread in self._threads:
@@ -1112,12 +1159,14 @@ class Chaos:
                   f"{bound:.0f}s: {verdict})")
 
         # Convergence: claims == rules for the live members, Placement == Ironic.
+        self.say("checks: convergence")
         took = self.wait_converged(180, placement_too=False)
         res.check("claims == ownership rules for the live members, no orphan", took is not None,
                   self.claims_converged() or f"converged {took:.1f}s after the checks began")
         self.wait_converged(60, placement_timeout=60)  # let the last reports land
 
         # No build lost or stuck: nothing transitional after a resume interval.
+        self.say("checks: builds settled")
         def transitional():
             return [f"{r.uuid} {r.state} on {r.host}"
                     for r in db_instances.live_instances(self.engine)
@@ -1142,6 +1191,7 @@ class Chaos:
             res.check("instances in ERROR (informational)", True, "; ".join(errors[:3]))
 
         # Placement matches Ironic exactly (every node, the known stuck ones included).
+        self.say("checks: Placement == Ironic")
         self.known_stuck = set()
         ironic = self.ironic_nodes()
         self._provider_reads.clear()  # the verdict reads every provider in full
@@ -1155,6 +1205,7 @@ class Chaos:
                   f"{len(self._seen_providers)} providers tracked every {SAMPLE_INTERVAL:.0f}s")
 
         # No allocation lost, none left over.
+        self.say("checks: allocations")
         live = {r.uuid: r for r in db_instances.live_instances(self.engine)}
         problems = []
         consumers: dict[str, dict] = {}

@@ -5,7 +5,9 @@ The fleet runs with ZooKeeper credentials (ACLs on, as docs/security.md advises)
 with ``COMPUTED_CHAOS_SEED=<seed>``.
 
 The same on a ZooKeeper ensemble of 3 with its three faults once each, in order (leader killed,
-the busiest follower cut from its peers, quorum lost and regained), fewer nodes.
+the busiest follower cut from its peers, quorum lost and regained), fewer nodes. Those faults
+hit ZooKeeper's servers only: its daemons and reporter run in the test's process
+(``Chaos(in_process=True)``), not as processes in namespaces.
 """
 
 from __future__ import annotations
@@ -57,5 +59,6 @@ def test_short_chaos_run(tmp_path):
 
 def test_short_chaos_run_on_an_ensemble(tmp_path):
     seed = _seed()
-    chaos = Chaos(tmp_path, seed, daemons=3, nodes=24, session=3, grace=3.0, ensemble=True)
+    chaos = Chaos(tmp_path, seed, daemons=3, nodes=24, session=3, grace=3.0, ensemble=True,
+                  in_process=True)
     _run_and_check(chaos, seed, len(ENSEMBLE_KINDS), 240, list(ENSEMBLE_KINDS))
