@@ -36,9 +36,10 @@ Runs real ``computed`` daemons and ``computed-reporter`` workers as separate pro
    the new reserved value (a thread per pending change polls that provider's inventory every
    20 ms), and until the reporter's ``providers`` row shows it (its ``updated_at``).
 
-CPU seconds used by each process (daemons, reporters, Placement, Ironic with its workers) are
-recorded over the cold start and the steady window, to show where the time goes. PostgreSQL is
-not counted (a shared server).
+CPU seconds used by each process (daemons, reporters, Placement and Ironic each with every process
+under it: Placement's workers with ``--placement-workers N``, Ironic's) are recorded over the cold
+start and the steady window, to show where the time goes; over the cold start, Placement's also
+per process (whether its workers shared the work). PostgreSQL is not counted (a shared server).
 
 Run from the repository root (starts and stops its own services)::
 
@@ -380,6 +381,12 @@ def cpu_snapshot(groups: dict[str, list[int]]) -> dict[str, float]:
     return out
 
 
+def by_process(pids: list[int]) -> dict[str, list[int]]:
+    """One group per process of ``pids`` (keyed by PID): how a service's CPU was shared among
+    its processes (Placement's server and its workers)."""
+    return {str(pid): [pid] for pid in pids}
+
+
 def cpu_delta(before: dict, after: dict) -> dict[str, float]:
     return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in before}
 
@@ -477,6 +484,7 @@ class Run:
         self.daemons = [self.start(Daemon, f"c{i}") for i in range(1, self.args.daemons + 1)]
         groups = self.groups()
         groups_before = cpu_snapshot(groups)
+        placement_before = cpu_snapshot(by_process(groups.get("placement", [])))
         deadline = time.monotonic() + self.args.timeout
         n_expected = len(self.expected)
         loads = [load0]
@@ -496,6 +504,8 @@ class Run:
             time.sleep(1.0)
         t_seen = time.time()
         cpu = cpu_delta(groups_before, cpu_snapshot(groups))
+        placement_split = cpu_delta(placement_before, cpu_snapshot(by_process(
+            groups.get("placement", []))))
         records = [r for d in self.daemons for r in d.records()]
         joins = [r["t"] for r in records if r["event"] == "join"]
         claims = [r["t"] for r in records if r["event"] == "claim"]
@@ -504,6 +514,7 @@ class Run:
                "first_join": min(joins) - t0 if joins else None,
                "last_claim": max(claims) - t0 if claims else None,
                "claims": len(claims), "cpu": cpu, "wall": t_seen - t0,
+               "placement_cpu_by_process": placement_split,
                "load": (min(loads), max(loads))}
         out["requests"] = placement_requests(self.stack, t0, last)
         out["requests_per"] = sum(out["requests"].values()) / n_expected
@@ -514,7 +525,8 @@ class Run:
             f"+{fmt(out['first_join'])} s, last claim +{fmt(out['last_claim'])} s, first provider "
             f"applied +{out['first_applied']:.1f} s); Placement requests per provider "
             f"{out['requests_per']:.2f} {out['requests']}; reporters' outcomes {out['counts']}; "
-            f"CPU s {_cpu(cpu)}; load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
+            f"CPU s {_cpu(cpu)}{_split(placement_split)}; "
+            f"load {out['load'][0]:.1f}-{out['load'][1]:.1f}; Placement check: "
             f"{out['placement']}")
         return out
 
@@ -686,6 +698,14 @@ def _pct(values: list[float], p: float) -> float | None:
 
 def _cpu(cpu: dict) -> str:
     return ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())
+
+
+def _split(placement: dict[str, float]) -> str:
+    """Placement's CPU s per process, when it ran in more than one (its workers')."""
+    if len(placement) < 2:
+        return ""
+    return " (placement by process: " + ", ".join(
+        f"{pid} {v:.0f}" for pid, v in placement.items()) + ")"
 
 
 def med(values, digits: int = 1) -> str:
