@@ -223,7 +223,13 @@ def reserve_quota(engine: Engine, project_id: str, instance_uuid: str, resource_
 
 
 def release_quota_reservation(engine: Engine, instance_uuid: str) -> None:
-    """Forget the reservation of a build whose instance row now exists (or never will)."""
-    with _transaction(engine, write=True) as conn:
-        conn.execute(sa.delete(_quota_reservations).where(
-            _quota_reservations.c.instance_uuid == instance_uuid))
+    """Forget the reservation of a build whose instance row now exists (or never will).
+
+    A delete that deadlocks with other builds' decisions (MariaDB chooses a victim among
+    concurrent lockers) is tried again: it is idempotent, and a release given up would keep
+    counting the build against its project until the reservation expires."""
+    for attempt in deadlock_retries():
+        with attempt:
+            with _transaction(engine, write=True) as conn:
+                conn.execute(sa.delete(_quota_reservations).where(
+                    _quota_reservations.c.instance_uuid == instance_uuid))
