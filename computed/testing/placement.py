@@ -55,6 +55,10 @@ class Placement(Service):
         home = self.workdir / "placement"
         home.mkdir(parents=True, exist_ok=True)
         conf = home / "placement.conf"
+        if self.workers > 1 and not self.info.get("database"):
+            # N processes starting on one sqlite file lock each other out ("database is locked").
+            raise ValueError(f"placement: {self.workers} workers need a database server "
+                             "(info['database'], a stack's PostgreSQL); sqlite takes one writer")
         connection = self.info.get("database") or f"sqlite:///{home / 'placement.sqlite'}"
         conf.write_text("\n".join([
             "[DEFAULT]",

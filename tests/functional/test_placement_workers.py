@@ -13,6 +13,7 @@ import psutil
 
 from computed.testing import process
 from computed.testing.placement import Placement
+from computed.testing.postgres import PostgreSQL
 
 HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39",
            "Content-Type": "application/json", "Accept": "application/json"}
@@ -33,7 +34,11 @@ def workers(placement: Placement) -> set[int]:
 
 
 def test_two_workers_serve_restart_and_stop_with_it(tmp_path):
-    placement = Placement(tmp_path, info={"workers": 2})
+    # On PostgreSQL, as the benchmarks run it: two workers starting on one sqlite file lock
+    # each other out ("database is locked", seen in a suite run).
+    database = PostgreSQL(tmp_path / "postgres", {})
+    database.start()
+    placement = Placement(tmp_path, info={"workers": 2, "database": database.info["url"]})
     try:
         placement.start()
         first = workers(placement)
@@ -52,5 +57,6 @@ def test_two_workers_serve_restart_and_stop_with_it(tmp_path):
     finally:
         server = placement.pid
         placement.stop()
+        database.stop()
     assert not process.alive(server)
     assert not any(process.alive(pid) for pid in second)
