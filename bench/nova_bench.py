@@ -535,14 +535,20 @@ def notes(results: list[dict]) -> list[str]:
 SETTINGS = ("nova_computes", "daemons", "reporters", "session", "window", "settle", "events")
 
 
+def load_range(results: list[dict]) -> str:
+    """"low-high" of the 1-minute load over every phase of ``results``, "not kept" without."""
+    seen = [v for r in results for pair in (r.get("loads") or {}).values() for v in pair]
+    return f"{min(seen):.1f}-{max(seen):.1f}" if seen else "(not kept)"
+
+
 def markdown(results: list[dict], info: dict) -> str:
     """The section of BENCHMARKS.md, from the results and the settings they were taken with."""
     s = results[0]["settings"]
     body = section_head(SECTION, info["command"], "ZooKeeper, RabbitMQ, PostgreSQL, Placement "
                         "and Ironic, and Nova's conductor and computes") + [
-        f"Machine: {machine()}. **Shared and loaded** while this ran (other sessions' work on "
-        f"the same 2 cores): the 1-minute load average of each phase is in the table; re-run on "
-        f"a quiet machine for figures to quote. Nova 34.0.0: 1 `nova-conductor` and "
+        f"Machine: {machine()}; the 1-minute load average went {load_range(results)} over "
+        f"the phases (each phase's range in the table; on 2 cores, above 2 means something "
+        f"waited for a core). Nova 34.0.0: 1 `nova-conductor` and "
         f"{s['nova_computes']} `nova-compute` (`ironic.IronicDriver`), Nova's defaults "
         f"(`update_resources_interval` 0: the 60 s periodic pass; `service_down_time` 60 s). "
         f"computed: {s['daemons']} daemons and {s['reporters']} reporters at the product's "

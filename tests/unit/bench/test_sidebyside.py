@@ -80,6 +80,15 @@ def test_runs_combine_into_medians_pooled_events_and_load_ranges():
     assert out["runs"] == 3
 
 
+def test_request_rates_are_pooled_over_the_runs_not_their_median():
+    # one listing in three equal windows: the median of the rates would say none
+    runs = [{"ironic_rpm": 0.0, "placement_rpm": 0.2}, {"ironic_rpm": 0.6, "placement_rpm": 0.0},
+            {"ironic_rpm": 0.0, "placement_rpm": 0.0}]
+    out = sidebyside.combine(runs)
+    assert out["ironic_rpm"] == pytest.approx(0.2)
+    assert out["placement_rpm"] == pytest.approx(0.2 / 3)
+
+
 def test_ratio_is_nova_over_computed():
     assert sidebyside.ratio(40.0, 0.08) == "x 500.0"
     assert sidebyside.ratio(None, 1.0) == "-"
