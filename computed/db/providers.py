@@ -105,18 +105,26 @@ class BatchResult:
 
 
 def _insert_unapplied_many(conn: Connection, reports: list[ReportKey]) -> None:
-    """Rows to lock for every report's provider that has none, in one statement where the
+    """Rows to lock for every report's provider that has none, in one round trip where the
     backend allows (in the order given)."""
     now = models.utcnow()
     values = [dict(uuid=report.uuid, claim_epoch=UNAPPLIED, seq=UNAPPLIED, host=report.host,
                    state=None, deleted=True, updated_at=now) for report in reports]
     dialect = conn.dialect.name
+    # One statement executed with many parameter sets, not ``.values(values)``: SQLAlchemy
+    # compiles a multi-row VALUES statement anew for every batch (the rows are part of it), 8 %
+    # of a reporter's CPU in a cold start; this one is compiled once and cached. SQLAlchemy
+    # still sends the rows as one multi-row INSERT ("insertmanyvalues"), but with ON CONFLICT
+    # only for a statement that has RETURNING (without, one round trip per row): hence the
+    # RETURNING, whose rows nobody reads.
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
-        conn.execute(postgresql.insert(_providers).values(values).on_conflict_do_nothing())
+        conn.execute(postgresql.insert(_providers).on_conflict_do_nothing()
+                     .returning(_providers.c.uuid), values)
     elif dialect == "sqlite":
         from sqlalchemy.dialects import sqlite
-        conn.execute(sqlite.insert(_providers).values(values).on_conflict_do_nothing())
+        conn.execute(sqlite.insert(_providers).on_conflict_do_nothing()
+                     .returning(_providers.c.uuid), values)
     else:
         for report in reports:
             _insert_unapplied(conn, report.uuid, report.host)

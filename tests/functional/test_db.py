@@ -23,6 +23,7 @@ from alembic.runtime.migration import MigrationContext
 from computed import db
 from computed.db import engine as db_engine
 from computed.db import models
+from computed.db import providers as db_providers
 from tests import cli
 from tests.unit.db import checks, hammer, upgrades
 
@@ -186,3 +187,29 @@ def test_a_statement_past_the_statement_timeout_is_cancelled(url):
                 conn.exec_driver_sql(sleep)
     finally:
         engine.dispose()
+
+
+def test_the_rows_to_lock_of_a_batch_are_inserted_in_one_statement(url, engine):
+    # One multi-row INSERT per batch where the backend has ON CONFLICT (PostgreSQL, sqlite), not
+    # one round trip per row: SQLAlchemy batches an executemany INSERT ... ON CONFLICT only
+    # when it has RETURNING (computed.db.providers._insert_unapplied_many).
+    if engine.dialect.name not in ("postgresql", "sqlite"):
+        pytest.skip("one statement per row on MySQL (insert_missing)")
+    inserts = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT INTO PROVIDERS"):
+            inserts.append(statement)
+
+    uuids = sorted(str(uuid.uuid4()) for _ in range(50))
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        result = db_providers.apply_reports_if_newer(
+            engine, [db_providers.ReportKey(u, 1, 1, "c1") for u in uuids],
+            lambda newer: {key.uuid: db_providers.Applied("{}") for key, _ in newer})
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    assert result.applied == frozenset(uuids)
+    # One statement holding every row, not the driver's executemany of a one-row statement (a
+    # round trip per row).
+    assert len(inserts) == 1 and inserts[0].count("), (") == len(uuids) - 1, inserts
