@@ -6,9 +6,21 @@ touches the network; every configuration problem surfaces as a
 ``ConfigError`` naming the group and option, never as a keystoneauth
 exception. The session is a plain ``keystoneauth1.session.Session``, on which
 the Ironic driver builds its own adapter (version discovery included).
+
+The environment is read once, when the session is made, not at every request:
+requests, trusting the environment, looks at every variable for proxies (twice),
+for a netrc file and for a CA bundle at each request, a sixth of the client's
+CPU for a request to Placement (a reporter sends one or two per provider). When
+the environment names no proxy and no netrc file exists, the session does not
+trust it (:func:`environment_read_once`): the one thing left to take from it, a
+CA bundle (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``), is given to the session
+instead, as requests would have used it. Otherwise it trusts it as before.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -110,11 +122,56 @@ def check_section(conf: cfg.ConfigOpts, group: str,
                           'service catalog to find the endpoint in)')
 
 
+#: Where requests looks for a netrc file when ``NETRC`` is not set (requests.utils.NETRC_FILES).
+NETRC_FILES = ('~/.netrc', '~/_netrc')
+#: The variables requests takes a CA bundle from, in its order.
+CA_BUNDLE_VARIABLES = ('REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE')
+
+
+class _Trusted:
+    """The environment must be read at every request (see :func:`environment_read_once`)."""
+
+
+TRUSTED = _Trusted()
+
+
+def environment_read_once(environ: Mapping[str, str],
+                          netrc_files: Collection[str]) -> str | None | _Trusted:
+    """PURE: what a session takes from the environment, when requests need not look again.
+
+    ``netrc_files`` are the netrc files that exist. (On Linux requests takes proxies from the
+    environment alone.) :data:`TRUSTED` when requests must keep
+    reading the environment at every request: a proxy variable (any ``*_proxy``, in any case,
+    set and not empty: ``no_proxy`` too, which is decided per URL) or a netrc file. Otherwise
+    the CA bundle the environment names (None: none), the only other thing requests takes from
+    it."""
+    if netrc_files or any(value and name.lower().endswith('_proxy')
+                          for name, value in environ.items()):
+        return TRUSTED
+    for name in CA_BUNDLE_VARIABLES:
+        if environ.get(name):
+            return environ[name]
+    return None
+
+
+def _netrc_files(environ: Mapping[str, str]) -> list[str]:
+    """The netrc files requests would read (``NETRC``, else its defaults) that exist."""
+    names = [environ['NETRC']] if environ.get('NETRC') is not None else NETRC_FILES
+    return [name for name in names if os.path.exists(os.path.expanduser(name))]
+
+
 def load_session(conf: cfg.ConfigOpts, group: str) -> ks_session.Session:
-    """A session authenticated as ``[group]`` says."""
+    """A session authenticated as ``[group]`` says (the environment read once, when it can
+    be: see the module docstring)."""
     check_section(conf, group, required=True)
     auth = ks_loading.load_auth_from_conf_options(conf, group)
-    return ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    found = environment_read_once(os.environ, _netrc_files(os.environ))
+    if found is not TRUSTED:
+        session.session.trust_env = False
+        if found is not None and session.verify is True:
+            session.verify = found  # what requests took from the environment at each request
+    return session
 
 
 def load_adapter(conf: cfg.ConfigOpts, group: str) -> ks_adapter.Adapter:
