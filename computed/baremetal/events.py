@@ -36,7 +36,8 @@ a broker down at start is not hammered), then every ``heartbeat_interval`` (:fun
 It cannot
 prove that Ironic itself publishes (a misconfigured Ironic sends nothing): the fleet-wide listing
 catches that, and what it finds is announced on the same topic (:data:`MISSED_EVENT`) so that
-every daemon re-reads those nodes.
+every daemon re-reads those nodes (a node with no provider applied yet: its holder, and a daemon
+that does not list it).
 
 A malformed notification is logged and dropped (acknowledged), so it is never redelivered forever.
 
@@ -57,7 +58,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from typing import Any, Protocol
 
 LOG = logging.getLogger(__name__)
@@ -66,8 +67,18 @@ NODE_EVENT_PREFIX = "baremetal.node."
 #: A daemon's heartbeat: ``{"host": ..., "sent": wall-clock seconds}``.
 HEARTBEAT_EVENT = "computed.heartbeat"
 #: Nodes a fleet-wide listing found differing from what computed applied at two rounds in a row
-#: (changed with no event, or with no provider applied yet): ``{"nodes": [uuid, ...]}``.
+#: (changed with no event, or with no provider applied yet): ``{"host": ..., "nodes": [uuid,
+#: ...], "unapplied": [uuid, ...]}``. ``unapplied`` (optional) names those of ``nodes`` with no
+#: provider applied yet: their Ironic data did not change, so a daemon that lists the node and
+#: does not hold it need not re-read it (a cold start's rounds announce thousands). A daemon of
+#: an earlier release reads ``nodes`` alone and re-reads them all, as before; a message without
+#: ``unapplied`` is re-read everywhere.
 MISSED_EVENT = "computed.node.missed"
+#: The hint (:class:`NodeHints`) a :data:`MISSED_EVENT` gives a node of its ``unapplied`` list;
+#: a hint kind, never sent.
+MISSED_UNAPPLIED = "computed.node.missed.unapplied"
+#: The hint kinds that come from a listing round's announcement, not from Ironic.
+ANNOUNCED = frozenset({MISSED_EVENT, MISSED_UNAPPLIED})
 #: Uuids per :data:`MISSED_EVENT` message (a message stays well under the broker's frame size).
 MISSED_PER_MESSAGE = 500
 #: Seconds between heartbeats until the first comes back (the first listing waits for it) ...
@@ -101,10 +112,20 @@ def node_uuid(event_type: str, payload: Any) -> str | None:
 
 def missed_nodes(payload: Any) -> list[str]:
     """The uuids of a :data:`MISSED_EVENT` payload (the malformed ones left out)."""
-    nodes = payload.get("nodes") if isinstance(payload, dict) else None
-    if not isinstance(nodes, list):
+    return _uuids(payload, "nodes")
+
+
+def unapplied_nodes(payload: Any) -> set[str]:
+    """The uuids a :data:`MISSED_EVENT` payload names as having no provider applied yet (its
+    ``unapplied`` list; none when it has none or it is malformed)."""
+    return set(_uuids(payload, "unapplied"))
+
+
+def _uuids(payload: Any, key: str) -> list[str]:
+    listed = payload.get(key) if isinstance(payload, dict) else None
+    if not isinstance(listed, list):
         return []
-    return [uuid for uuid in nodes if isinstance(uuid, str) and uuid]
+    return [uuid for uuid in listed if isinstance(uuid, str) and uuid]
 
 
 class StreamWatch:
@@ -190,13 +211,19 @@ class Heartbeat:
         except Exception as exc:  # the broker is down: the missing heartbeat says so
             LOG.warning("cannot send the event stream heartbeat: %s", exc)
 
-    def announce_missed(self, uuids: Iterable[str]) -> bool:
-        """Tell every daemon to re-read ``uuids``; False when a message could not be sent."""
+    def announce_missed(self, uuids: Iterable[str], unapplied: Set[str] = frozenset()) -> bool:
+        """Tell every daemon to re-read ``uuids``, those of ``unapplied`` (no provider applied
+        yet) only their holder and a daemon that does not list them; False when a message could
+        not be sent."""
         uuids = sorted(uuids)
         for start in range(0, len(uuids), MISSED_PER_MESSAGE):
             chunk = uuids[start:start + MISSED_PER_MESSAGE]
+            payload: dict[str, Any] = {"host": self._host, "nodes": chunk}
+            marked = [uuid for uuid in chunk if uuid in unapplied]
+            if marked:
+                payload["unapplied"] = marked
             try:
-                self._notifier.info({}, MISSED_EVENT, {"host": self._host, "nodes": chunk})
+                self._notifier.info({}, MISSED_EVENT, payload)
             except Exception as exc:
                 LOG.warning("cannot announce %d node(s) the listing found changed: %s",
                             len(uuids), exc)
@@ -228,8 +255,10 @@ class NotificationEndpoint:
                     self._watch.heard(payload)
                 return None
             if event_type == MISSED_EVENT:
+                unapplied = unapplied_nodes(payload)
                 for uuid in missed_nodes(payload):
-                    self._hints.hint(uuid, MISSED_EVENT)
+                    self._hints.hint(uuid, MISSED_UNAPPLIED if uuid in unapplied
+                                     else MISSED_EVENT)
                 return None
             uuid = node_uuid(event_type, payload)
         except Exception:  # a payload we cannot read must not stop the listener

@@ -35,8 +35,10 @@ Guarantees:
   round too (a difference seen once may be a report on its way), at most
   :data:`ANNOUNCE_PER_ROUND` per round (changes first, :func:`to_announce`), on the event
   stream (:meth:`computed.baremetal.events.Heartbeat.announce_missed`): every daemon re-reads
-  those nodes alone, the owner reports them. Only a node that differs from an applied state (or
-  an applied provider whose node is not listed) is a change with no event, and warned about; a
+  those nodes alone, the owner reports them (a node with no provider applied yet did not
+  change in Ironic: only its owner, and a daemon that does not list it, re-reads it). Only a
+  node that differs from an applied state (or an applied provider whose node is not listed) is
+  a change with no event, and warned about; a
   listed node with no provider applied yet is a report not applied yet as often (a cold start
   has thousands, for minutes), announced all the same but logged at INFO
   (:func:`round_findings`). A listed node that cannot make a provider at all (a field
@@ -568,7 +570,8 @@ class Listings:
         if found:
             LOG.log(findings.level(), "%s", findings.describe(announce[:5]))
             if announce and self._heartbeat is not None:
-                self._heartbeat.announce_missed(announce)
+                self._heartbeat.announce_missed(
+                    announce, {uuid for uuid in announce if not_applied(found[uuid])})
         self.last_missed = len(announce)
         self._rounds.finish(record, findings.missed())
         return changed

@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import BaremetalDriver, DriverError, Node
-from computed.baremetal.events import MISSED_EVENT
+from computed.baremetal.events import ANNOUNCED, MISSED_EVENT, MISSED_UNAPPLIED
 from computed.daemon.nodes import FleetNodes
 from computed.fleet.claims import Claim, ClaimTable
 from computed.fleet.fence import Fence
@@ -75,7 +75,9 @@ LOG = logging.getLogger(__name__)
 
 # Events that can add or remove nodes: every daemon re-reads that node (the set of nodes shared
 # out changes), not only its holder. So does a node a fleet-wide listing found changed with no
-# event (computed.daemon.listing).
+# event (computed.daemon.listing). A node it found with no provider applied yet
+# (MISSED_UNAPPLIED) did not change in Ironic: a daemon that lists it and does not hold it keeps
+# its listed copy; one that does not list it re-reads it (its creation may be the missed event).
 LISTING_EVENTS = ("baremetal.node.create.end", "baremetal.node.delete.end")
 REREAD_EVERYWHERE = frozenset(LISTING_EVENTS) | {MISSED_EVENT}
 # Unfiltered look-ups of unlisted nodes per pass (see the module docstring).
@@ -143,16 +145,22 @@ class NodeSync:
     def hint(self, uuid: str, event_type: str) -> None:
         """An Ironic notification about ``uuid`` (from the listener's thread): look again."""
         now = self._clock()
-        everywhere = event_type in REREAD_EVERYWHERE
+        everywhere = event_type in REREAD_EVERYWHERE or (event_type == MISSED_UNAPPLIED
+                                                         and not self._lists(uuid))
         with self._hints_lock:
             # Listener threads race: a time read earlier may get here later. The later time
             # stays, or a listing started between two events would drop the second one's hint.
             at, before = self._hints.get(uuid, (now, False))
             self._hints[uuid] = (max(at, now), everywhere or before)
-            if event_type != MISSED_EVENT and (self.last_event_at is None
-                                               or now > self.last_event_at):
+            if event_type not in ANNOUNCED and (self.last_event_at is None
+                                                or now > self.last_event_at):
                 self.last_event_at = now
         self._wake.set()
+
+    def _lists(self, uuid: str) -> bool:
+        """Whether the catalog lists ``uuid`` (one reference read: any thread)."""
+        view = self._catalog.view()
+        return view is not None and uuid in view.nodes
 
     def wake(self) -> None:
         """Run the next pass now (the listing changed, or the daemon stops)."""

@@ -14,6 +14,7 @@ from computed.baremetal.events import (
     HEARTBEAT_EVENT,
     MISSED_EVENT,
     MISSED_PER_MESSAGE,
+    MISSED_UNAPPLIED,
     START_BEAT,
     START_BEATS,
     Heartbeat,
@@ -382,6 +383,23 @@ def test_heartbeats_and_missed_announcements_travel_through_the_endpoint():
     assert {e for _, e in hints.hints} == {MISSED_EVENT}
 
 
+def test_an_announcement_says_which_nodes_have_nothing_applied():
+    notifier, hints = Notifier(), Hints()
+    heartbeat = Heartbeat(notifier, "c1")
+    uuids = [f"{i:08d}-0000-0000-0000-000000000000" for i in range(MISSED_PER_MESSAGE + 2)]
+    unapplied = {uuids[0], uuids[-1]}
+    assert heartbeat.announce_missed(uuids, unapplied)
+    assert [p.get("unapplied") for _, p in notifier.sent] == [[uuids[0]], [uuids[-1]]]
+    endpoint = NotificationEndpoint(hints)
+    for event_type, payload in notifier.sent:
+        endpoint.info({}, "computed.c1", event_type, payload, {})
+    # a daemon of an earlier release sends no such list: every node is re-read everywhere
+    endpoint.info({}, "computed.c2", MISSED_EVENT, {"nodes": [N1], "unapplied": "bad"}, {})
+    kinds = dict(hints.hints)
+    assert {u for u, e in kinds.items() if e == MISSED_UNAPPLIED} == unapplied
+    assert kinds[uuids[1]] == MISSED_EVENT and kinds[N1] == MISSED_EVENT
+
+
 def test_a_failed_send_is_logged_not_raised(caplog):
     heartbeat = Heartbeat(Notifier(fail=True), "c1")
     heartbeat.beat()
@@ -559,7 +577,8 @@ def test_reports_not_applied_yet_are_announced_without_a_warning(monkeypatch, ca
     for _ in range(6):  # 30 s: the round that confirms them
         clock.now += 5
         lister.step()
-    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N1, N2]})]
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": [N1, N2],
+                                             "unapplied": [N1, N2]})]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert "0 changed with no event" in caplog.text
     assert "2 with no provider applied yet" in caplog.text
@@ -624,7 +643,8 @@ def test_a_confirming_round_compares_only_what_the_last_one_found(monkeypatch):
         clock.now += 5
         lister.step()
     assert nodes.refreshes == 1 and made == [] and asked[1] == {N1, *unapplied}
-    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": sorted([N1, *unapplied])})]
+    assert notifier.sent == [(MISSED_EVENT, {"host": "c1", "nodes": sorted([N1, *unapplied]),
+                                             "unapplied": sorted(unapplied)})]
     assert lister.compared == 3
 
 

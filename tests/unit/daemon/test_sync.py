@@ -14,7 +14,7 @@ import pytest
 
 from computed.baremetal.catalog import NodeCatalog
 from computed.baremetal.driver import Node
-from computed.baremetal.events import MISSED_EVENT
+from computed.baremetal.events import MISSED_EVENT, MISSED_UNAPPLIED
 from computed.daemon.sync import LISTING_EVENTS, NodeSync, ReportGate
 from computed.providers.outbox import Outbox, Verdict
 from computed.providers.state import provider_from_node
@@ -24,6 +24,9 @@ from tests.unit.report.fakes import Reporter
 N1 = "11111111-1111-1111-1111-111111111111"
 N2 = "22222222-2222-2222-2222-222222222222"
 UPDATE = "baremetal.node.update.end"
+
+
+N3 = "33333333-3333-3333-3333-333333333333"
 
 
 def node(uuid: str = N1, **fields) -> Node:
@@ -178,15 +181,34 @@ def test_a_failed_reread_of_a_coming_or_going_node_is_tried_at_the_next_pass():
     assert daemon.ironic.reads == [N2, N2] and N2 in daemon.catalog.view().nodes
 
 
-def test_a_missed_announcement_is_not_an_event_heard_from_ironic():
+@pytest.mark.parametrize("announced", (MISSED_EVENT, MISSED_UNAPPLIED))
+def test_a_missed_announcement_is_not_an_event_heard_from_ironic(announced):
     daemon = Daemon(node(N1))
-    daemon.sync.hint(N1, MISSED_EVENT)
+    daemon.sync.hint(N1, announced)
     assert daemon.sync.last_event_at is None
+
+
+def test_a_node_announced_with_nothing_applied_is_reread_by_its_holder_and_who_does_not_list_it():
+    # A cold start's rounds announce thousands of nodes whose first report is not applied yet:
+    # their Ironic data did not change, so only their holder re-reads them (and reports), and
+    # a daemon that never listed the node (its creation may be the missed event).
+    daemon = Daemon(node(N1), node(N2))
+    daemon.fleet.claim(N1, 7)
+    daemon.node_pass()
+    daemon.sync.hint(N1, MISSED_UNAPPLIED)  # held
+    daemon.sync.hint(N2, MISSED_UNAPPLIED)  # listed, held elsewhere: its listed copy stands
+    daemon.ironic.nodes[N3] = node(N3)  # enrolled after the listing, its event lost
+    daemon.sync.hint(N3, MISSED_UNAPPLIED)
+    daemon.node_pass()
+    assert sorted(daemon.ironic.reads) == sorted([N1, N3])
+    assert N3 in daemon.catalog.view().nodes and daemon.fleet.woken == 1
+    daemon.fleet.claim(N2, 9)  # N2 handed over before a new listing: re-read now
+    daemon.node_pass()
+    assert daemon.ironic.reads[-1] == N2
 
 
 # --- issue 13: handovers, filters, bad nodes -------------------------------------------------
 
-N3 = "33333333-3333-3333-3333-333333333333"
 
 
 def test_an_event_for_a_node_held_elsewhere_is_reread_once_the_node_is_claimed():
