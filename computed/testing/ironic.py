@@ -126,6 +126,39 @@ class Ironic(Service):
         if self.pid:
             self.restart()
 
+    def drop_nodes(self, uuids: list[str]) -> None:
+        """Remove the nodes ``uuids`` and every row of theirs straight from Ironic's database,
+        in one transaction: a tear-down's clean-up. Through the API a deletion cost Ironic
+        1.8-1.9 CPU s per 100 nodes (4.0 in a suite's accounting, with its notifications): its
+        conductor's lock, a query per table; and the API refuses a node with an instance or
+        locked by a deploy, which then stayed for the next tests. Nothing is notified: the
+        tests that watch a deletion make theirs through the API. Ironic caches no node between
+        requests, so the next one no longer finds them; a conductor task still on one of them
+        fails on its next write."""
+        import sqlite3
+        if not uuids:
+            return
+        marks = ",".join("?" * len(uuids))
+        connection = sqlite3.connect(self.workdir / "ironic" / "ironic.sqlite", timeout=60)
+        try:
+            with connection:  # one transaction, committed on return
+                ids = [row[0] for row in connection.execute(
+                    f"SELECT id FROM nodes WHERE uuid IN ({marks})", list(uuids))]
+                if not ids:
+                    return
+                # Every table with a node_id (ports, portgroups, traits, tags, history, ...):
+                # Ironic's sqlite enforces no foreign key, so their order does not matter.
+                tables = [name for (name,) in connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'nodes'")
+                          if any(column[1] == "node_id" for column in connection.execute(
+                              f"PRAGMA table_info({name})"))]
+                id_marks = ",".join("?" * len(ids))
+                for table in tables:
+                    connection.execute(f"DELETE FROM {table} WHERE node_id IN ({id_marks})", ids)
+                connection.execute(f"DELETE FROM nodes WHERE id IN ({id_marks})", ids)
+        finally:
+            connection.close()
+
     def ready(self) -> bool:
         if not self.info.get("port"):
             return False
@@ -195,19 +228,6 @@ def enroll_nodes(url: str, count: int, resource_class: str = "baremetal", prefix
 
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(create, range(count)))
-
-
-def delete_nodes(url: str, uuids: list[str], workers: int = 8) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    def delete(uuid: str) -> None:
-        try:
-            request("DELETE", f"{url}/v1/nodes/{uuid}")
-        except OSError:
-            pass
-
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(delete, uuids))
 
 
 def list_nodes(url: str, fields: str = "uuid", timeout: float = 30.0) -> Iterator[dict]:

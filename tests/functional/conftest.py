@@ -24,7 +24,7 @@ from computed.providers.state import normalise_resource_class
 from computed.runtime import keystone
 from computed.runtime.stopping import STOP_SIGNALS
 from computed.testing.glance import Glance
-from computed.testing.ironic import delete_nodes, enroll_nodes
+from computed.testing.ironic import enroll_nodes
 from computed.testing.keystone import Keystone
 from computed.testing.stack import Stack
 from tests.functional import inprocess
@@ -32,7 +32,7 @@ from tests.functional.daemons import Daemon, Reporter, fleet_database, stop_all,
 
 #: Concurrent creations of a world's nodes: Ironic's sqlite (WAL) takes a few writers at once,
 #: and a create it refuses ("database is locked") is retried (computed.testing.ironic.request).
-#: Deletions stay one at a time: measured no quicker in parallel.
+#: Deletions go straight to its database at tear-down (Ironic.drop_nodes).
 ENROLL_WORKERS = 4
 
 
@@ -213,4 +213,4 @@ def world(stack, tmp_path, request, migrated_template):
     yield world
     world.engine.dispose()
     stop_all(world.processes,
-             meanwhile=lambda: delete_nodes(stack["ironic"].url, world.nodes, workers=1))
+             meanwhile=lambda: stack["ironic"].drop_nodes(world.nodes))

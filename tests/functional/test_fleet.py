@@ -22,7 +22,7 @@ from tooz import coordination
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root
-from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids, request
+from computed.testing.ironic import enroll_nodes, list_node_uuids, request
 from hashring.ownership import Member, compute_ownership
 from tests import cli
 from tests.functional.daemons import (
@@ -59,7 +59,7 @@ def nodes(stack):
     uuids = enroll_nodes(stack["ironic"].url, NODES, prefix=f"fleet-{uuid.uuid4().hex[:6]}",
                          workers=4)
     yield uuids
-    delete_nodes(stack["ironic"].url, uuids, workers=1)
+    stack["ironic"].drop_nodes(uuids)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from computed.placement import allocations
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class, provider_from_node
 from computed.runtime import keystone
-from computed.testing.ironic import delete_nodes, enroll_nodes
+from computed.testing.ironic import enroll_nodes
 from computed_ironic import IronicDriver
 from tests import cli
 from tests.functional.daemons import ironic, make_available
@@ -101,10 +101,10 @@ def world(stack, computed_config, tmp_path):
     for node in world.nodes:
         try:
             driver.clear_instance(node, timeout=60)
-        except Exception:  # best effort: delete_nodes below reports nothing either
+        except Exception:  # best effort: drop_nodes below removes the nodes anyway
             pass
         world.providers.delete(node)
-    delete_nodes(stack["ironic"].url, world.nodes, workers=1)
+    stack["ironic"].drop_nodes(world.nodes)
     zk.delete(root, recursive=True)
     zk.stop()
     zk.close()

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from computed import db
-from computed.testing.ironic import delete_nodes, enroll_nodes
+from computed.testing.ironic import enroll_nodes
 from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
 
 NODES = 6
@@ -88,7 +88,7 @@ def fleet(stack, tmp_path):
     yield start, nodes
     for process in processes:
         process.ensure_stopped()
-    delete_nodes(stack["ironic"].url, nodes, workers=1)
+    stack["ironic"].drop_nodes(nodes)
 
 
 def test_daemon_and_reporter_expose_metrics_and_health(fleet):

@@ -24,7 +24,7 @@ from tooz import coordination
 from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import drain_markers_path, fleet_root
 from computed.fleet.zookeeper import ask_server, negotiated_session_timeout
-from computed.testing.ironic import delete_nodes, enroll_nodes, list_node_uuids
+from computed.testing.ironic import enroll_nodes, list_node_uuids
 from computed.testing.zookeeper import ZooKeeper
 from hashring.ownership import Member, compute_ownership
 from tests import cli
@@ -51,7 +51,7 @@ def nodes(stack):
     uuids = enroll_nodes(stack["ironic"].url, NODES, prefix=f"trust-{uuid.uuid4().hex[:6]}",
                          workers=1)
     yield uuids
-    delete_nodes(stack["ironic"].url, uuids, workers=1)
+    stack["ironic"].drop_nodes(uuids)
 
 
 @pytest.fixture
