@@ -28,6 +28,7 @@ that a test or the local run reads back the config drive the daemon passed, in t
 from __future__ import annotations
 
 import shutil
+import uuid as uuidlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,6 +126,35 @@ class Ironic(Service):
                                "password": password, "project_name": project_name}
         if self.pid:
             self.restart()
+
+    def enroll_nodes(self, count: int, resource_class: str = "baremetal", prefix: str = "node",
+                     **fields: object) -> list[str]:
+        """``count`` fake-hardware nodes named ``{prefix}-00000`` on; returns their uuids, in
+        that order. The first is created through the API (:func:`enroll_nodes`), the others
+        are copies of its row in Ironic's database, each with a uuid and name of its own: a
+        creation through the API costs Ironic 1.3-1.6 CPU s per 100 nodes (its schema checks,
+        the driver's interfaces resolved, a notification), a copy nothing. So every node is
+        what Ironic itself wrote for these fields; no notification announces the copies (a
+        test that watches a creation makes its own through the API)."""
+        import sqlite3
+        first = enroll_nodes(self.url, 1, resource_class=resource_class, prefix=prefix,
+                             workers=1, **fields)[0]
+        names = {str(uuidlib.uuid4()): f"{prefix}-{index:05d}" for index in range(1, count)}
+        if not names:
+            return [first]
+        connection = sqlite3.connect(self.workdir / "ironic" / "ironic.sqlite", timeout=60)
+        try:
+            columns = [column[1] for column in connection.execute("PRAGMA table_info(nodes)")
+                       if column[1] not in ("id", "uuid", "name")]
+            listed = ", ".join(columns)
+            with connection:  # one transaction, committed on return
+                connection.executemany(
+                    f"INSERT INTO nodes (uuid, name, {listed}) "
+                    f"SELECT ?, ?, {listed} FROM nodes WHERE uuid = ?",
+                    [(uuid, name, first) for uuid, name in names.items()])
+        finally:
+            connection.close()
+        return [first, *names]
 
     def drop_nodes(self, uuids: list[str]) -> None:
         """Remove the nodes ``uuids`` and every row of theirs straight from Ironic's database,

@@ -24,16 +24,10 @@ from computed.providers.state import normalise_resource_class
 from computed.runtime import keystone
 from computed.runtime.stopping import STOP_SIGNALS
 from computed.testing.glance import Glance
-from computed.testing.ironic import enroll_nodes
 from computed.testing.keystone import Keystone
 from computed.testing.stack import Stack
 from tests.functional import inprocess
 from tests.functional.daemons import Daemon, Reporter, fleet_database, stop_all, want_processes
-
-#: Concurrent creations of a world's nodes: Ironic's sqlite (WAL) takes a few writers at once,
-#: and a create it refuses ("database is locked") is retried (computed.testing.ironic.request).
-#: Deletions go straight to its database at tear-down (Ironic.drop_nodes).
-ENROLL_WORKERS = 4
 
 
 def pytest_collection_modifyitems(items):
@@ -191,9 +185,11 @@ def world(stack, tmp_path, request, migrated_template):
         rc = normalise_resource_class(f"gold-{token}")
         processes: list = []
         process = want_processes(request)
-        nodes = enroll_nodes(stack["ironic"].url, getattr(request.module, "WORLD_NODES", 24),
-                             resource_class=f"gold-{token}",
-                             prefix=f"rep-{token}", workers=ENROLL_WORKERS)
+        # One created through the API, the others copies of it (Ironic.enroll_nodes); all
+        # dropped straight from Ironic's database at the end (Ironic.drop_nodes).
+        nodes = stack["ironic"].enroll_nodes(getattr(request.module, "WORLD_NODES", 24),
+                                             resource_class=f"gold-{token}",
+                                             prefix=f"rep-{token}")
 
         def daemon(self, host, **kw):
             kw.setdefault("process", self.process)

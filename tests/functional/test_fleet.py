@@ -22,7 +22,7 @@ from tooz import coordination
 from computed.fleet.audit import fencing_violations
 from computed.fleet.claims import read_claims
 from computed.fleet.membership import fleet_root
-from computed.testing.ironic import enroll_nodes, list_node_uuids, request
+from computed.testing.ironic import list_node_uuids, request
 from hashring.ownership import Member, compute_ownership
 from tests import cli
 from tests.functional.daemons import (
@@ -41,9 +41,9 @@ from tests.functional.daemons import (
 
 #: Enough that every share the tests compare is non-empty but for odds they name (a node moves
 #: to a fourth daemon, or to a weight of 3 against 1, with probability 1/4: none of 80 moves once
-#: in 10^10 runs; one of three daemons gets none of 80 once in 10^13). Every node costs Ironic a
-#: create, a delete, and re-reads by every daemon of every test (the fleet-wide listing
-#: announces them: no reporter applies their providers here), so no more than that.
+#: in 10^10 runs; one of three daemons gets none of 80 once in 10^13). Every node costs Ironic
+#: re-reads by every daemon of every test (the fleet-wide listing announces them: no reporter
+#: applies their providers here), so no more than that.
 NODES = 80
 SESSION = 2  # seconds: the fleet's ZooKeeper session timeout in these tests
 #: No reporter serves these fleets: a daemon's report thread waits ``[reporter] call_timeout``
@@ -55,9 +55,7 @@ NO_REPORTER = "[reporter]\ncall_timeout = 1\n"
 
 @pytest.fixture(scope="module")
 def nodes(stack):
-    # Four creates at a time, as conftest's worlds (ENROLL_WORKERS): Ironic's sqlite takes them.
-    uuids = enroll_nodes(stack["ironic"].url, NODES, prefix=f"fleet-{uuid.uuid4().hex[:6]}",
-                         workers=4)
+    uuids = stack["ironic"].enroll_nodes(NODES, prefix=f"fleet-{uuid.uuid4().hex[:6]}")
     yield uuids
     stack["ironic"].drop_nodes(uuids)
 

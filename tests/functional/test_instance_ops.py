@@ -33,7 +33,6 @@ from computed.placement import allocations
 from computed.placement.client import PlacementClient
 from computed.providers.state import normalise_resource_class, provider_from_node
 from computed.runtime import keystone
-from computed.testing.ironic import enroll_nodes
 from computed_ironic import IronicDriver
 from tests import cli
 from tests.functional.daemons import ironic, make_available
@@ -74,8 +73,8 @@ def world(stack, computed_config, tmp_path):
         def make_nodes(self, count, name="gold"):
             """``count`` available nodes of class ``name-token``, reported and claimed."""
             resource_class = f"{name}-{token}"
-            made = enroll_nodes(stack["ironic"].url, count, resource_class=resource_class,
-                                prefix=f"inst-{name}-{token}", workers=1)
+            made = stack["ironic"].enroll_nodes(count, resource_class=resource_class,
+                                                prefix=f"inst-{name}-{token}")
             self.nodes += made
             make_available(stack, made)
             for node in made:

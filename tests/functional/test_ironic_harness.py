@@ -1,4 +1,5 @@
-"""The harness's Ironic (computed.testing.ironic) against the session's real Ironic:
+"""The harness's Ironic (computed.testing.ironic) against the session's real Ironic: the nodes
+Ironic.enroll_nodes copies in its database read through the API as the one Ironic created, and
 Ironic.drop_nodes removes nodes with every row of theirs, those with an instance too (which the
 API refuses to delete), and nothing else."""
 
@@ -7,8 +8,12 @@ from __future__ import annotations
 import sqlite3
 import uuid
 
-from computed.testing.ironic import enroll_nodes
-from tests.functional.daemons import ironic
+from computed.testing.ironic import request
+from tests.functional.daemons import ironic, make_available
+
+#: What differs between two nodes by nature rather than by copy.
+OWN = ("uuid", "name", "links", "ports", "portgroups", "states", "volume", "firmware",
+       "created_at", "updated_at")
 
 
 def _rows(stack, uuids: list[str]) -> dict[str, int]:
@@ -31,10 +36,35 @@ def _rows(stack, uuids: list[str]) -> dict[str, int]:
         db.close()
 
 
+def test_copied_nodes_read_as_the_one_ironic_created(stack):
+    token = uuid.uuid4().hex[:6]
+    made = stack["ironic"].enroll_nodes(5, resource_class=f"harness-{token}",
+                                        prefix=f"harness-{token}", properties={"cpus": 8})
+    try:
+        assert len(set(made)) == 5
+        shown = [ironic(stack, "GET", f"/nodes/{node}") for node in made]
+        assert [node["uuid"] for node in shown] == made
+        assert [node["name"] for node in shown] == [f"harness-{token}-{i:05d}" for i in range(5)]
+        first = shown[0]
+        assert first["resource_class"] == f"harness-{token}"
+        assert first["properties"] == {"cpus": 8}
+        for node in shown[1:]:
+            assert {k: v for k, v in node.items() if k not in OWN} == \
+                   {k: v for k, v in first.items() if k not in OWN}
+        listed = request("GET", f"{stack['ironic'].url}/v1/nodes?resource_class=harness-{token}"
+                                "&fields=uuid")["nodes"]
+        assert sorted(node["uuid"] for node in listed) == sorted(made)
+        # A copy takes state changes as a node Ironic created does.
+        make_available(stack, [made[-1]])
+        assert ironic(stack, "GET", f"/nodes/{made[-1]}")["provision_state"] == "available"
+    finally:
+        stack["ironic"].drop_nodes(made)
+
+
 def test_dropped_nodes_leave_no_row_and_others_stay(stack):
     token = uuid.uuid4().hex[:6]
-    made = enroll_nodes(stack["ironic"].url, 3, prefix=f"drop-{token}")
-    kept = enroll_nodes(stack["ironic"].url, 1, prefix=f"keep-{token}")
+    made = stack["ironic"].enroll_nodes(3, prefix=f"drop-{token}")
+    kept = stack["ironic"].enroll_nodes(1, prefix=f"keep-{token}")
     try:
         ironic(stack, "POST", "/ports", {"node_uuid": made[0], "address": "52:54:00:12:34:56"})
         ironic(stack, "PUT", f"/nodes/{made[0]}/traits/CUSTOM_DROP_{token.upper()}")

@@ -17,7 +17,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from computed import db
-from computed.testing.ironic import enroll_nodes
 from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
 
 NODES = 6
@@ -76,8 +75,8 @@ def fleet(stack, tmp_path):
         stack.save()
     else:
         database = fleet_database(tmp_path)
-    nodes = enroll_nodes(stack["ironic"].url, NODES, resource_class=f"metrics-{token}",
-                         prefix=f"met-{token}", workers=1)
+    nodes = stack["ironic"].enroll_nodes(NODES, resource_class=f"metrics-{token}",
+                                         prefix=f"met-{token}")
     processes = []
 
     def start(cls, host, **kw):

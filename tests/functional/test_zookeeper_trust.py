@@ -48,8 +48,7 @@ CREDENTIALS = "computed:s3cret-pass"
 
 @pytest.fixture(scope="module")
 def nodes(stack):
-    uuids = enroll_nodes(stack["ironic"].url, NODES, prefix=f"trust-{uuid.uuid4().hex[:6]}",
-                         workers=1)
+    uuids = stack["ironic"].enroll_nodes(NODES, prefix=f"trust-{uuid.uuid4().hex[:6]}")
     yield uuids
     stack["ironic"].drop_nodes(uuids)
 
