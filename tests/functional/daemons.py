@@ -32,7 +32,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from computed.fleet import audit
-from computed.fleet.claims import read_claims
+from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import fleet_root, read_members
 from hashring.ownership import Member, compute_ownership, member_ring
 from tests import cli
@@ -279,10 +279,25 @@ def wait_converged(client: KazooClient, nodes: list[str], hosts: set[str], timeo
     returns the seconds it took."""
     started = time.monotonic()
     deadline = started + timeout
+    root = fleet_root(group)
+    claims: dict[str, str] = {}
+    read_at = None  # the claims' parent's pzxid when ``claims`` was read
+    expected: dict[str, str] = {}
+    expected_for = None  # the members ``expected`` was computed for
     while True:
-        members, claims = ownership_now(client, group)
+        members = read_members(client, f"/tooz/{group}", f"{root}/draining")
+        # A claim is only ever created or deleted, never rewritten (computed.fleet.claims): the
+        # claims stay as read while their parent's pzxid (the zxid of its last child created or
+        # deleted) does. Read every claim only then, not every 0.1 s: one request where there
+        # were as many as there are nodes.
+        stat = client.exists(claims_path(root))
+        if stat is None or stat.pzxid != read_at:
+            claims = {node: r.host for node, r in read_claims(client, root).items()}
+            read_at = None if stat is None else stat.pzxid
+        if members != expected_for:
+            expected, expected_for = expected_ownership(members, nodes), members
         names = {m.name for m in members}
-        if names == hosts and claims == expected_ownership(members, nodes):
+        if names == hosts and claims == expected:
             return time.monotonic() - started
         if time.monotonic() > deadline:
             owners = {}
