@@ -380,8 +380,12 @@ def seen(placement, node):
 
 def wait_schedulable(world, placement, timeout: float = 120):
     """Every node of ``world`` in Placement with reserved 0 (what a build can land on)."""
-    wait_for(lambda: all(seen(placement, n) and seen(placement, n).reserved == 0
-                         for n in world.nodes), timeout, "nodes schedulable", world.processes)
+    def schedulable(node: str) -> bool:
+        provider = seen(placement, node)  # one read a node and poll (3 GETs), not two
+        return provider is not None and provider.reserved == 0
+
+    wait_for(lambda: all(schedulable(n) for n in world.nodes), timeout, "nodes schedulable",
+             world.processes)
 
 
 def instance_bus(stack):
