@@ -26,7 +26,7 @@ Guarantees:
   doubt at any moment since this daemon's last listing started (events in a gap may be lost, so
   the first listing after the gap is due at once).
 * **While it can, one daemon per round lists for the fleet**, every ``rare`` seconds (``[fleet]
-  node_audit_interval``), and every ``frequent`` seconds after a round that found changes no
+  fleet_listing_interval``), and every ``frequent`` seconds after a round that found changes no
   event had announced (Ironic may not be publishing). Rounds are claimed in ZooKeeper
   (:class:`ListingRound`: one znode holding the last round's start, replaced by a versioned
   write, so two daemons never claim one round; a lister that dies costs one round). The lister
