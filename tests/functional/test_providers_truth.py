@@ -16,6 +16,7 @@ import json
 import time
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
@@ -36,9 +37,12 @@ RARE = 600  # node_refresh_interval: no full listing happens during a test
 def claim_host(client, world, node):
     """The host holding ``node``'s claim, or None."""
     path = f"{claims_path(fleet_root(world.group))}/{node}"
-    if client.exists(path) is None:
+    try:
+        # one read: an exists() then a get() lost the race with the release they wait for
+        data, _ = client.get(path)
+    except NoNodeError:
         return None
-    return json.loads(client.get(path)[0])["host"]
+    return json.loads(data)["host"]
 
 
 def all_reported(placement, world, nodes, reserved=None):
