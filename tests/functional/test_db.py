@@ -208,7 +208,7 @@ def test_the_rows_to_lock_of_a_batch_are_inserted_in_one_statement(url, engine):
     finally:
         sa.event.remove(engine, "before_cursor_execute", seen)
     assert result.applied == frozenset(uuids)
-    if engine.dialect.name in ("mysql", "mariadb"):  # no ON CONFLICT: insert_missing, a statement per row
+    if engine.dialect.name in ("mysql", "mariadb"):  # insert_missing: a statement per row
         assert len(inserts) == len(uuids), inserts
         return
     # One statement holding every row, not the driver's executemany of a one-row statement (a
