@@ -29,14 +29,13 @@ import argparse
 import sqlite3
 import sys
 import time
-import uuid as uuidlib
 from pathlib import Path
 
 from computed.testing.ironic import list_nodes, request
 
 
 def ironic_db(stack) -> Path:
-    path = Path(stack.workdir) / "ironic" / "ironic.sqlite"
+    path = stack["ironic"].database
     if not path.exists():
         raise FileNotFoundError(f"no Ironic sqlite database at {path}: seeding needs the "
                                 f"harness Ironic (sqlite)")
@@ -106,27 +105,15 @@ def seed_nodes(stack, count: int, prefix: str = "bench", resource_class: str = "
     started = time.monotonic()
     conn = _connect(db)
     try:
-        rows = conn.execute("SELECT id, name FROM nodes WHERE name LIKE ? ESCAPE '\\'",
+        rows = conn.execute("SELECT uuid, name FROM nodes WHERE name LIKE ? ESCAPE '\\'",
                             (_named(prefix),)).fetchall()
-        have = {name: node_id for node_id, name in rows}
+        have = {name: uuid for uuid, name in rows}
         template = have.get(f"{prefix}-00000")
         if template is None:
-            _template(url, prefix, resource_class, available)
-            template = conn.execute("SELECT id FROM nodes WHERE name = ?",
-                                    (f"{prefix}-00000",)).fetchone()[0]
+            template = _template(url, prefix, resource_class, available)
             have[f"{prefix}-00000"] = template
         missing = [f"{prefix}-{i:05d}" for i in range(count) if f"{prefix}-{i:05d}" not in have]
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(nodes)")]
-        copied = [c for c in columns if c not in ("id", "uuid", "name")]
-        sql = (f"INSERT INTO nodes (uuid, name, {', '.join(copied)}) "
-               f"SELECT ?, ?, {', '.join(copied)} FROM nodes WHERE id = ?")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(sql, [(str(uuidlib.uuid4()), name, template) for name in missing])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        stack["ironic"].copy_node(template, missing)
         expected = {u for (u,) in conn.execute(
             "SELECT uuid FROM nodes WHERE name LIKE ? ESCAPE '\\'",
             (_named(prefix),))}

@@ -136,13 +136,24 @@ class Ironic(Service):
         the driver's interfaces resolved, a notification), a copy nothing. So every node is
         what Ironic itself wrote for these fields; no notification announces the copies (a
         test that watches a creation makes its own through the API)."""
-        import sqlite3
         first = enroll_nodes(self.url, 1, resource_class=resource_class, prefix=prefix,
                              workers=1, **fields)[0]
-        names = {str(uuidlib.uuid4()): f"{prefix}-{index:05d}" for index in range(1, count)}
+        return [first, *self.copy_node(first, [f"{prefix}-{index:05d}"
+                                               for index in range(1, count)])]
+
+    @property
+    def database(self) -> Path:
+        """Ironic's sqlite database."""
+        return self.workdir / "ironic" / "ironic.sqlite"
+
+    def copy_node(self, template: str, names: list[str]) -> list[str]:
+        """Copies of node ``template``'s row in Ironic's database, one per name, each with a
+        uuid of its own, in one transaction; returns their uuids in ``names``' order."""
+        import sqlite3
         if not names:
-            return [first]
-        connection = sqlite3.connect(self.workdir / "ironic" / "ironic.sqlite", timeout=60)
+            return []
+        uuids = [str(uuidlib.uuid4()) for _ in names]
+        connection = sqlite3.connect(self.database, timeout=60)
         try:
             columns = [column[1] for column in connection.execute("PRAGMA table_info(nodes)")
                        if column[1] not in ("id", "uuid", "name")]
@@ -151,10 +162,10 @@ class Ironic(Service):
                 connection.executemany(
                     f"INSERT INTO nodes (uuid, name, {listed}) "
                     f"SELECT ?, ?, {listed} FROM nodes WHERE uuid = ?",
-                    [(uuid, name, first) for uuid, name in names.items()])
+                    [(uuid, name, template) for uuid, name in zip(uuids, names)])
         finally:
             connection.close()
-        return [first, *names]
+        return uuids
 
     def drop_nodes(self, uuids: list[str]) -> None:
         """Remove the nodes ``uuids`` and every row of theirs straight from Ironic's database,
@@ -169,7 +180,7 @@ class Ironic(Service):
         if not uuids:
             return
         marks = ",".join("?" * len(uuids))
-        connection = sqlite3.connect(self.workdir / "ironic" / "ironic.sqlite", timeout=60)
+        connection = sqlite3.connect(self.database, timeout=60)
         try:
             with connection:  # one transaction, committed on return
                 ids = [row[0] for row in connection.execute(
