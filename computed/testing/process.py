@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,11 +23,63 @@ class ServiceError(RuntimeError):
     """A service failed to start or to answer; the message names the service and its log."""
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+# A port handed out stays claimed this long (a file under PORT_CLAIMS), time enough for the
+# slowest service to bind it; after that its own listener keeps it from being handed out again.
+PORT_CLAIM_SECONDS = 600.0
+PORT_CLAIMS = Path(tempfile.gettempdir()) / "computed-ports"
+LOWEST_PORT = 10000
+
+
+def _ports_outside_the_ephemeral_range() -> range:
+    """The ports below the kernel's ephemeral range, which it gives to no ``connect()`` and no
+    ``bind(0)``: a port picked there cannot be taken by some client's outgoing connection
+    between the pick and the service's bind (the chaos run's epmd lost its port that way)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    return range(LOWEST_PORT, max(low, LOWEST_PORT + 1000))
+
+
+def _claim(port: int) -> bool:
+    """Claim ``port`` for this run across processes (xdist workers, their children): a file
+    made with O_EXCL; a claim older than PORT_CLAIM_SECONDS has lapsed and is taken over."""
+    PORT_CLAIMS.mkdir(exist_ok=True)
+    path = PORT_CLAIMS / str(port)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        return True
+    except FileExistsError:
+        pass
+    try:
+        if time.time() - path.stat().st_mtime < PORT_CLAIM_SECONDS:
+            return False
+        path.unlink()
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        return True
+    except OSError:  # another process took the lapsed claim first
+        return False
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on and no other process of the suite was
+    handed in the last PORT_CLAIM_SECONDS, picked outside the kernel's ephemeral range."""
+    ports = _ports_outside_the_ephemeral_range()
+    for _ in range(200):
+        port = random.choice(ports)
+        if _bindable(port) and _claim(port):
+            return port
+    raise ServiceError(f"no free port in {ports.start}-{ports.stop - 1} after 200 tries "
+                       f"(claims in {PORT_CLAIMS})")
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
@@ -137,8 +191,12 @@ def _tail(log: Path | None, lines: int = 15) -> str:
 def run(argv: Sequence[str], what: str, env: Mapping[str, str] | None = None,
         timeout: float = 600, cwd: Path | None = None) -> str:
     """Run a setup command to completion; a failure raises with its output."""
-    proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          env=dict(env) if env is not None else None, timeout=timeout, cwd=cwd)
+    try:
+        proc = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, env=dict(env) if env is not None else None,
+                              timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise ServiceError(f"{what}: no answer after {timeout:g}s") from None
     if proc.returncode != 0:
         output = (proc.stdout + proc.stderr).strip().splitlines()[-20:]
         raise ServiceError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(output))

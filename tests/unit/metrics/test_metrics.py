@@ -25,6 +25,7 @@ from computed.fleet.reconciler import FleetState
 from computed.providers.outbox import Outbox
 from computed.reporter import metrics as reporter_metrics
 from computed.runtime import metrics
+from computed.testing.process import free_port
 from tests.unit.daemon.fakes import Clock
 from tests.unit.report.fakes import Gate, Reporter
 
@@ -248,12 +249,6 @@ def test_defaults_are_local_and_disabled():
     endpoint = daemon_metrics.serve_daemon(conf, make_service(Clock()))
     assert not endpoint.enabled and endpoint.address is None
     endpoint.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(address, path: str) -> tuple[int, str, str]:
