@@ -17,15 +17,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from computed import db
+from computed.testing.process import free_port
 from tests.functional.daemons import Daemon, Reporter, dump_logs, fleet_database
 
 NODES = 6
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(port: int, path: str) -> tuple[int, str]:
