@@ -131,16 +131,15 @@ def seed_nodes(stack, count: int, prefix: str = "bench", resource_class: str = "
 
 
 def unseed_nodes(stack, prefix: str = "bench") -> int:
-    """Delete every ``<prefix>-*`` node straight from Ironic's database; returns how many."""
+    """Delete every ``<prefix>-*`` node, with its rows in Ironic's other tables, straight from
+    Ironic's database (:meth:`computed.testing.ironic.Ironic.drop_nodes`); returns how many."""
     conn = _connect(ironic_db(stack))
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        cursor = conn.execute("DELETE FROM nodes WHERE name LIKE ? ESCAPE '\\'",
-                              (_named(prefix),))
-        conn.execute("COMMIT")
-        return cursor.rowcount
+        uuids = [uuid for (uuid,) in conn.execute(
+            "SELECT uuid FROM nodes WHERE name LIKE ? ESCAPE '\\'", (_named(prefix),))]
     finally:
         conn.close()
+    return stack["ironic"].drop_nodes(uuids)
 
 
 def main(argv: list[str] | None = None) -> int:

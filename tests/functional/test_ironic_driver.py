@@ -36,7 +36,7 @@ def _connection(computed_config, stack) -> openstack.connection.Connection:
 
 
 def _ironic_db(stack):
-    return sqlite3.connect(stack["ironic"].workdir / "ironic" / "ironic.sqlite", timeout=30)
+    return sqlite3.connect(stack["ironic"].database, timeout=30)
 
 
 def _set_conductor_group(stack, uuids, group):

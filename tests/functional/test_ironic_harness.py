@@ -1,13 +1,16 @@
 """The harness's Ironic (computed.testing.ironic) against the session's real Ironic: the nodes
 Ironic.enroll_nodes copies in its database read through the API as the one Ironic created, and
 Ironic.drop_nodes removes nodes with every row of theirs, those with an instance too (which the
-API refuses to delete), and nothing else."""
+API refuses to delete), and nothing else; bench.seed's unseed_nodes drops a prefix's nodes the same
+way."""
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
 
+from bench.seed import unseed_nodes
+from computed.testing import ironic as ironic_harness
 from computed.testing.ironic import request
 from tests.functional.daemons import ironic, make_available
 
@@ -18,7 +21,7 @@ OWN = ("uuid", "name", "links", "ports", "portgroups", "states", "volume", "firm
 
 def _rows(stack, uuids: list[str]) -> dict[str, int]:
     """{table: rows of these nodes} in Ironic's database, for the tables that have any."""
-    db = sqlite3.connect(stack["ironic"].workdir / "ironic" / "ironic.sqlite", timeout=30)
+    db = sqlite3.connect(stack["ironic"].database, timeout=30)
     try:
         marks = ",".join("?" * len(uuids))
         ids = [row[0] for row in db.execute(f"SELECT id FROM nodes WHERE uuid IN ({marks})",
@@ -82,5 +85,19 @@ def test_dropped_nodes_leave_no_row_and_others_stay(stack):
                 assert getattr(exc, "code", None) == 404, exc
             else:
                 raise AssertionError(f"node {node} still shown after drop_nodes")
+    finally:
+        stack["ironic"].drop_nodes(made + kept)
+
+
+def test_a_prefix_unseeded_leaves_no_row_of_its_nodes_in_slices(stack, monkeypatch):
+    monkeypatch.setattr(ironic_harness, "DROP_SLICE", 2)  # 3 nodes: two statements' slices
+    token = uuid.uuid4().hex[:6]
+    made = stack["ironic"].enroll_nodes(3, prefix=f"unseed-{token}")
+    kept = stack["ironic"].enroll_nodes(1, prefix=f"unseed-{token}x")
+    try:
+        ironic(stack, "POST", "/ports", {"node_uuid": made[2], "address": "52:54:00:12:34:57"})
+        assert unseed_nodes(stack, f"unseed-{token}") == 3
+        assert _rows(stack, made) == {}
+        assert _rows(stack, kept) == {"nodes": 1}
     finally:
         stack["ironic"].drop_nodes(made + kept)
