@@ -3,8 +3,9 @@
 Owns connecting (and closing) what the controllers use: computed's database, Placement
 (keystoneauth adapter from ``[placement]``), Glance (``[glance]``, :mod:`computed.api.glance`),
 the RPC transport to the daemons, and a ZooKeeper session (a tooz coordinator on
-``[coordination] backend_url`` that joins no group: the API only reads members, claims and
-drain markers, and writes drain markers, as ``computed-manage fleet`` does).
+``[coordination] backend_url``, waited for at most ``api_connect_timeout`` seconds, that joins
+no group: the API only reads members, claims and drain markers, and writes drain markers, as
+``computed-manage fleet`` does).
 :class:`Backends` holds them with the :class:`~computed.instances.rpcapi.ServerAPI` and
 the policy enforcer built on them, and the queue that places what creates admitted
 (:mod:`computed.api.pending`, with its threads).
@@ -37,7 +38,6 @@ from computed.scheduling import loader as scheduling_loader
 from computed.upgrade import records as upgrade_records
 
 MEMBER = 'computed-api'
-ZOOKEEPER_TIMEOUT = 15
 
 
 @dataclasses.dataclass
@@ -80,7 +80,7 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
         client = kazoo_client(coordinator)
     except NotZooKeeper as exc:
         raise ConfigError('coordination', 'backend_url', str(exc)) from None
-    client.start(timeout=ZOOKEEPER_TIMEOUT)
+    client.start(timeout=conf.coordination.api_connect_timeout)
     transport = rpc.get_transport(conf)
     owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
     group = conf.coordination.group

@@ -26,7 +26,7 @@ from oslo_log import log as logging
 from tooz import coordination
 
 from computed.baremetal.driver import BaremetalDriver, UnknownDriver, load_driver
-from computed.conf.coordination import DEFAULT_SESSION_TIMEOUT, with_session_of_at_least
+from computed.conf.coordination import with_session_of_at_least
 from computed.conf.errors import ConfigError
 from computed.conf.loader import EXIT_CONFIG
 from computed.fleet.zookeeper import NotZooKeeper, kazoo_client
@@ -34,14 +34,6 @@ from computed.runtime import secrets
 
 EXIT_INTERRUPTED = 130
 EXIT_UNREACHABLE = 1
-#: Seconds a one-shot command waits for a ZooKeeper session: a reachable ensemble answers in
-#: milliseconds, and an operator waiting on a dead one wants to hear so soon.
-CLI_CONNECT_TIMEOUT = 10.0
-#: The shortest ZooKeeper session a one-shot command asks for, whatever the daemons' URL asks
-#: (tooz's default). A command joins no group and holds no znode the fleet relies on, so a long
-#: session costs nothing; a short one (2 s in the tests) makes kazoo drop the connection when one
-#: ping goes unanswered for a fraction of it, which a loaded machine can cause mid-command.
-CLI_SESSION_TIMEOUT = DEFAULT_SESSION_TIMEOUT
 
 
 class ServiceError(Exception):
@@ -162,15 +154,19 @@ def baremetal_driver(conf: cfg.ConfigOpts) -> BaremetalDriver:
 
 
 def connect_zookeeper(conf: cfg.ConfigOpts, member: str,
-                      timeout: float = CLI_CONNECT_TIMEOUT,
+                      timeout: float | None = None,
                       give_up: Callable[[], bool] = lambda: False,
                       min_session: float = 0.0) -> coordination.CoordinationDriver:
     """A tooz coordinator on ``[coordination] backend_url`` whose ZooKeeper session is started,
     without joining any group; its session at least ``min_session`` seconds (a one-shot
-    command's :data:`CLI_SESSION_TIMEOUT`; a service keeps the URL's, which its peers' view of
-    it depends on). Raises :class:`ServiceUnreachable` when no session could be had within
-    ``timeout`` seconds, or as soon as ``give_up()`` (polled) is true; kazoo stops trying
-    then."""
+    command's ``[coordination] command_session_timeout``; a service keeps the URL's, which its
+    peers' view of it depends on). Raises :class:`ServiceUnreachable` when no session could be
+    had within ``timeout`` seconds (None: a one-shot command's ``[coordination]
+    command_connect_timeout``), or as soon as ``give_up()`` (polled) is true; kazoo stops
+    trying then (a server that accepted the connection and does not answer holds that stop
+    until kazoo's connect attempt ends: the session timeout, divided among the servers)."""
+    if timeout is None:
+        timeout = conf.coordination.command_connect_timeout
     url = with_session_of_at_least(conf.coordination.backend_url, min_session)
     coordinator = coordination.get_coordinator(url, member.encode())
     try:
@@ -192,12 +188,13 @@ def connect_zookeeper(conf: cfg.ConfigOpts, member: str,
 
 @contextlib.contextmanager
 def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage',
-                          timeout: float = CLI_CONNECT_TIMEOUT
+                          timeout: float | None = None
                           ) -> Iterator[coordination.CoordinationDriver]:
     """:func:`connect_zookeeper` as a context: read and write through its kazoo client, and
     find where tooz keeps a group, with :mod:`computed.fleet.zookeeper`, as the daemon does.
     What kazoo or tooz raises inside it leaves it as :class:`ServiceError` (one line)."""
-    coordinator = connect_zookeeper(conf, member, timeout, min_session=CLI_SESSION_TIMEOUT)
+    coordinator = connect_zookeeper(conf, member, timeout,
+                                    min_session=conf.coordination.command_session_timeout)
     client = kazoo_client(coordinator)
     try:
         yield coordinator
@@ -210,7 +207,7 @@ def zookeeper_coordinator(conf: cfg.ConfigOpts, member: str = 'computed-manage',
 
 @contextlib.contextmanager
 def zookeeper(conf: cfg.ConfigOpts, member: str = 'computed-manage',
-              timeout: float = CLI_CONNECT_TIMEOUT) -> Iterator[Any]:
+              timeout: float | None = None) -> Iterator[Any]:
     """A started KazooClient on ``[coordination] backend_url`` (no group membership)."""
     with zookeeper_coordinator(conf, member, timeout) as coordinator:
         yield kazoo_client(coordinator)

@@ -14,7 +14,8 @@ the database engine, served by a :class:`~computed.reporter.endpoint.ReporterEnd
 Placement client of its own, the same claims, database and per-provider locks.
 
 ZooKeeper not answering at start is waited for, not fatal: the reporter tries again and again
-(:func:`wait_for_zookeeper`), one log line per attempt naming the service and its address, the
+(:func:`wait_for_zookeeper`), each attempt bounded by ``[coordination]
+reporter_connect_timeout``, one log line per attempt naming the service and its address, the
 pauses doubling up to :data:`RETRY_CAP` seconds, and SIGTERM or SIGINT ends the wait at once.
 ZooKeeper gone while it serves does not hold its stop: the delete of its service record waits at
 most the session timeout (the record is ephemeral), the claim reads likewise, and kazoo's close
@@ -61,9 +62,9 @@ EXIT_BACKEND = 1
 LOG = logging.getLogger(__name__)
 # Seconds between two log lines with the outcome counters.
 STATS_INTERVAL = 60.0
-#: Waiting for ZooKeeper at start: seconds one attempt may take, the pause after the first
-#: failed attempt, and the longest pause (so at most one log line per RETRY_CAP seconds).
-ATTEMPT_TIMEOUT = 5.0
+#: Waiting for ZooKeeper at start (one attempt takes at most ``[coordination]
+#: reporter_connect_timeout`` seconds): the pause after the first failed attempt, and the
+#: longest pause (so at most one log line per RETRY_CAP seconds).
 RETRY_FIRST = 1.0
 RETRY_CAP = 30.0
 
@@ -111,7 +112,8 @@ def wait_for_zookeeper(conf: cfg.ConfigOpts, member: str, stop: StopRequest) -> 
         with _kazoo_quiet():
             try:
                 return kazoo_client(common.connect_zookeeper(
-                    conf, member, ATTEMPT_TIMEOUT, give_up=lambda: stop.requested))
+                    conf, member, conf.coordination.reporter_connect_timeout,
+                    give_up=lambda: stop.requested))
             except common.ServiceUnreachable as exc:
                 failure = str(exc)
         if stop.requested:

@@ -56,7 +56,8 @@ class Session:
         if self._coordinator is None and self._failure is None:
             try:
                 self._coordinator = common.connect_zookeeper(
-                    self._conf, MEMBER, min_session=common.CLI_SESSION_TIMEOUT)
+                    self._conf, MEMBER,
+                    min_session=self._conf.coordination.command_session_timeout)
             except common.ServiceUnreachable as exc:
                 self._failure = f'cannot reach {exc}'
             except ConfigError as exc:  # not a ZooKeeper URL

@@ -16,6 +16,16 @@ NAME = 'coordination'
 #: ZooKeeper driver's own default). Also the longest any computed process waits for
 #: ZooKeeper's answer to one request, or one pipelined batch (computed.fleet.zookeeper.answer).
 DEFAULT_SESSION_TIMEOUT = 10.0
+#: Seconds waited for a ZooKeeper session to start (the defaults of the ``*_connect_timeout``
+#: options): a reachable ensemble answers in milliseconds, and an operator waiting on a dead one
+#: wants to hear so soon; the API waits a little longer at its start, the reporter tries again
+#: after each attempt.
+COMMAND_CONNECT_TIMEOUT = 10
+API_CONNECT_TIMEOUT = 15
+REPORTER_CONNECT_TIMEOUT = 5
+#: The shortest session a one-shot command asks for (``command_session_timeout``): tooz's
+#: default.
+COMMAND_SESSION_TIMEOUT = int(DEFAULT_SESSION_TIMEOUT)
 
 
 def session_timeout(backend_url: str) -> float:
@@ -79,6 +89,48 @@ ALL_OPTS = [
         help='Seconds to keep retrying to join the group while a member with '
              'this host name is still present (e.g. the ZooKeeper session of '
              'a previous run of this daemon that has not expired yet).'),
+    cfg.IntOpt(
+        'command_connect_timeout',
+        default=COMMAND_CONNECT_TIMEOUT,
+        min=1,
+        max=3600,
+        help='Seconds computed-manage and computed-status wait for a '
+             'ZooKeeper session on backend_url. With none by then, a '
+             'computed-manage command fails with one line naming the '
+             'servers (exit 1) and the checks of computed-status that need '
+             'ZooKeeper fail.'),
+    cfg.IntOpt(
+        'command_session_timeout',
+        default=COMMAND_SESSION_TIMEOUT,
+        min=1,
+        max=600,
+        help='Seconds of ZooKeeper session timeout computed-manage and '
+             'computed-status ask for at least, whatever backend_url\'s '
+             'timeout (the daemons\') asks. A command joins no group and '
+             'holds no znode the fleet relies on, so a long session costs '
+             'nothing, and a short one drops the connection when one ping '
+             'goes unanswered for a fraction of it, which a loaded machine '
+             'can cause mid-command. A server that accepts the connection '
+             'but does not answer (frozen) may hold a command this long, '
+             'even past command_connect_timeout.'),
+    cfg.IntOpt(
+        'api_connect_timeout',
+        default=API_CONNECT_TIMEOUT,
+        min=1,
+        max=3600,
+        help='Seconds computed-api waits at its start for a ZooKeeper '
+             'session on backend_url. With none by then, it exits 1 with '
+             'one line naming the servers.'),
+    cfg.IntOpt(
+        'reporter_connect_timeout',
+        default=REPORTER_CONNECT_TIMEOUT,
+        min=1,
+        max=3600,
+        help='Seconds one attempt of computed-reporter to start a ZooKeeper '
+             'session on backend_url may take. A reporter that starts while '
+             'ZooKeeper does not answer logs one line per failed attempt and '
+             'tries again, the pauses doubling from 1 s up to 30 s, until '
+             'ZooKeeper answers or it is stopped.'),
 ]
 
 

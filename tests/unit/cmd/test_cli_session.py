@@ -1,4 +1,5 @@
-"""A one-shot command's ZooKeeper session: at least CLI_SESSION_TIMEOUT, whatever the URL asks."""
+"""A one-shot command's ZooKeeper session: at least ``[coordination] command_session_timeout``,
+whatever the URL asks."""
 
 from types import SimpleNamespace
 from urllib import parse
@@ -7,7 +8,11 @@ import pytest
 from tooz import coordination
 
 from computed.cmd import common
-from computed.conf.coordination import session_timeout, with_session_of_at_least
+from computed.conf.coordination import (
+    COMMAND_SESSION_TIMEOUT,
+    session_timeout,
+    with_session_of_at_least,
+)
 
 
 @pytest.mark.parametrize('url, expected', [
@@ -31,9 +36,11 @@ def test_other_parameters_and_the_hosts_are_kept():
     assert parse.parse_qs(parts.query) == {'timeout': ['10'], 'namespace': ['x']}
 
 
-def test_a_command_asks_zookeeper_for_the_cli_session_not_the_daemons(monkeypatch):
-    """The daemons' URL asks for 2 s; computed-manage's coordinator is made with 10 s (a port
-    nobody listens on: the command fails to connect, after asking)."""
+@pytest.mark.parametrize('floor', [COMMAND_SESSION_TIMEOUT, 7])
+def test_a_command_asks_zookeeper_for_the_cli_session_not_the_daemons(monkeypatch, floor):
+    """The daemons' URL asks for 2 s; computed-manage's coordinator is made with
+    ``command_session_timeout`` (10 s by default; a port nobody listens on: the command fails to
+    connect, after asking)."""
     asked = []
     real = coordination.get_coordinator
 
@@ -42,11 +49,11 @@ def test_a_command_asks_zookeeper_for_the_cli_session_not_the_daemons(monkeypatc
         return real(url, member)
     monkeypatch.setattr(coordination, 'get_coordinator', get_coordinator)
     conf = SimpleNamespace(coordination=SimpleNamespace(
-        backend_url='zookeeper://127.0.0.1:9?timeout=2'))
+        backend_url='zookeeper://127.0.0.1:9?timeout=2', command_session_timeout=floor))
     with pytest.raises(common.ServiceUnreachable):
         with common.zookeeper_coordinator(conf, timeout=0.3):
             pass
-    assert [session_timeout(url) for url in asked] == [common.CLI_SESSION_TIMEOUT]
+    assert [session_timeout(url) for url in asked] == [floor]
 
 
 def test_a_service_keeps_the_session_its_url_asks_for():

@@ -76,6 +76,12 @@ BAD = {
         GOOD + '[coordination]\nbackend_url = redis://127.0.0.1:6379\n',
         ['[coordination] backend_url', "unsupported scheme 'redis'",
          'zookeeper://']),
+    'ZooKeeper connect limit out of range': (
+        GOOD + '[coordination]\napi_connect_timeout = 0\n',
+        ['[coordination] api_connect_timeout', 'greater than or equal to 1']),
+    'unparsable ZooKeeper connect limit': (
+        GOOD + '[coordination]\nreporter_connect_timeout = soon\n',
+        ['[coordination] reporter_connect_timeout', 'soon']),
     'unsupported transport scheme': (
         GOOD + '[DEFAULT]\ntransport_url = kafka://127.0.0.1\n',
         ['[DEFAULT] transport_url', "'kafka'"]),
