@@ -1,7 +1,8 @@
 """computed-reporter started before ZooKeeper waits for it, then serves (issue 16 item 14).
 
 Starts its own ZooKeeper (not the session stack's), on a port chosen first, only after the
-reporter has logged that it could not reach it; RPC runs on the fake transport and Placement is
+reporter has logged that it could not reach it (an attempt gives up after 2 s, ``[coordination]
+reporter_connect_timeout``: 5 s by default); RPC runs on the fake transport and Placement is
 never called (resync off), so ZooKeeper is the only service involved.
 """
 
@@ -32,6 +33,7 @@ host = reporter-1
 transport_url = fake://
 [coordination]
 backend_url = zookeeper://127.0.0.1:{port}?timeout=4
+reporter_connect_timeout = 2
 [database]
 connection = sqlite:///{tmp_path / 'computed.sqlite'}
 [placement]

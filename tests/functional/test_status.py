@@ -73,9 +73,12 @@ def test_a_schema_behind_and_a_pin_left_fail_and_warn(write_conf, tmp_path):
 
 
 def test_unreachable_services_are_failures_not_tracebacks(write_conf, tmp_path):
+    # The ZooKeeper checks give up after 1 s ([coordination] command_connect_timeout, 10 s by
+    # default): nothing listens on port 9.
     result = cli.run('computed-status', '--config-file', write_conf(
         database='postgresql+psycopg2://postgres@127.0.0.1:9/none',
-        extra='[coordination]\nbackend_url = zookeeper://127.0.0.1:9?timeout=2\n'),
+        extra='[coordination]\nbackend_url = zookeeper://127.0.0.1:9?timeout=2\n'
+              'command_connect_timeout = 1\n'),
         'upgrade', 'check', home=tmp_path)
     found = lines_of(result)
     assert found['Database schema'].startswith('Failure: cannot read database')

@@ -45,6 +45,12 @@ HUNG_AFTER = 10 * SESSION + 60
 #: still under way when the SIGTERM comes on a loaded machine. Not longer: the daemon's exit
 #: waits for kazoo's connect attempt to time out (it took 30 s with a 30 s session).
 START_SESSION = 5 * SESSION
+#: How long computed-manage, computed-status and computed-api wait for a session on the frozen
+#: ZooKeeper (10 s and 15 s by default), and the session the commands ask for (at least 10 s by
+#: default, which is also how long kazoo's connect attempt waits for the frozen server's
+#: answer): the one line they end with is the same.
+CONNECT_LIMITS = (f"command_connect_timeout = 1\ncommand_session_timeout = {SESSION}\n"
+                  f"api_connect_timeout = 1")
 
 
 @pytest.fixture
@@ -99,7 +105,7 @@ def test_computed_manage_on_a_frozen_zookeeper_is_one_line(stack, zookeeper, tmp
     conf = tmp_path / "manage.conf"
     conf.write_text(stack.computed_conf(host="m1").replace(
         f"backend_url = {stack['zookeeper'].url}?timeout=2",
-        f"backend_url = {zookeeper.url}?timeout={SESSION}"))
+        f"backend_url = {zookeeper.url}?timeout={SESSION}\n{CONNECT_LIMITS}"))
     os.kill(zookeeper.pid, signal.SIGSTOP)
     result = cli.run("computed-manage", "--config-file", conf, "fleet", "status", home=tmp_path)
     assert result.returncode == 1, result
@@ -116,7 +122,7 @@ def frozen_conf(stack, zookeeper, tmp_path, name: str, extra: str = "") -> pathl
         host=name, database="postgresql+psycopg2://postgres@127.0.0.1:9/none",
         extra=extra).replace(
         f"backend_url = {stack['zookeeper'].url}?timeout=2",
-        f"backend_url = {zookeeper.url}?timeout={SESSION}"))
+        f"backend_url = {zookeeper.url}?timeout={SESSION}\n{CONNECT_LIMITS}"))
     return conf
 
 

@@ -43,9 +43,14 @@ def one_line(result, status, *words):
 
 
 def zookeeper_down_conf(tmp_path, extra=''):
+    """A configuration whose ZooKeeper is a port nothing listens on; a command and a reporter's
+    attempt give up on it after 1 s (``[coordination] *_connect_timeout``; 10 s and 5 s by
+    default)."""
     return write_conf(tmp_path, GOOD.replace(
         'backend_url = file://{tmp}/coordination',
-        f'backend_url = zookeeper://127.0.0.1:{closed_port()}?timeout=2') + extra)
+        f'backend_url = zookeeper://127.0.0.1:{closed_port()}?timeout=2\n'
+        f'command_connect_timeout = 1\n'
+        f'reporter_connect_timeout = 1') + extra)
 
 
 def test_help_shows_the_commands_before_the_logging_options(tmp_path):
