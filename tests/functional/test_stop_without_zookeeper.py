@@ -40,11 +40,12 @@ DRAIN_TIMEOUT = 300
 #: leave's bounded waits and kazoo's close (max(10 s, the session timeout)), and a margin for
 #: the RPC servers' stop and a loaded machine.
 HUNG_AFTER = 10 * SESSION + 60
-#: The session timeout of the daemon asked to stop while it starts: five times the others', so
-#: that its start (kazoo's connect, bounded by it, and the start's own limit of twice it) is
-#: still under way when the SIGTERM comes on a loaded machine. Not longer: the daemon's exit
-#: waits for kazoo's connect attempt to time out (it took 30 s with a 30 s session).
-START_SESSION = 5 * SESSION
+#: The session timeout of the daemon asked to stop while it starts: twice the others', so
+#: that its start (kazoo's connect, bounded by it, and the start's own limit of twice it, 8 s)
+#: is still under way when the SIGTERM comes on a loaded machine (it comes a few tenths of a
+#: second after the connect began). Not longer: the daemon's exit waits for kazoo's connect
+#: attempt to time out (it took 30 s with a 30 s session, 10 s with a 10 s one).
+START_SESSION = 2 * SESSION
 #: How long computed-manage, computed-status and computed-api wait for a session on the frozen
 #: ZooKeeper (10 s and 15 s by default), and the session the commands ask for (at least 10 s by
 #: default, which is also how long kazoo's connect attempt waits for the frozen server's
