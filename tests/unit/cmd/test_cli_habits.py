@@ -6,7 +6,6 @@ in tests/process/test_cli_habits.py.
 
 import pathlib
 import re
-import socket
 import time
 import uuid
 
@@ -17,6 +16,7 @@ from computed import db
 from computed.db import engine as db_engine
 from computed.db import instances as db_instances
 from computed.db import models
+from computed.testing.process import free_port
 from tests import cli
 from tests.unit.cmd.test_scripts import GOOD, run, write_conf
 
@@ -24,10 +24,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def closed_port():
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on, claimed so no other test's service takes it."""
+    return free_port()
 
 
 def one_line(result, status, *words):
