@@ -1,7 +1,8 @@
 """The chaos engine shared by ``tests/chaos/test_chaos.py`` (short) and ``bench/chaos_soak.py``.
 
 A run owns a private stack (ZooKeeper, a *private* RabbitMQ so that restarting it touches nobody
-else, PostgreSQL when a server is available else sqlite, Placement, Ironic), a network of
+else, or the shared broker in a virtual host of its own for a run that never restarts it,
+PostgreSQL when a server is available else sqlite, Placement, Ironic), a network of
 namespaces (:mod:`tests.chaos.netns`: one per daemon, the controller behind a bridge), a reporter
 (in the root namespace, a controller process), daemons, and three threads:
 
@@ -75,7 +76,7 @@ from computed.testing.ironic import Ironic, enroll_nodes, request
 from computed.testing.placement import Placement
 from computed.testing.postgres import PostgreSQL
 from computed.testing.rabbitmq import RabbitMQ
-from computed.testing.stack import Stack
+from computed.testing.stack import Stack, together
 from computed.testing.zookeeper import Ensemble, ZooKeeper
 from computed_ironic.convert import LIST_FIELDS, node_from_api
 from hashring.ownership import compute_ownership
@@ -122,28 +123,36 @@ IN_PROCESS_KINDS = ENSEMBLE_KINDS + ("restart_rabbitmq", "restart_placement", "r
                                      "add_daemon")
 
 
-def start_stack(workdir: Path, ensemble: bool = False) -> Stack:
-    """ZooKeeper (one server, or an ensemble of 3), a private RabbitMQ, PostgreSQL (if
-    available), Placement, Ironic."""
+def start_stack(workdir: Path, ensemble: bool = False, private_rabbitmq: bool = True) -> Stack:
+    """ZooKeeper (one server, or an ensemble of 3), RabbitMQ (a private broker, which a fault may
+    restart; else the shared one if it answers, in a virtual host of the run's own), PostgreSQL
+    (if available), Placement, Ironic. In two waves, each wave's services started at once
+    (:func:`computed.testing.stack.together`, as ``Stack.up`` does): ZooKeeper, RabbitMQ and
+    PostgreSQL, then Placement (its database is PostgreSQL's) and Ironic (it notifies on the
+    broker). Started one after the other they took 18.7-35.1 s at load 9-17, the broker's and
+    Ironic's start (6-16 s and 10-11 s) most of it."""
     stack = Stack(Path(workdir))
     stack.workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        for name, make in (
-                ("zookeeper", lambda: Ensemble(stack.workdir) if ensemble else
-                 ZooKeeper(stack.workdir)),
-                ("rabbitmq", lambda: RabbitMQ(stack.workdir, info={"private": True})),
-                ("postgres", lambda: PostgreSQL(stack.workdir)),
-                ("placement", lambda: Placement(stack.workdir, info={
-                    "database": stack["postgres"].create_database(
-                        f"placement_{stack['postgres'].info['database']}")}
-                    if "postgres" in stack else None)),
-                ("ironic", lambda: Ironic(stack.workdir,
-                                          transport_url=stack["rabbitmq"].url))):
-            if name == "postgres" and not postgres.available():
-                continue
-            stack.services[name] = service = make()
-            service.start()
+
+    def wave(services: dict) -> None:
+        stack.services.update(services)
+        try:
+            together([service.start for service in services.values()])
+        finally:
             stack.save()
+
+    try:
+        first = {"zookeeper": Ensemble(stack.workdir) if ensemble else ZooKeeper(stack.workdir),
+                 "rabbitmq": RabbitMQ(stack.workdir,
+                                      info={"private": True} if private_rabbitmq else None)}
+        if postgres.available():
+            first["postgres"] = PostgreSQL(stack.workdir)
+        wave(first)
+        wave({"placement": Placement(stack.workdir, info={
+                  "database": stack["postgres"].create_database(
+                      f"placement_{stack['postgres'].info['database']}")}
+                  if "postgres" in stack else None),
+              "ironic": Ironic(stack.workdir, transport_url=stack["rabbitmq"].url)})
     except BaseException:
         stack.down()
         raise
@@ -223,12 +232,15 @@ class NetDaemon(Daemon):
 class Chaos:
     def __init__(self, workdir: Path, seed: int, daemons: int = 3, nodes: int = 40,
                  session: int = 3, grace: float = 3.0, log=print, zk_credentials: str = "",
-                 ensemble: bool = False, in_process: bool = False):
+                 ensemble: bool = False, in_process: bool = False, private_rabbitmq: bool = True):
         """``zk_credentials`` ("user:password"): the fleet's ZooKeeper credentials (digest ACLs on
         every znode it creates); empty: ZooKeeper open to anyone, as without credentials.
         ``ensemble``: ZooKeeper as an ensemble of 3, with :data:`ENSEMBLE_KINDS` among the
         faults. ``in_process``: the daemons and the reporter run in the test's process, for a
-        run of :data:`IN_PROCESS_KINDS` only."""
+        run of :data:`IN_PROCESS_KINDS` only. ``private_rabbitmq``: a broker of the run's own,
+        which ``restart_rabbitmq`` restarts; false for a run that never restarts it (its faults
+        named without that kind, or none): the shared broker then, if one answers, in a virtual
+        host of the run's own (a private broker's start is 6-16 s of an Erlang VM booting)."""
         self.workdir = Path(workdir)
         self.seed = seed
         self.rng = random.Random(seed)
@@ -240,6 +252,7 @@ class Chaos:
         self.log = log
         self.ensemble = ensemble
         self.in_process = in_process
+        self.private_rabbitmq = private_rabbitmq
         self.kinds = [k for k in KINDS if k != "restart_zookeeper"] + list(ENSEMBLE_KINDS) \
             if ensemble else list(KINDS)
         self.results = Results(seed)
@@ -299,7 +312,8 @@ class Chaos:
         if removed:
             self.say(f"removed leftovers of a previous run: {', '.join(removed)}")
         started = time.monotonic()
-        self.stack = start_stack(self.workdir / "stack", ensemble=self.ensemble)
+        self.stack = start_stack(self.workdir / "stack", ensemble=self.ensemble,
+                                 private_rabbitmq=self.private_rabbitmq)
         self.results.timings["stack_up"] = time.monotonic() - started
         ports = {name: self.stack[name].info["port"] for name in
                  ("zookeeper", "rabbitmq", "placement", "ironic", "postgres")
@@ -1100,6 +1114,9 @@ class Chaos:
             if wrong:
                 raise ValueError(f"chaos group {self.group}: faults {wrong} need the daemons "
                                  f"and the reporter as processes (in_process=False)")
+        if not self.private_rabbitmq and "restart_rabbitmq" in (kinds or self.kinds):
+            raise ValueError(f"chaos group {self.group}: restart_rabbitmq needs a broker of the "
+                             f"run's own (private_rabbitmq=True)")
         self.start_threads()
         started = time.monotonic()
         try:

@@ -60,5 +60,5 @@ def test_short_chaos_run(tmp_path):
 def test_short_chaos_run_on_an_ensemble(tmp_path):
     seed = _seed()
     chaos = Chaos(tmp_path, seed, daemons=3, nodes=24, session=3, grace=3.0, ensemble=True,
-                  in_process=True)
+                  in_process=True, private_rabbitmq=False)  # ZooKeeper's faults only
     _run_and_check(chaos, seed, len(ENSEMBLE_KINDS), 240, list(ENSEMBLE_KINDS))

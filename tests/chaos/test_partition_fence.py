@@ -54,7 +54,8 @@ def test_a_daemon_cut_from_zookeeper_mid_action_writes_nothing_to_ironic_once_it
     reason = netns.available()
     if reason:
         pytest.skip(f"network namespaces unavailable here: {reason}")
-    chaos = Chaos(tmp_path, seed=0, daemons=2, nodes=NODES, session=SESSION, grace=1.0)
+    chaos = Chaos(tmp_path, seed=0, daemons=2, nodes=NODES, session=SESSION, grace=1.0,
+                  private_rabbitmq=False)  # no fault restarts the broker
     proxy = None
     try:
         chaos.setup_services()
