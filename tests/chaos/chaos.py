@@ -1,4 +1,5 @@
-"""The chaos engine shared by ``tests/chaos/test_chaos.py`` (short) and ``bench/chaos_soak.py``.
+"""The chaos engine shared by the short runs (``tests/chaos/test_chaos*.py``) and the soak
+(``bench/chaos_soak.py``).
 
 A run owns a private stack (ZooKeeper, a *private* RabbitMQ so that restarting it touches nobody
 else, or the shared broker in a virtual host of its own for a run that never restarts it,
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import signal
 import statistics
@@ -1393,3 +1395,37 @@ def metric(url: str, name: str) -> float | None:
             if sample.name == name and not sample.labels:
                 return sample.value
     return None
+
+
+# --- the suite's short runs (tests/chaos/test_chaos*.py) --------------------------------------
+
+def chaos_seed() -> int:
+    """The seed of a short run in the suite (``COMPUTED_CHAOS_SEED``, else drawn), printed; the
+    test is skipped where network namespaces are unavailable."""
+    import pytest
+    reason = netns.available()
+    if reason:
+        pytest.skip(f"network namespaces unavailable here: {reason}")
+    seed = int(os.environ.get("COMPUTED_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
+    print(f"chaos seed {seed} (COMPUTED_CHAOS_SEED={seed} reproduces the fault sequence)")
+    return seed
+
+
+def run_and_check(chaos: Chaos, seed: int, count: int, duration: float,
+                  kinds: list[str] | None = None) -> None:
+    """Set ``chaos`` up, inject ``count`` faults (of ``kinds`` in order, else drawn), check
+    every invariant; fails naming the seed when a fault never recovered or an invariant broke.
+    The run is closed whatever happens."""
+    try:
+        chaos.setup()
+        chaos.run_faults(count=count, duration=duration, kinds=kinds)  # recovery waits count too
+        results = chaos.check()
+        print(results.report())
+        failed = {name: detail for name, (ok, detail) in results.checks.items() if not ok}
+        # A fault "recovers" when claims converge and Placement matches Ironic again.
+        never = [f.line() for f in results.faults if f.recovery is None]
+        assert not never, f"seed {seed}: faults never recovered: {never}\n" \
+                          f"{results.report()}\n{chaos.tails()}"
+        assert not failed, f"seed {seed}: invariants failed: {failed}\n{results.report()}"
+    finally:
+        chaos.close()
