@@ -37,10 +37,11 @@ Guarantees, for every run:
   (``tests/functional/inprocess.py``) are theirs, not the run's.
 
 Not isolated: module-level state (imported modules, caches), files, and the process itself (an
-``os._exit`` ends pytest's worker). One run at a time: a script that installs signal handlers
-must run in the main thread (:func:`run` does); :func:`start` runs one in a thread while the
-test acts (the streams, environment and working directory are then the run's for the whole
-process until :meth:`Running.wait`).
+``os._exit`` ends pytest's worker; a service's own once stopped, ``end_process``, is a
+``SystemExit`` here). One run at a time: a script that installs signal handlers must run in the
+main thread (:func:`run` does); :func:`start` runs one in a thread while the test acts (the
+streams, environment and working directory are then the run's for the whole process until
+:meth:`Running.wait`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
+
+from computed.cmd import common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: Seconds a run's leftover threads get to finish before they count as left running (threads a
@@ -134,6 +137,22 @@ def _exit_status(code: object) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+@contextlib.contextmanager
+def _no_process_end() -> Iterator[None]:
+    """A service's ``os._exit`` once stopped (:func:`computed.cmd.common.end_process`) is
+    ``SystemExit`` with its status here: the exit status a subprocess would have had."""
+    ended = common.end_process
+
+    def end(status: int) -> NoReturn:
+        sys.exit(status)
+
+    common.end_process = end
+    try:
+        yield
+    finally:
+        common.end_process = ended
 
 
 def _call(main: Callable[[Sequence[str]], Any], argv: list[str]) -> int:
@@ -316,6 +335,7 @@ class Running:
         stack.enter_context(_fresh_warnings())
         stack.callback(self._logging.restore)  # after the streams: oslo.log's handlers use them
         stack.enter_context(_streams(self._out, self._err))
+        stack.enter_context(_no_process_end())
 
     def _body(self) -> None:
         self._status = _call(self._main, list(self.args[1:]))

@@ -85,4 +85,4 @@ def _body(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    common.run(PROG, lambda: _body(sys.argv[1:] if argv is None else argv))
+    common.run_service(PROG, lambda: _body(sys.argv[1:] if argv is None else argv))
