@@ -8,9 +8,18 @@ against its meta-schema on every call; here it does so once per schema object, t
 each instance as before (the same errors, the same best match). Ironic's schemas are module
 constants, checked once at import too (``args.schema``). Measured (2026-11-28, load 7-12, 100
 nodes each): node creation 4.0 CPU s without, 1.75 with; reads and deletions unchanged.
+
+And one more: the process ends with ``os._exit`` once Ironic's main has returned (or raised
+``SystemExit``), its log handlers and standard streams flushed first. On SIGTERM cotyledon's
+master stops its worker, reaps it and calls ``sys.exit``; what followed was only the
+interpreter's teardown of everything Ironic imported, 3-4 s of a loaded core (strace,
+2026-11-28: the worker gone 2.0 s after the signal, the master 5.6 s) that every stop of a
+stack waited for. The worker never gets here (multiprocessing ends it with ``os._exit``).
 """
 
 import importlib.metadata
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +45,17 @@ def main() -> None:
     jsonschema.validate = validate
     sys.argv[0] = str(Path(sys.executable).parent / "ironic")
     (entry,) = importlib.metadata.entry_points(group="console_scripts", name="ironic")
-    sys.exit(entry.load()())
+    try:
+        code = entry.load()()
+    except SystemExit as exc:
+        code = exc.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":
