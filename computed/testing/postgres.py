@@ -17,6 +17,7 @@ import os
 import shutil
 import struct
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 from urllib import parse
@@ -128,15 +129,28 @@ class PostgreSQL(Service):
     def ready(self) -> bool:
         return speaks_postgres(self.info.get("port", 0))
 
+    def _drop(self, name: str) -> None:
+        try:
+            self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except process.ServiceError:
+            pass
+
     def stop(self) -> None:
         if self.ready():
-            for name in [self.info.get("database"), *self.info.get("extra_databases", [])]:
-                if not name:
-                    continue
-                try:
-                    self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                except process.ServiceError:
-                    pass
+            # All at once: each DROP DATABASE waits for a checkpoint of the whole server, and
+            # drops waiting together share one. One after the other, a local run's drops (the
+            # stack's, Placement's, the run's own) took 3.0-7.9 s of its stop on the shared
+            # server while other stacks wrote (one drop 6.5 s); three drops of empty databases
+            # 1.6 and 3.4 s one after the other, 0.8 and 1.1 s at once (load ~20), 0.25-0.30
+            # against 0.07 s (load ~13; measured 2026-11-28).
+            names = dict.fromkeys([self.info.get("database"),
+                                   *self.info.get("extra_databases", [])])
+            drops = [threading.Thread(target=self._drop, args=(name,), daemon=True)
+                     for name in names if name]
+            for drop in drops:
+                drop.start()
+            for drop in drops:
+                drop.join()
         if not self.info.get("reused"):
             super().stop()
             if self.info.get("data"):
