@@ -152,11 +152,16 @@ class Stack:
         self.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
 
     def down(self) -> None:
-        """Stop every service, the last wave first (each wave's services at once); the state
-        file goes with them. A failure to stop one is raised once all were asked to stop."""
+        """Stop every service at once; the state file goes with them. A failure to stop one is
+        raised once all were asked to stop.
+
+        At once, not the last wave first: by a stack's stop nothing that needs it runs (its
+        users stop computed's processes before), and a service of the last wave losing the
+        broker or its database while it stops only stops. Wave by wave, the first wave's stop
+        (a reused broker's ``rabbitmqctl delete_vhost``, 1.9-3.1 s; the databases' drops)
+        waited for Ironic's (1.6 s) after the local run's computed processes were gone."""
         try:
-            for wave in reversed(WAVES):
-                together([self.services[name].stop for name in wave if name in self.services])
+            together([service.stop for service in self.services.values()])
         finally:
             self.state_file.unlink(missing_ok=True)
 
