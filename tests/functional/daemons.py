@@ -57,6 +57,12 @@ IN_PROCESS_SESSION = 10
 #: product's setting: an idle connection then wakes four times a second and sends a heartbeat
 #: every 0.5 s (computed.runtime.rpc.stop_together says what that costs).
 MESSAGING = "[oslo_messaging_rabbit]\nheartbeat_rate = 120\n"
+#: For daemons that no reporter serves: a daemon's report thread waits ``[reporter] call_timeout``
+#: for an answer that never comes, and an in-process daemon's stop waits for that thread
+#: (inprocess.THREAD_GRACE): with the 10 s above, a tear-down waited up to 10 s per daemon (4-9 s
+#: of each of test_fencing's and test_zookeeper_trust's). A test that reads no report gives its
+#: daemons this ``extra``: the call gives up after 1 s.
+NO_REPORTER = "[reporter]\ncall_timeout = 1\n"
 
 
 def fleet_database(workdir: Path, template: Path | None = None) -> str:

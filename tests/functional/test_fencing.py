@@ -17,7 +17,8 @@ own there (marked ``daemon_processes``), with the short :data:`SESSION`.
 
 Instances are recorded straight in the database (row on a node the daemon holds, its host and
 member epoch, as the scheduler would): these tests are about what the daemons do with them, and
-need no Placement.
+need no Placement; no reporter runs either (the daemons' report calls give up after 1 s,
+daemons.NO_REPORTER).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from computed.instances.rpcapi import ComputeAPI, ServerAPI
 from computed.runtime import rpc
 from computed_ironic import IronicDriver
 from tests.functional.daemons import (
+    NO_REPORTER,
     dump_logs,
     ironic,
     make_available,
@@ -171,7 +173,7 @@ def test_a_daemon_frozen_past_its_session_never_writes_to_ironic_after_waking(
         retrying = (f"[ironic]\nendpoint_override = {proxy.url}\napi_max_retries = 1000\n"
                     f"api_retry_interval = 1\n")
         daemons = {host: world.daemon(host, session_timeout=SESSION, rehome_grace=GRACE,
-                                      extra=retrying) for host in ("c1", "c2")}
+                                      extra=NO_REPORTER + retrying) for host in ("c1", "c2")}
         converged(stack, zk, world, set(daemons))
         node = world.nodes[0]
         record = read_claims(zk, fleet_root(world.group))[node]
@@ -213,8 +215,8 @@ def test_a_daemon_frozen_past_its_session_never_writes_to_ironic_after_waking(
 
 def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stack, world,
                                                                            zk):
-    c1 = world.daemon("c1")
-    c2 = world.daemon("c2")
+    c1 = world.daemon("c1", extra=NO_REPORTER)
+    c2 = world.daemon("c2", extra=NO_REPORTER)
     converged(stack, zk, world, {"c1", "c2"})
     # The ring gives c1 none of the world's 4 random nodes once in 16 runs: the node is one the
     # ring gives c1 (enrolled for it if need be), held by c1 before its claim is deleted.
@@ -245,7 +247,7 @@ def test_a_claim_deleted_behind_the_holders_back_is_noticed_and_taken_again(stac
 def test_a_lost_cast_is_still_carried_out(stack, world, zk, servers):
     api, transport = servers
     make_available(stack, world.nodes)
-    c1 = world.daemon("c1", extra="[fleet]\nresume_interval = 2\n")
+    c1 = world.daemon("c1", extra=NO_REPORTER + "[fleet]\nresume_interval = 2\n")
     converged(stack, zk, world, {"c1"})
     node = world.nodes[0]
     record = held_by(zk, world, "c1")[node]
@@ -264,7 +266,7 @@ def test_a_cast_for_another_member_epoch_is_refused_through_the_bus(stack, world
                                                                    servers):
     api, transport = servers
     make_available(stack, world.nodes)
-    c1 = world.daemon("c1")
+    c1 = world.daemon("c1", extra=NO_REPORTER)
     converged(stack, zk, world, {"c1"})
     node = world.nodes[0]
     record = held_by(zk, world, "c1")[node]

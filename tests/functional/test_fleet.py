@@ -27,6 +27,7 @@ from hashring.ownership import Member, compute_ownership
 from tests import cli
 from tests.functional.daemons import (
     IN_PROCESS_SESSION,
+    NO_REPORTER,
     Daemon,
     dump_logs,
     fleet_database,
@@ -46,11 +47,6 @@ from tests.functional.daemons import (
 #: applies their providers here), so no more than that.
 NODES = 80
 SESSION = 2  # seconds: the fleet's ZooKeeper session timeout in these tests
-#: No reporter serves these fleets: a daemon's report thread waits ``[reporter] call_timeout``
-#: for an answer that never comes, and a stop waits for that thread (an in-process daemon's
-#: tear-down, inprocess.THREAD_GRACE). With the harness's 10 s, tear-downs waited up to 10 s
-#: per daemon; nothing here reads the reports, so the call gives up after 1 s.
-NO_REPORTER = "[reporter]\ncall_timeout = 1\n"
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ from computed.testing.zookeeper import ZooKeeper
 from hashring.ownership import Member, compute_ownership
 from tests import cli
 from tests.functional.daemons import (
+    NO_REPORTER,
     Daemon,
     dump_logs,
     json_status,
@@ -61,6 +62,8 @@ def daemons(stack, tmp_path, request, fleet_db):
 
     def start(*hosts, **kwargs):
         kwargs.setdefault("process", want_processes(request))
+        # No reporter serves these fleets (daemons.NO_REPORTER).
+        kwargs["extra"] = NO_REPORTER + kwargs.get("extra", "")
         new = [Daemon(stack, tmp_path, host, group=group, database=database, **kwargs)
                for host in hosts]
         started.extend(new)
