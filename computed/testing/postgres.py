@@ -4,8 +4,9 @@ Reuses a server answering on 127.0.0.1:5432 (trust authentication for ``postgres
 test machines have it) and creates a scratch database per stack, dropped on stop, and as many more
 as callers ask for (also dropped on stop), empty or copied from a template database. When no server
 answers but Debian's PostgreSQL binaries are installed, runs a private cluster as the ``postgres``
-user in the scratch directory. When neither is possible the stack has no PostgreSQL and the
-database layer is exercised on sqlite only (:func:`available` says which).
+user in the scratch directory (its databases go with its files on stop). When neither is possible
+the stack has no PostgreSQL and the database layer is exercised on sqlite only (:func:`available`
+says which).
 
 Ready when the port answers an SSLRequest with ``S`` or ``N`` (the wire protocol's first exchange).
 """
@@ -17,8 +18,8 @@ import os
 import shutil
 import struct
 import tempfile
-import threading
 import uuid
+from concurrent import futures
 from pathlib import Path
 from urllib import parse
 
@@ -27,6 +28,8 @@ from computed.testing.service import Service
 
 SHARED_PORT = 5432
 SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+#: Sessions a stop drops its databases with, at once (each a psql; see PostgreSQL._drop).
+DROP_CONNECTIONS = 12
 
 
 def speaks_postgres(port: int) -> bool:
@@ -56,6 +59,17 @@ def psql(host: str, port: int, sql: str = "", database: str = "postgres",
     what = ["-f", str(file)] if file is not None else ["-c", sql]
     process.run([client("psql"), "-h", host, "-p", str(port), "-U", "postgres", "-d", database,
                  "-q", "-v", "ON_ERROR_STOP=1", *what], f"psql: {sql or file} in {database}",
+                env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
+
+
+def psql_each(host: str, port: int, statements: list[str], database: str = "postgres") -> None:
+    """Run ``statements`` as ``postgres`` in ``database``, in one session, each in a
+    transaction of its own (statements such as DROP DATABASE take no transaction block); stops
+    at the first error, which raises."""
+    what = [arg for statement in statements for arg in ("-c", statement)]
+    process.run([client("psql"), "-h", host, "-p", str(port), "-U", "postgres", "-d", database,
+                 "-q", "-v", "ON_ERROR_STOP=1", *what],
+                f"psql: {len(statements)} statement(s) in {database}, the first {statements[0]}",
                 env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
 
 
@@ -126,31 +140,43 @@ class PostgreSQL(Service):
     def _psql(self, sql: str) -> None:
         psql("127.0.0.1", self.info["port"], sql)
 
+    def _drop(self, names: list[str | None]) -> None:
+        """Drop the databases ``names``: :data:`DROP_CONNECTIONS` sessions at once, each
+        dropping its share in turn; a share whose session failed (a server short of
+        connections refuses some) is then dropped one database at a time, and a failure there
+        is left.
+
+        Every DROP DATABASE waits for a checkpoint it asks for (PostgreSQL 15) and for every
+        backend of the server to close the database's files: waits on the whole server (the
+        first drop of a suite's stack stop once waited 5.5 s for a checkpoint syncing 9,763
+        files), which drops made at once share and drops one after another each pay. Not one
+        session per database: a suite worker's stack has tens (~70 tests copy one), four
+        workers end together, and the server takes 100 connections (a refused drop was a
+        database left on it)."""
+        names = list(dict.fromkeys(name for name in names if name))
+        shares = [names[index::DROP_CONNECTIONS]
+                  for index in range(min(DROP_CONNECTIONS, len(names)))]
+
+        def drop(share: list[str]) -> list[str]:
+            try:
+                psql_each("127.0.0.1", self.info["port"],
+                          [f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)' for name in share])
+            except process.ServiceError:
+                return share
+            return []
+
+        with futures.ThreadPoolExecutor(max(len(shares), 1)) as pool:
+            failed = [name for share in pool.map(drop, shares) for name in share]
+        for name in failed:
+            drop([name])
+
     def ready(self) -> bool:
         return speaks_postgres(self.info.get("port", 0))
 
-    def _drop(self, name: str) -> None:
-        try:
-            self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        except process.ServiceError:
-            pass
-
     def stop(self) -> None:
-        if self.ready():
-            # All at once: each DROP DATABASE waits for a checkpoint of the whole server, and
-            # drops waiting together share one. One after the other, a local run's drops (the
-            # stack's, Placement's, the run's own) took 3.0-7.9 s of its stop on the shared
-            # server while other stacks wrote (one drop 6.5 s); three drops of empty databases
-            # 1.6 and 3.4 s one after the other, 0.8 and 1.1 s at once (load ~20), 0.25-0.30
-            # against 0.07 s (load ~13; measured 2026-11-28).
-            names = dict.fromkeys([self.info.get("database"),
-                                   *self.info.get("extra_databases", [])])
-            drops = [threading.Thread(target=self._drop, args=(name,), daemon=True)
-                     for name in names if name]
-            for drop in drops:
-                drop.start()
-            for drop in drops:
-                drop.join()
+        # A private cluster's databases go with its files: only a reused server's are dropped.
+        if self.info.get("reused") and self.ready():
+            self._drop([self.info.get("database"), *self.info.get("extra_databases", [])])
         if not self.info.get("reused"):
             super().stop()
             if self.info.get("data"):
