@@ -475,13 +475,7 @@ class Chaos:
         if self.network is not None:
             self.network.close()
         if self.stack is not None:
-            # Every service at once, not Stack.down's two waves: the fleet is gone, nothing
-            # needs one service while another stops (Ironic's graceful stop takes 4-5 s,
-            # dropping the run's databases 2-6 s at load 16-22: one after the other, 6-11 s).
-            try:
-                together([service.stop for service in self.stack.services.values()])
-            finally:
-                self.stack.state_file.unlink(missing_ok=True)
+            self.stack.down()  # every service at once
 
     def tails(self) -> str:
         procs = [*self.daemons.values()] + ([self.reporter] if self.reporter else [])
