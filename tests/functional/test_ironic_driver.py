@@ -79,9 +79,10 @@ def fleet(stack, tmp_path_factory):
         yield {"uuids": uuids, "group": group, "shard": shard, "in_group": in_group,
                "in_shard": {u for i, u in enumerate(uuids) if i % 4 == 0}, "token": token}
     finally:
-        _set_conductor_group(stack, uuids, "")
-        for node_uuid in uuids:
-            conn.baremetal.delete_node(node_uuid, ignore_missing=True)
+        # Straight from Ironic's database, in one transaction (Ironic.drop_nodes, as the world
+        # fixture's tear-down): through the API, 120 deletions one at a time took 3-6 s of this
+        # module's tear-down and Ironic's CPU.
+        stack["ironic"].drop_nodes(uuids)
         conn.close()
 
 
