@@ -1,9 +1,12 @@
-"""A fresh, synced sqlite database file per test."""
+"""A fresh, synced sqlite database file per test (a copy of the session's migrated one,
+tests/unit/conftest.py's ``migrated_sqlite``)."""
+
+from pathlib import Path
 
 import pytest
 
-from computed import db
 from computed.db import engine as db_engine
+from tests.database import copy_sqlite
 
 
 @pytest.fixture
@@ -12,8 +15,8 @@ def url(tmp_path):
 
 
 @pytest.fixture
-def engine(url):
-    db.sync(url)
+def engine(url, migrated_sqlite):
+    copy_sqlite(migrated_sqlite, Path(url.removeprefix("sqlite:///")))
     engine = db_engine.engine_from_url(url)
     yield engine
     engine.dispose()
