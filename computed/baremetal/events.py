@@ -289,10 +289,9 @@ def listener(transport: Any, topic: str, exchange: str, pool: str, hints: NodeHi
     targets = [oslo_messaging.Target(topic=topic, exchange=exchange)]
     if heartbeat_topic:
         targets.append(oslo_messaging.Target(topic=heartbeat_topic))
-    from computed.runtime import rpc
-    return rpc.prompt_wait(oslo_messaging.get_notification_listener(
+    return oslo_messaging.get_notification_listener(
         transport, targets, [NotificationEndpoint(hints, watch)], executor="threading",
-        pool=pool))
+        pool=pool)
 
 
 def notifier(transport: Any, host: str, heartbeat_topic: str) -> Any:

@@ -307,17 +307,14 @@ class ComputeService:
 
     def close(self) -> None:
         # Both servers at once: each stop waits out its poll of the broker (rpc.stop_together).
-        rpc.stop_together([self._rpc_server] + ([self._listener] if self._listener else []))
+        servers = [self._rpc_server] + ([self._listener] if self._listener else [])
+        rpc.stop_together(servers)
         self._worker.stop()
-        # Its casts in flight only hand work to the worker's pool: short. The wait also closes
-        # the server's connection to the broker (and the thread that acknowledges its messages).
-        self._rpc_server.wait()
+        # The casts in flight only hand work to the worker's pool, the notifications in flight
+        # only mark nodes: short. A wait also closes its server's connection to the broker (and
+        # the thread that acknowledges its messages). Both at once (rpc.wait_together).
+        rpc.wait_together(servers)
         self._end_threads()
-        if self._listener is not None:
-            try:
-                self._listener.wait()
-            except Exception:
-                LOG.exception("stopping the notification listener failed")
         self.wait(5)
         try:
             if self._session_started:

@@ -42,7 +42,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import futurist
 import oslo_messaging
 import tenacity
 from oslo_config import cfg
@@ -149,54 +148,10 @@ def get_server(transport: oslo_messaging.Transport, topic: str, server: str,
                     "it once every process of the fleet signs (docs/operations.md, \"Signing "
                     "keys\")", topic, server)
     target = oslo_messaging.Target(topic=topic, server=server)
-    return prompt_wait(oslo_messaging.get_rpc_server(
+    return oslo_messaging.get_rpc_server(
         transport, target, list(endpoints), executor="threading",
         access_policy=oslo_messaging.DefaultRPCAccessPolicy,
-        server_cls=_server_class(GuardedDispatcher.bound(topic, server, verifier))))
-
-
-class _WakeUp:
-    """A no-op work item: what ends an idle worker of :class:`PromptExecutor` at once."""
-
-    def run(self) -> None:
-        pass
-
-
-class PromptExecutor(futurist.ThreadPoolExecutor):
-    """futurist's thread pool (oslo.messaging's ``threading`` executor), whose shutdown ends
-    its idle workers at once.
-
-    futurist's idle worker waits for work a second at a time (``ThreadWorker.MAX_IDLE_FOR``)
-    and looks at a stop only between two waits, so every server's ``wait()`` (the pool's
-    shutdown) took up to a second more, idle (0.55-0.95 s measured on the fake bus; a
-    daemon's stop waits for two servers). Here, once the work queued is done (as futurist's
-    own shutdown first waits for), the workers are asked to stop and each is handed a no-op
-    item, which it takes, runs and then stops. Only for a server already stopped (nothing is
-    submitted any more): oslo.messaging's ``wait()`` comes after its ``stop()``."""
-
-    def shutdown(self, wait: bool = True, **options: Any) -> None:
-        workers = getattr(self, "_workers", None)
-        work = getattr(self, "_work_queue", None)
-        if workers is None or work is None:  # a futurist of another make: its own shutdown
-            super().shutdown(wait=wait, **options)
-            return
-        if wait:
-            work.join()
-        super().shutdown(wait=False, **options)
-        for _worker in list(workers):
-            work.put(_WakeUp())
-        if wait:
-            for worker in list(workers):
-                worker.join()
-
-
-def prompt_wait(server: Any) -> Any:
-    """``server`` (an oslo.messaging server or notification listener, not started yet) with a
-    :class:`PromptExecutor` in place of futurist's pool, when oslo.messaging picked that pool
-    (its ``threading`` executor)."""
-    if getattr(server, "_executor_cls", None) is futurist.ThreadPoolExecutor:
-        server._executor_cls = PromptExecutor
-    return server
+        server_cls=_server_class(GuardedDispatcher.bound(topic, server, verifier)))
 
 
 def _server_class(make_dispatcher: Any) -> type:
@@ -324,13 +279,28 @@ def stop_together(servings: Sequence[Serving]) -> None:
     the functional tests, which start and stop daemons and reporters all the time, set it
     (``tests.functional.daemons.MESSAGING``).
     """
-    def stop(serving: Serving) -> None:
-        try:
-            serving.stop()
-        except Exception:
-            LOG.exception("stopping %s failed", serving.what)
+    _each_at_once(servings, "stop", "stopping")
 
-    threads = [threading.Thread(target=stop, args=(serving,), name=f"stop {serving.what}",
+
+def wait_together(servings: Sequence[Serving]) -> None:
+    """:meth:`Serving.wait` for each of ``servings`` at once (after :func:`stop_together`);
+    returns when every wait has returned, a wait that fails logged naming its server.
+
+    Why at once: a server's wait ends its pool of workers (futurist's, oslo.messaging's
+    ``threading`` executor), whose idle workers look for the end only between two waits for
+    work of up to a second each; one server after the other, a daemon's stop waited for two of
+    them. futurist offers no way to wake them sooner."""
+    _each_at_once(servings, "wait", "waiting for")
+
+
+def _each_at_once(servings: Sequence[Serving], action: str, doing: str) -> None:
+    def act(serving: Serving) -> None:
+        try:
+            getattr(serving, action)()
+        except Exception:
+            LOG.exception("%s %s failed", doing, serving.what)
+
+    threads = [threading.Thread(target=act, args=(serving,), name=f"{action} {serving.what}",
                                 daemon=True) for serving in servings]
     for thread in threads:
         thread.start()

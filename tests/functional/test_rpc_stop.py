@@ -90,7 +90,13 @@ def test_casts_in_flight_at_a_stop_are_handled_once_and_later_ones_by_the_others
             client.cast({}, "record", n=n)
         own = total  # to the stopped server's own queue
         client.prepare(server="a").cast({}, "record", n=own)
-        wait_for(lambda: len(counts()) >= total, 60, "every cast to the topic handled")
+        try:
+            wait_for(lambda: len(counts()) >= total, 60, "every cast to the topic handled")
+        except AssertionError:
+            with lock:
+                by = collections.Counter(name for _, name in handled)
+            missing = sorted(set(range(total)) - set(counts()))
+            raise AssertionError(f"casts never handled: {missing}; handled per server {dict(by)}")
         assert own not in counts()
         serve("a")
         wait_for(lambda: own in counts(), 60, "the cast to a's queue handled on its next start")

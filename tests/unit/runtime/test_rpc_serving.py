@@ -110,3 +110,34 @@ def test_stop_together_stops_servers_at_once_and_a_failure_stops_no_other(caplog
     assert not barrier.broken
     assert "stopping server 0 failed" in caplog.text and "connection reset" in caplog.text
     assert not any(serving.started for serving in servings)
+
+
+class WaitingServer(Server):
+    """A server whose wait() returns only once the other's has begun (``barrier``), as two
+    pools' idle workers each waiting out their poll; ``fails`` makes it raise."""
+
+    def __init__(self, barrier: threading.Barrier, fails: bool = False):
+        super().__init__()
+        self.broker_up.set()
+        self.barrier = barrier
+        self.fails = fails
+
+    def wait(self) -> None:
+        self.barrier.wait(5)  # BrokenBarrierError unless the other wait runs meanwhile
+        super().wait()
+        if self.fails:
+            raise OSError("pool gone")
+
+
+def test_wait_together_waits_for_servers_at_once_and_a_failure_keeps_no_other(caplog):
+    barrier = threading.Barrier(2)
+    servers = [WaitingServer(barrier, fails=True), WaitingServer(barrier)]
+    servings = [rpc.Serving(f"server {n}", server) for n, server in enumerate(servers)]
+    for serving in servings:
+        serving.start()
+        _wait_until(lambda serving=serving: serving.started)
+    rpc.stop_together(servings)
+    rpc.wait_together(servings)
+    assert [server.calls for server in servers] == [["start", "stop", "wait"]] * 2
+    assert not barrier.broken
+    assert "waiting for server 0 failed" in caplog.text and "pool gone" in caplog.text
