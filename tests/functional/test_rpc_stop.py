@@ -1,6 +1,9 @@
 """Stopping an RPC server on the real RabbitMQ, configured as this suite's daemons and reporters
-are (:data:`tests.functional.daemons.MESSAGING`): the stop is looked at four times a second, and
-no cast is lost or handled twice by it."""
+are (:data:`tests.functional.daemons.MESSAGING`): the stop is looked at four times a second, no
+cast is handled twice, and every cast sent after it reaches the other server. A cast in flight at
+the stop may be lost (oslo.messaging's RPC is at most once; see the test), which the product
+covers by re-driving actions (tests/functional/test_fencing.py,
+``test_a_lost_cast_is_still_carried_out``)."""
 
 from __future__ import annotations
 
@@ -52,11 +55,17 @@ class Recorder:
             self.handled.append((n, self.name))
 
 
-def test_casts_in_flight_at_a_stop_are_handled_once_and_later_ones_by_the_others(stack, tmp_path):
-    """Two servers share a topic; one stops while casts are on their way: each cast is handled
-    exactly once (by the stopping server, which acknowledged it before its stop, or else by the
-    other: the broker puts back what the stopped one had not taken), every cast after the stop
-    by the other, and a cast to the stopped server's own queue waits there for its next start."""
+def test_a_stop_handles_no_cast_twice_and_the_casts_after_it_reach_the_other(stack, tmp_path):
+    """Two servers share a topic; one stops while casts are on their way: no cast is handled
+    twice, every cast sent after the stop is handled, by the other, and a cast to the stopped
+    server's own queue waits there for its next start.
+
+    A cast in flight at the stop is handled at most once, not exactly once: the stopping
+    server's connection can still be handed deliveries while it closes (during the close's own
+    requests, after its listener stopped taking), and such a cast was neither handled nor put
+    back in the queue for the other: 1-5 of the 50 in flight, in about a quarter of the runs on
+    2026-11-29 (the broker's queue empty afterwards, the cast never delivered again). How many
+    is printed; that they are only casts sent before the stop is asserted."""
     conf = daemon_conf(stack, tmp_path)
     transport = rpc.get_transport(conf)
     topic = f"stop-{uuid.uuid4().hex[:8]}"
@@ -90,19 +99,17 @@ def test_casts_in_flight_at_a_stop_are_handled_once_and_later_ones_by_the_others
             client.cast({}, "record", n=n)
         own = total  # to the stopped server's own queue
         client.prepare(server="a").cast({}, "record", n=own)
-        try:
-            wait_for(lambda: len(counts()) >= total, 60, "every cast to the topic handled")
-        except AssertionError:
-            with lock:
-                by = collections.Counter(name for _, name in handled)
-            missing = sorted(set(range(total)) - set(counts()))
-            raise AssertionError(f"casts never handled: {missing}; handled per server {dict(by)}")
+        after = set(range(CASTS_AT_STOP, total))
+        wait_for(lambda: after <= set(counts()), 60, "every cast sent after the stop handled")
         assert own not in counts()
         serve("a")
         wait_for(lambda: own in counts(), 60, "the cast to a's queue handled on its next start")
         with lock:
             seen = list(handled)
-        assert collections.Counter(n for n, _ in seen) == {n: 1 for n in range(total + 1)}
+        assert max(collections.Counter(n for n, _ in seen).values()) == 1
+        lost = sorted(set(range(total + 1)) - {n for n, _ in seen})
+        print(f"casts in flight at the stop never handled: {lost or 'none'}")
+        assert set(lost) <= set(range(CASTS_AT_STOP))
         assert {name for n, name in seen if CASTS_AT_STOP <= n < total} == {"b"}
         assert dict(seen)[own] == "a"
     finally:
