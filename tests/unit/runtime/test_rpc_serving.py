@@ -80,64 +80,60 @@ def _wait_until(check, timeout: float = 10.0) -> None:
     raise AssertionError("condition not reached")
 
 
-class PollingServer(Server):
-    """A started server whose stop returns only once every stop of ``barrier``'s parties has
-    begun (as two oslo.messaging listeners, each waiting out its own poll): stopped one after
-    the other, the first stop would never return."""
+class MeetingServer(Server):
+    """A started server whose ``meets`` call ("stop" or "wait") returns only once that call of
+    every party of ``barrier`` has begun (as two oslo.messaging listeners each waiting out its
+    own poll, or two pools their idle workers): made one after the other, the first would never
+    return. ``fails`` makes that call raise."""
 
-    def __init__(self, barrier: threading.Barrier, fails: bool = False):
+    def __init__(self, barrier: threading.Barrier, meets: str, fails: bool = False):
         super().__init__()
         self.broker_up.set()
         self.barrier = barrier
+        self.meets = meets
         self.fails = fails
 
-    def stop(self) -> None:
-        self.barrier.wait(5)  # BrokenBarrierError unless the other stop runs meanwhile
-        super().stop()
+    def _meet(self, call: str) -> None:
+        if call != self.meets:
+            return
+        self.barrier.wait(5)  # BrokenBarrierError unless the other party's call runs meanwhile
         if self.fails:
-            raise OSError("connection reset")
+            raise OSError(f"{call} failed")
+
+    def stop(self) -> None:
+        super().stop()
+        self._meet("stop")
+
+    def wait(self) -> None:
+        super().wait()
+        self._meet("wait")
+
+
+def _two_serving(meeting_at: str) -> tuple[threading.Barrier, list, list[rpc.Serving]]:
+    """Two started servings of :class:`MeetingServer` (the first failing) meeting at the call
+    ``meeting_at``, and their barrier."""
+    barrier = threading.Barrier(2)
+    servers = [MeetingServer(barrier, meeting_at, fails=True), MeetingServer(barrier, meeting_at)]
+    servings = [rpc.Serving(f"server {n}", server) for n, server in enumerate(servers)]
+    for serving in servings:
+        serving.start()
+        _wait_until(lambda serving=serving: serving.started)
+    return barrier, servers, servings
 
 
 def test_stop_together_stops_servers_at_once_and_a_failure_stops_no_other(caplog):
-    barrier = threading.Barrier(2)
-    servers = [PollingServer(barrier, fails=True), PollingServer(barrier)]
-    servings = [rpc.Serving(f"server {n}", server) for n, server in enumerate(servers)]
-    for serving in servings:
-        serving.start()
-        _wait_until(lambda serving=serving: serving.started)
+    barrier, servers, servings = _two_serving(meeting_at="stop")
     rpc.stop_together(servings)
     assert [server.calls for server in servers] == [["start", "stop"], ["start", "stop"]]
     assert not barrier.broken
-    assert "stopping server 0 failed" in caplog.text and "connection reset" in caplog.text
+    assert "stopping server 0 failed" in caplog.text and "stop failed" in caplog.text
     assert not any(serving.started for serving in servings)
 
 
-class WaitingServer(Server):
-    """A server whose wait() returns only once the other's has begun (``barrier``), as two
-    pools' idle workers each waiting out their poll; ``fails`` makes it raise."""
-
-    def __init__(self, barrier: threading.Barrier, fails: bool = False):
-        super().__init__()
-        self.broker_up.set()
-        self.barrier = barrier
-        self.fails = fails
-
-    def wait(self) -> None:
-        self.barrier.wait(5)  # BrokenBarrierError unless the other wait runs meanwhile
-        super().wait()
-        if self.fails:
-            raise OSError("pool gone")
-
-
 def test_wait_together_waits_for_servers_at_once_and_a_failure_keeps_no_other(caplog):
-    barrier = threading.Barrier(2)
-    servers = [WaitingServer(barrier, fails=True), WaitingServer(barrier)]
-    servings = [rpc.Serving(f"server {n}", server) for n, server in enumerate(servers)]
-    for serving in servings:
-        serving.start()
-        _wait_until(lambda serving=serving: serving.started)
+    barrier, servers, servings = _two_serving(meeting_at="wait")
     rpc.stop_together(servings)
     rpc.wait_together(servings)
     assert [server.calls for server in servers] == [["start", "stop", "wait"]] * 2
     assert not barrier.broken
-    assert "waiting for server 0 failed" in caplog.text and "pool gone" in caplog.text
+    assert "waiting for server 0 failed" in caplog.text and "wait failed" in caplog.text
