@@ -118,6 +118,7 @@ def run_service(prog: str, body: Callable[[], int]) -> NoReturn:
     """:func:`run` for the long-running services (computed, computed-reporter, computed-api):
     once ``body`` has returned, the service has stopped what it started and logged so, and the
     process ends at once (:func:`end_process`)."""
+    # As in run: no stray log lines on stderr before oslo.log's setup replaces this handler.
     std_logging.getLogger().addHandler(std_logging.NullHandler())
     end_process(outcome(prog, body))
 
