@@ -57,19 +57,20 @@ def psql(host: str, port: int, sql: str = "", database: str = "postgres",
     """Run ``sql`` (or the statements of ``file``) as ``postgres`` in ``database``; stops at
     the first error, which raises."""
     what = ["-f", str(file)] if file is not None else ["-c", sql]
-    process.run([client("psql"), "-h", host, "-p", str(port), "-U", "postgres", "-d", database,
-                 "-q", "-v", "ON_ERROR_STOP=1", *what], f"psql: {sql or file} in {database}",
-                env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
+    _run_psql(host, port, database, what, f"psql: {sql or file} in {database}")
 
 
 def psql_each(host: str, port: int, statements: list[str], database: str = "postgres") -> None:
     """Run ``statements`` as ``postgres`` in ``database``, in one session, each in a
     transaction of its own (statements such as DROP DATABASE take no transaction block); stops
     at the first error, which raises."""
-    what = [arg for statement in statements for arg in ("-c", statement)]
+    _run_psql(host, port, database, [arg for statement in statements for arg in ("-c", statement)],
+          f"psql: {len(statements)} statement(s) in {database}, the first {statements[0]}")
+
+
+def _run_psql(host: str, port: int, database: str, what: list[str], description: str) -> None:
     process.run([client("psql"), "-h", host, "-p", str(port), "-U", "postgres", "-d", database,
-                 "-q", "-v", "ON_ERROR_STOP=1", *what],
-                f"psql: {len(statements)} statement(s) in {database}, the first {statements[0]}",
+                 "-q", "-v", "ON_ERROR_STOP=1", *what], description,
                 env={**os.environ, "PGCONNECT_TIMEOUT": "5"})
 
 

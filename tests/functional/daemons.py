@@ -17,10 +17,8 @@ picks a node the ring gives that daemon, enrolling one when it has none, and
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -36,6 +34,7 @@ from computed.fleet.claims import claims_path, read_claims
 from computed.fleet.membership import fleet_root, read_members
 from hashring.ownership import Member, compute_ownership, member_ring
 from tests import cli
+from tests.database import copy_sqlite
 from tests.functional import inprocess
 
 BIN = Path(sys.executable).parent
@@ -72,11 +71,7 @@ def fleet_database(workdir: Path, template: Path | None = None) -> str:
     second)."""
     path = Path(workdir) / "computed.sqlite"
     if template is not None:
-        # SQLite's online backup: a consistent copy, whatever the template's journal holds.
-        with contextlib.closing(sqlite3.connect(template)) as source, \
-                contextlib.closing(sqlite3.connect(path)) as copy:
-            source.backup(copy)
-        return f"sqlite:///{path}"
+        return copy_sqlite(template, path)
     from computed import db
     url = f"sqlite:///{path}"
     db.sync(url)
