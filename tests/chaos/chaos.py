@@ -121,6 +121,8 @@ METRICS_PORT = 9181
 # waited most of the 60 s (18.6-19.1 s of checks at seed 12345, against 0.5 s for the rest).
 # 10 s: resumes run six times as often under the faults, and a stuck build still fails the check.
 RESUME_INTERVAL = 10.0
+# The fleet and the checking client both run with it.
+FLEET_EXTRA = f"[fleet]\nresume_interval = {RESUME_INTERVAL}\n"
 # How long a forgery's effect (or its refusal) may take to show before it counts as missing.
 FORGERY_WAIT = 20.0
 # Faults of a run on a ZooKeeper ensemble (``Chaos(ensemble=True)``), drawn besides KINDS (less
@@ -343,7 +345,7 @@ class Chaos:
         conf_path = self.workdir / "client.conf"
         conf_path.write_text(self.stack.computed_conf(
             host="chaos-client", database=self.database,
-            extra=f"[fleet]\nresume_interval = {RESUME_INTERVAL}\n"))
+            extra=FLEET_EXTRA))
         self.conf = cfg.ConfigOpts()
         computed_conf.register_opts(self.conf)
         self.conf(["--config-file", str(conf_path)], project="computed")
@@ -434,8 +436,7 @@ class Chaos:
             kw = dict(session_timeout=self.session, group=self.group, database=self.database,
                       rehome_grace=self.grace, drain_timeout=15,
                       zookeeper_url=self.zookeeper_url,
-                      extra=f"[fleet]\nresume_interval = {RESUME_INTERVAL}\n"
-                      + self.daemon_extra.get(host, ""))
+                      extra=FLEET_EXTRA + self.daemon_extra.get(host, ""))
             daemon = Daemon(self.stack, self.workdir, host, process=False, **kw) \
                 if self.in_process else \
                 NetDaemon(self.network.host(host), self.stack, self.workdir, host, **kw)

@@ -40,16 +40,11 @@ def _ironic_db(stack):
     return sqlite3.connect(stack["ironic"].database, timeout=30)
 
 
-def _set_shard(stack, uuids, shard):
+def _set_column(stack, uuids, column: str, value: str) -> None:
+    """Set ``column`` (shard, conductor_group) of the nodes ``uuids`` in Ironic's database."""
     with _ironic_db(stack) as db:
-        db.executemany("UPDATE nodes SET shard = ? WHERE uuid = ?", [(shard, u) for u in uuids])
-    db.close()
-
-
-def _set_conductor_group(stack, uuids, group):
-    with _ironic_db(stack) as db:
-        db.executemany("UPDATE nodes SET conductor_group = ? WHERE uuid = ?",
-                       [(group, u) for u in uuids])
+        db.executemany(f"UPDATE nodes SET {column} = ? WHERE uuid = ?",
+                       [(value, u) for u in uuids])
     db.close()
 
 
@@ -73,11 +68,11 @@ def fleet(stack, tmp_path_factory):
             properties={"capabilities": "boot_mode:uefi", "cpus": 4})
         uuids.append(first.id)
         uuids += stack["ironic"].copy_node(first.id, names[1:])
-        _set_shard(stack, [u for i, u in enumerate(uuids) if i % 4 == 0], shard)
+        _set_column(stack, [u for i, u in enumerate(uuids) if i % 4 == 0], "shard", shard)
         for node_uuid in uuids[::10]:
             conn.baremetal.set_node_traits(node_uuid, ["CUSTOM_Z", "CUSTOM_A"])
         in_group = {u for i, u in enumerate(uuids) if i % 3 == 0}
-        _set_conductor_group(stack, in_group, group)
+        _set_column(stack, in_group, "conductor_group", group)
         yield {"uuids": uuids, "group": group, "shard": shard, "in_group": in_group,
                "in_shard": {u for i, u in enumerate(uuids) if i % 4 == 0}, "token": token}
     finally:
