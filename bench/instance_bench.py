@@ -131,7 +131,7 @@ class World:
         self.placement = placement_adapter(stack, workdir)
         rconf = cfg.ConfigOpts()
         rconf([])
-        self.transport = rpc.get_transport(rconf, url=stack["rabbitmq"].url)
+        self.transport = rpc.get_transport(rconf, "bench", url=stack["rabbitmq"].url)
         self.api = ServerAPI(self.engine, self.placement, ComputeAPI(self.transport),
                              scheduler.zookeeper_owner(self.zk, fleet_root(self.group)))
 

@@ -81,7 +81,7 @@ def connect(conf: cfg.ConfigOpts, coordinator_url: str) -> Backends:
     except NotZooKeeper as exc:
         raise ConfigError('coordination', 'backend_url', str(exc)) from None
     client.start(timeout=conf.coordination.api_connect_timeout)
-    transport = rpc.get_transport(conf)
+    transport = rpc.get_transport(conf, 'api')
     owner_of = scheduler.zookeeper_owner(client, fleet_root(conf.coordination.group))
     group = conf.coordination.group
     # [upgrade_levels] instances: "auto" follows the daemons' published versions.

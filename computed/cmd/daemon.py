@@ -107,7 +107,7 @@ def _service(conf: cfg.ConfigOpts, resources: contextlib.ExitStack) -> ComputeSe
     driver = common.baremetal_driver(conf)
     engine = db_engine.engine_from_conf(conf)
     resources.callback(engine.dispose)
-    transport = rpc.get_transport(conf)
+    transport = rpc.get_transport(conf, 'daemon', host)
     resources.callback(transport.cleanup)  # its connections, and their heartbeat threads
     # Ironic's notifications come in, the instances' go out ([oslo_messaging_notifications]).
     notification_transport = oslo_messaging.get_notification_transport(conf)

@@ -148,7 +148,7 @@ def serve(conf: cfg.ConfigOpts, stop: StopRequest) -> int:
                         forget=placement.forget, zookeeper=client,
                         root=fleet_root(conf.coordination.group), host=host,
                         timeout=session_timeout(conf.coordination.backend_url))
-        transport = rpc.get_transport(conf)
+        transport = rpc.get_transport(conf, 'reporter', host)
         # Started off this thread: while the broker is unreachable the start waits for it,
         # and this loop must still see SIGTERM.
         limits = Limits(max_reports=conf.reporter.max_reports_per_call,

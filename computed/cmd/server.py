@@ -94,7 +94,7 @@ def _server_api(conf: cfg.ConfigOpts, engine: Any, scheduling: bool = True) -> I
     from computed.instances import scheduler
     from computed.instances.rpcapi import ComputeAPI, ServerAPI
     from computed.runtime import keystone, rpc
-    transport = rpc.get_transport(conf)
+    transport = rpc.get_transport(conf, 'manage')
     try:
         with contextlib.ExitStack() as stack:
             if not scheduling:

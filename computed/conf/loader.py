@@ -19,13 +19,12 @@ import re
 import sys
 from collections.abc import Collection, Sequence
 
-import oslo_messaging.opts
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from computed import conf as computed_conf
-from computed.conf import checks, unknown
+from computed.conf import checks, messaging, unknown
 from computed.conf.errors import ConfigError
 from computed.runtime import keystone
 from computed.version import VERSION
@@ -39,12 +38,12 @@ def register_all(conf: cfg.ConfigOpts) -> None:
     """Register computed's options and those of the libraries it configures.
 
     oslo.messaging would register its options lazily, on first use; doing
-    it now lets ``transport_url`` and friends be validated up front.
+    it now lets ``transport_url`` and friends be validated up front (and
+    computed's defaults for some of them apply: ``messaging.LIBRARY_DEFAULTS``).
     """
     computed_conf.register_opts(conf)
     logging.register_options(conf)
-    for group, opts in oslo_messaging.opts.list_opts():
-        conf.register_opts(opts, group=group)
+    messaging.set_library_defaults(conf)
 
 
 def _group_name(group: cfg.OptGroup | str | None) -> str:

@@ -1,11 +1,27 @@
-"""Options of the ``[messaging]`` group: how computed's processes trust each other's RPC messages.
+"""Options of the ``[messaging]`` group: how computed's processes trust each other's RPC messages,
+and computed's own defaults for oslo.messaging's options.
 
 The bus itself (``[DEFAULT] transport_url``, ``[oslo_messaging_*]``) is oslo.messaging's; this
-group holds what computed adds on top of it: signed messages (:mod:`computed.runtime.signing`).
+group holds what computed adds on top of it: signed messages (:mod:`computed.runtime.signing`)
+and the lock directory of oslo.messaging's queue manager.
+
+computed turns oslo.messaging's queue manager on (``[oslo_messaging_rabbit] use_queue_manager``,
+:data:`LIBRARY_DEFAULTS`): without it, a stopping RPC server's connection deletes its fanout
+queues at close and, while it waits for the broker's answer, acknowledges casts the broker
+still pushes to its consumers, which nobody handles any more (lost casts;
+docs/operations.md). With it, the close skips that delete and the broker puts back what the
+server had not taken. The queue manager names a process's queues
+``<hostname>:<processname>:<counter>`` with the counter shared in /dev/shm under an external
+lock (``lock_path``); two processes of one host with the same processname would share reply
+queues, so :func:`process_name` gives each computed process its own.
 """
 
 from __future__ import annotations
 
+import os
+import re
+
+import oslo_messaging.opts
 from oslo_config import cfg
 
 NAME = 'messaging'
@@ -56,12 +72,51 @@ ALL_OPTS = [
              'received; an older one as expired. A cast refused as expired is carried out '
              'anyway from its recorded state ([fleet] resume_interval); a refused report is '
              'sent again.'),
+    cfg.StrOpt(
+        'lock_path',
+        default='/var/lib/computed/lock',
+        help='Directory of the inter-process lock oslo.messaging\'s queue manager takes to name '
+             'this process\'s RabbitMQ queues (computed turns [oslo_messaging_rabbit] '
+             'use_queue_manager on: a stopping server then loses no cast in flight, '
+             'docs/operations.md). Created at start when missing; the process must be able to '
+             'write in it. Only used with a rabbit:// transport and the queue manager on; it '
+             'replaces [oslo_concurrency] lock_path and OSLO_LOCK_PATH for computed\'s '
+             'processes.'),
 ]
+
+#: computed's defaults for options oslo.messaging owns, (group, option, value): an operator's
+#: file still sets them. The sample config shows oslo.messaging's own default for these (its
+#: generator hook would have to change oslo.messaging's private option objects).
+LIBRARY_DEFAULTS = (
+    ('oslo_messaging_rabbit', 'use_queue_manager', True),
+)
+
+# What a queue manager's processname may hold: it is part of a file name in /dev/shm and of
+# queue names.
+_UNSAFE = re.compile(r'[^A-Za-z0-9._-]')
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(group())
     conf.register_opts(ALL_OPTS, group=NAME)
+
+
+def set_library_defaults(conf: cfg.ConfigOpts) -> None:
+    """Apply :data:`LIBRARY_DEFAULTS` to ``conf``, registering oslo.messaging's options first
+    (as its driver would when it loads; registering them again is a no-op)."""
+    for group, opts in oslo_messaging.opts.list_opts():
+        conf.register_opts(opts, group=group)
+    for group, option, value in LIBRARY_DEFAULTS:
+        conf.set_default(option, value, group=group)
+
+
+def process_name(service: str, member: str | None) -> str:
+    """The default ``[oslo_messaging_rabbit] processname`` of a computed process:
+    ``computed-<service>-<member>`` for one member of a fleet (a daemon's or a reporter's
+    ``[DEFAULT] host``, unique per service), ``computed-<service>-<pid>`` for a process that is
+    not one (the API's processes, computed-manage: several may run on one host at once)."""
+    name = f'computed-{service}-{member if member is not None else os.getpid()}'
+    return _UNSAFE.sub('_', name)
 
 
 def list_opts() -> dict[cfg.OptGroup, list[cfg.Opt]]:

@@ -27,6 +27,13 @@ oslo.messaging registers most of its options on the conf it is handed, but its m
 options only on the global ``cfg.CONF``; :func:`get_transport` registers them on computed's own
 conf so that a client call does not fail with ``NoSuchOptError: oslo_messaging_metrics``.
 
+:func:`get_transport` also readies oslo.messaging's queue manager, which computed turns on
+(:mod:`computed.conf.messaging`: a stopping server then loses no cast in flight): the process's
+``[oslo_messaging_rabbit] processname`` defaults to one no other computed process of the host
+has (:func:`computed.conf.messaging.process_name`), and the queue manager's inter-process lock
+lives in ``[messaging] lock_path`` (created when missing; a ConfigError when unusable), given to
+oslo.concurrency, which the queue manager asks for it.
+
 :class:`Serving` starts a server (an RPC server or a notification listener) without blocking its
 caller while the broker is unreachable, so that a process started before its broker stays
 killable and serves as soon as the broker is up.
@@ -37,6 +44,7 @@ from __future__ import annotations
 import collections
 import importlib
 import logging
+import os
 import socket
 import threading
 from collections.abc import Mapping, Sequence
@@ -44,11 +52,14 @@ from typing import Any
 
 import oslo_messaging
 import tenacity
+from oslo_concurrency import lockutils
 from oslo_config import cfg
 from oslo_messaging.rpc import dispatcher as rpc_dispatcher
 from oslo_messaging.rpc import server as rpc_server
 
 from computed.conf import messaging as messaging_opts
+from computed.conf.default import normalise_host
+from computed.conf.errors import ConfigError
 from computed.runtime import signing
 from computed.runtime.retry import Backoff
 
@@ -73,12 +84,64 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
             continue
         conf.register_opts(opts, group=group)
     messaging_opts.register_opts(conf)  # a no-op where computed's loader registered it
+    messaging_opts.set_library_defaults(conf)  # likewise (a bare configuration: tests, tools)
 
 
-def get_transport(conf: cfg.ConfigOpts, url: str | None = None) -> oslo_messaging.Transport:
-    """The RPC transport for ``[DEFAULT] transport_url`` (or ``url``)."""
+def get_transport(conf: cfg.ConfigOpts, service: str, member: str | None = None,
+                  url: str | None = None) -> oslo_messaging.Transport:
+    """The RPC transport for ``[DEFAULT] transport_url`` (or ``url``) of a process of
+    ``service`` ("daemon", "reporter", "api", "manage"), the fleet member ``member`` (its
+    ``[DEFAULT] host``) or none (see :func:`computed.conf.messaging.process_name`)."""
     register_opts(conf)
+    if member is not None:
+        member = normalise_host(member)
+    conf.set_default('processname', messaging_opts.process_name(service, member),
+                     group='oslo_messaging_rabbit')
+    if (conf.oslo_messaging_rabbit.use_queue_manager
+            and oslo_messaging.TransportURL.parse(conf, url).transport == 'rabbit'):
+        leader = _missing_group_leader()
+        if leader is None:
+            use_lock_path(conf.messaging.lock_path)
+        else:
+            # The queue manager tells one generation of a service from the next by its process
+            # group's leader (its start time in /proc/<pgid>/stat) and fails every queue name
+            # (so every server start and first call) once that process has exited, as it has
+            # for a process a script started in the background and left.
+            LOG.warning("[oslo_messaging_rabbit] use_queue_manager is off in this process: the "
+                        "leader of its process group (pid %s) has exited, which oslo.messaging's "
+                        "queue manager cannot name queues without; a server that stops may lose "
+                        "the casts in flight. Start computed's processes in a process group of "
+                        "their own (systemd does; setsid) (docs/operations.md)", leader)
+            conf.set_override('use_queue_manager', False, group='oslo_messaging_rabbit')
     return oslo_messaging.get_rpc_transport(conf, url=url)
+
+
+def _missing_group_leader() -> int | None:
+    """The id of this process's group when its leader has exited, else None. (A group's id is
+    its leader's pid, which no other process takes while the group has members.)"""
+    group = os.getpgrp()
+    try:
+        os.kill(group, 0)
+    except ProcessLookupError:
+        return group
+    except PermissionError:  # it exists, as another user
+        return None
+    return None
+
+
+def use_lock_path(path: str) -> None:
+    """Make ``path`` (created when missing) oslo.concurrency's lock directory in this process;
+    a ConfigError for ``[messaging] lock_path`` when it cannot be created or written."""
+    try:
+        os.makedirs(path, mode=0o750, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError('messaging', 'lock_path',
+                          f'cannot create {path}: {exc.strerror or exc}') from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError('messaging', 'lock_path', f'{path} is not writable by this user')
+    # Process-wide (oslo.concurrency reads the global cfg.CONF): the queue manager takes its
+    # lock through lockutils without a lock_path of its own.
+    lockutils.set_defaults(lock_path=path)
 
 
 def _keys(conf: cfg.ConfigOpts) -> list[bytes]:

@@ -197,6 +197,10 @@ class Stack:
             # computed-api in noauth2 reads this Glance (it has no Keystone) as the service.
             lines += ["[glance]", "auth_type = none",
                       f"endpoint_override = {self['glance'].url}"]
+        if "rabbitmq" in self:
+            # The queue manager's locks (computed.conf.messaging) in the stack, not the host's
+            # /var/lib/computed.
+            lines += ["[messaging]", f"lock_path = {self.workdir / 'lock'}"]
         return "\n".join(lines) + "\n" + extra
 
 

@@ -354,7 +354,7 @@ class Chaos:
                               auth_data=[("digest", self.zk_credentials)]
                               if self.zk_credentials else None)
         self.zk.start(timeout=30)
-        self.transport = rpc.get_transport(self.conf, url=self.stack["rabbitmq"].url)
+        self.transport = rpc.get_transport(self.conf, "test", url=self.stack["rabbitmq"].url)
         self.api = ServerAPI(self.engine, self.placement, ComputeAPI(self.transport),
                              scheduler.zookeeper_owner(self.zk, fleet_root(self.group)))
         started = time.monotonic()

@@ -399,4 +399,4 @@ def instance_bus(stack):
     zk.start(timeout=15)
     conf = cfg.ConfigOpts()
     conf([])
-    return zk, rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    return zk, rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)

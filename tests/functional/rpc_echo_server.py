@@ -23,7 +23,7 @@ def main() -> None:
     url, topic, server_name = sys.argv[1:4]
     conf = cfg.ConfigOpts()
     conf([])
-    transport = rpc.get_transport(conf, url=url)
+    transport = rpc.get_transport(conf, "test", url=url)
     server = rpc.get_server(transport, topic, server_name, [Echo()])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

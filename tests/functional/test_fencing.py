@@ -130,7 +130,7 @@ def servers(stack, world):
     """A ServerAPI on the world's database (actions only: no scheduling, no Placement)."""
     conf = cfg.ConfigOpts()
     conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
     yield ServerAPI(world.engine, None, ComputeAPI(transport), owner_of=None), transport
     transport.cleanup()
 

@@ -185,7 +185,7 @@ def playing_a_daemon(stack, world, node):
     zk.start(timeout=15)
     conf = cfg.ConfigOpts()
     conf([])
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
     try:
         zk.ensure_path(claims_path(fleet_root(world.group)))
         _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",

@@ -28,7 +28,7 @@ def client_with(stack, world, keys, host):
     conf([])
     rpc.register_opts(conf)
     conf.set_override("signing_keys", keys, group="messaging")
-    transport = rpc.get_transport(conf, url=stack["rabbitmq"].url)
+    transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
     return transport, rpc.get_client(transport, f"reporter-{world.group}", timeout=20)
 
 

@@ -48,7 +48,7 @@ def test_rpc_call_crosses_rabbitmq_between_two_processes(stack):
         assert server.stdout.readline().strip() == "ready", server.stderr.read()
         conf = cfg.ConfigOpts()
         conf([])
-        transport = rpc.get_transport(conf, url=url)
+        transport = rpc.get_transport(conf, "test", url=url)
         try:
             client = rpc.get_client(transport, topic, timeout=30)
             answer = client.call({}, "echo", value="over the bus")

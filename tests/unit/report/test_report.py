@@ -91,7 +91,7 @@ class Endpoint:
 @pytest.fixture
 def bus():
     """An in-process oslo.messaging bus (the fake driver) and a way to serve one endpoint on it."""
-    transport = rpc.get_transport(cfg.ConfigOpts(), url="fake:/")
+    transport = rpc.get_transport(cfg.ConfigOpts(), "test", url="fake:/")
     servers = []
 
     def serve(endpoint, topic):

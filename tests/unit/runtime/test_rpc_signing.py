@@ -51,7 +51,7 @@ def transport(keys=(), host="c1", accept_unsigned=False):
     rpc.register_opts(conf)
     conf.set_override("signing_keys", list(keys), group="messaging")
     conf.set_override("accept_unsigned", accept_unsigned, group="messaging")
-    return rpc.get_transport(conf, url="fake://")
+    return rpc.get_transport(conf, "test", url="fake://")
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ class OldDaemon:
 
 @pytest.fixture
 def bus():
-    transport = rpc.get_transport(cfg.ConfigOpts(), url='fake:/')
+    transport = rpc.get_transport(cfg.ConfigOpts(), "test", url='fake:/')
     servers = []
 
     def serve(endpoint, topic, server):
