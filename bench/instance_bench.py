@@ -48,7 +48,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import sqlalchemy as sa
-from oslo_config import cfg
 
 from bench.common import (
     MemberWatch,
@@ -79,6 +78,7 @@ from hashring.ownership import compute_ownership
 from tests.functional.daemons import (
     Daemon,
     Reporter,
+    bus_conf,
     dump_logs,
     fleet_database,
     ironic,
@@ -129,9 +129,7 @@ class World:
         self.zk = zk_client(stack)
         self.watch = MemberWatch(stack, self.group)
         self.placement = placement_adapter(stack, workdir)
-        rconf = cfg.ConfigOpts()
-        rconf([])
-        self.transport = rpc.get_transport(rconf, "bench", url=stack["rabbitmq"].url)
+        self.transport = rpc.get_transport(bus_conf(stack), "bench", url=stack["rabbitmq"].url)
         self.api = ServerAPI(self.engine, self.placement, ComputeAPI(self.transport),
                              scheduler.zookeeper_owner(self.zk, fleet_root(self.group)))
 

@@ -174,6 +174,12 @@ class Stack:
     def __contains__(self, name: str) -> bool:
         return name in self.services
 
+    @property
+    def lock_path(self) -> Path:
+        """``[messaging] lock_path`` of the stack's computed processes: the queue manager's
+        locks (computed.conf.messaging) in the stack, not the host's /var/lib/computed."""
+        return self.workdir / "lock"
+
     def computed_conf(self, host: str = "", database: str = "", extra: str = "") -> str:
         """computed.conf for a daemon of this stack (``database`` overrides the DB URL)."""
         lines = ["[DEFAULT]"]
@@ -198,9 +204,7 @@ class Stack:
             lines += ["[glance]", "auth_type = none",
                       f"endpoint_override = {self['glance'].url}"]
         if "rabbitmq" in self:
-            # The queue manager's locks (computed.conf.messaging) in the stack, not the host's
-            # /var/lib/computed.
-            lines += ["[messaging]", f"lock_path = {self.workdir / 'lock'}"]
+            lines += ["[messaging]", f"lock_path = {self.lock_path}"]
         return "\n".join(lines) + "\n" + extra
 
 

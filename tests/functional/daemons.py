@@ -389,14 +389,23 @@ def wait_schedulable(world, placement, timeout: float = 120):
              world.processes)
 
 
-def instance_bus(stack):
-    """A started kazoo client and an RPC transport on the stack: what a ServerAPI in the test
-    process needs to find a node's owner and cast to it. The caller stops the client."""
+def bus_conf(stack):
+    """A bare configuration for an RPC transport of the test's process on ``stack``'s broker
+    (its URL passed to get_transport): the queue manager's locks in the stack."""
     from oslo_config import cfg
 
     from computed.runtime import rpc
-    zk = KazooClient(hosts=stack["zookeeper"].hosts)
-    zk.start(timeout=15)
     conf = cfg.ConfigOpts()
     conf([])
-    return zk, rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
+    rpc.register_opts(conf)
+    conf.set_override("lock_path", str(stack.lock_path), group="messaging")
+    return conf
+
+
+def instance_bus(stack):
+    """A started kazoo client and an RPC transport on the stack: what a ServerAPI in the test
+    process needs to find a node's owner and cast to it. The caller stops the client."""
+    from computed.runtime import rpc
+    zk = KazooClient(hosts=stack["zookeeper"].hosts)
+    zk.start(timeout=15)
+    return zk, rpc.get_transport(bus_conf(stack), "test", url=stack["rabbitmq"].url)

@@ -1,6 +1,6 @@
 """A process that answers ``echo`` RPC calls, for the RPC smoke test.
 
-Usage: python -m tests.functional.rpc_echo_server TRANSPORT_URL TOPIC SERVER
+Usage: python -m tests.functional.rpc_echo_server TRANSPORT_URL TOPIC SERVER LOCK_PATH
 Prints ``ready`` once its server is running; stops on SIGTERM.
 """
 
@@ -20,9 +20,11 @@ class Echo:
 
 
 def main() -> None:
-    url, topic, server_name = sys.argv[1:4]
+    url, topic, server_name, lock_path = sys.argv[1:5]
     conf = cfg.ConfigOpts()
     conf([])
+    rpc.register_opts(conf)
+    conf.set_override("lock_path", lock_path, group="messaging")
     transport = rpc.get_transport(conf, "test", url=url)
     server = rpc.get_server(transport, topic, server_name, [Echo()])
     stop = threading.Event()

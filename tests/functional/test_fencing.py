@@ -32,7 +32,6 @@ import uuid
 import pytest
 import requests
 from kazoo.client import KazooClient
-from oslo_config import cfg
 
 from computed.db import instances as db_instances
 from computed.db import models
@@ -43,6 +42,7 @@ from computed.runtime import rpc
 from computed_ironic import IronicDriver
 from tests.functional.daemons import (
     NO_REPORTER,
+    bus_conf,
     dump_logs,
     ironic,
     make_available,
@@ -128,9 +128,7 @@ def zk(stack):
 @pytest.fixture
 def servers(stack, world):
     """A ServerAPI on the world's database (actions only: no scheduling, no Placement)."""
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
+    transport = rpc.get_transport(bus_conf(stack), "test", url=stack["rabbitmq"].url)
     yield ServerAPI(world.engine, None, ComputeAPI(transport), owner_of=None), transport
     transport.cleanup()
 

@@ -16,7 +16,6 @@ import uuid
 
 import pytest
 from kazoo.client import KazooClient
-from oslo_config import cfg
 
 from computed.fleet.claims import claims_path
 from computed.fleet.membership import fleet_root
@@ -24,6 +23,7 @@ from computed.runtime import keystone, rpc
 from computed.testing.ironic import list_node_uuids
 from tests import database
 from tests.functional.daemons import (
+    bus_conf,
     ironic,
     make_available,
     seen,
@@ -183,9 +183,7 @@ def playing_a_daemon(stack, world, node):
     the reporters directly. Yields (RPC client to the reporters, the claim's epoch)."""
     zk = KazooClient(hosts=stack["zookeeper"].hosts)
     zk.start(timeout=15)
-    conf = cfg.ConfigOpts()
-    conf([])
-    transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
+    transport = rpc.get_transport(bus_conf(stack), "test", url=stack["rabbitmq"].url)
     try:
         zk.ensure_path(claims_path(fleet_root(world.group)))
         _, stat = zk.create(f"{claims_path(fleet_root(world.group))}/{node}",

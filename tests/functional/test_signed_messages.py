@@ -28,6 +28,7 @@ def client_with(stack, world, keys, host):
     conf([])
     rpc.register_opts(conf)
     conf.set_override("signing_keys", keys, group="messaging")
+    conf.set_override("lock_path", str(stack.lock_path), group="messaging")
     transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
     return transport, rpc.get_client(transport, f"reporter-{world.group}", timeout=20)
 

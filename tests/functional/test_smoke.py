@@ -10,10 +10,10 @@ from pathlib import Path
 
 import openstack.connection
 import sqlalchemy
-from oslo_config import cfg
 from tooz import coordination
 
 from computed.runtime import keystone, rpc
+from tests.functional.daemons import bus_conf
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,13 +42,12 @@ def test_rpc_call_crosses_rabbitmq_between_two_processes(stack):
     url = stack["rabbitmq"].url
     topic = f"smoke-{uuid.uuid4().hex[:8]}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.functional.rpc_echo_server", url, topic, "echo-1"],
+        [sys.executable, "-m", "tests.functional.rpc_echo_server", url, topic, "echo-1",
+         str(stack.lock_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().strip() == "ready", server.stderr.read()
-        conf = cfg.ConfigOpts()
-        conf([])
-        transport = rpc.get_transport(conf, "test", url=url)
+        transport = rpc.get_transport(bus_conf(stack), "test", url=url)
         try:
             client = rpc.get_client(transport, topic, timeout=30)
             answer = client.call({}, "echo", value="over the bus")
