@@ -31,6 +31,14 @@ def lock_path_restored():
     cfg.CONF.clear_default("lock_path", group="oslo_concurrency")  # and its cache
 
 
+@pytest.fixture(autouse=True)
+def group_leader_alive(monkeypatch):
+    """The test process's own group may have lost its leader (a suite started in the background
+    by a shell that exited: CI's runner or a developer's ``&``), which turns the queue manager
+    off: each test runs as a group leader itself unless it says otherwise."""
+    monkeypatch.setattr(os, "getpgrp", os.getpid)
+
+
 def loaded(tmp_path, text: str = "") -> cfg.ConfigOpts:
     """A configuration parsed as computed's commands parse it, with ``text`` as its file."""
     path = tmp_path / "computed.conf"
