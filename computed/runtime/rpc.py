@@ -84,7 +84,6 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
             continue
         conf.register_opts(opts, group=group)
     messaging_opts.register_opts(conf)  # a no-op where computed's loader registered it
-    messaging_opts.set_library_defaults(conf)  # likewise (a bare configuration: tests, tools)
 
 
 def get_transport(conf: cfg.ConfigOpts, service: str, member: str | None = None,
@@ -93,6 +92,10 @@ def get_transport(conf: cfg.ConfigOpts, service: str, member: str | None = None,
     ``service`` ("daemon", "reporter", "api", "manage"), the fleet member ``member`` (its
     ``[DEFAULT] host``) or none (see :func:`computed.conf.messaging.process_name`)."""
     register_opts(conf)
+    # Here, once per transport, not in register_opts, which every client and server built
+    # calls (a cast of the API's builds one): oslo.messaging's options listed and registered
+    # again cost about 1 ms a call. A no-op where computed's loader applied them.
+    messaging_opts.set_library_defaults(conf)
     if member is not None:
         member = normalise_host(member)
     conf.set_default('processname', messaging_opts.process_name(service, member),

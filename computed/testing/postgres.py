@@ -64,8 +64,9 @@ def psql_each(host: str, port: int, statements: list[str], database: str = "post
     """Run ``statements`` as ``postgres`` in ``database``, in one session, each in a
     transaction of its own (statements such as DROP DATABASE take no transaction block); stops
     at the first error, which raises."""
-    _run_psql(host, port, database, [arg for statement in statements for arg in ("-c", statement)],
-          f"psql: {len(statements)} statement(s) in {database}, the first {statements[0]}")
+    what = [arg for statement in statements for arg in ("-c", statement)]
+    _run_psql(host, port, database, what,
+              f"psql: {len(statements)} statement(s) in {database}, the first {statements[0]}")
 
 
 def _run_psql(host: str, port: int, database: str, what: list[str], description: str) -> None:

@@ -14,7 +14,7 @@ from oslo_config import cfg
 from computed.fleet.claims import claim_holders
 from computed.fleet.membership import fleet_root
 from computed.runtime import rpc
-from tests.functional.daemons import ironic, make_available, seen, wait_for
+from tests.functional.daemons import bus_conf, ironic, make_available, seen, wait_for
 
 WORLD_NODES = 4
 KEY = "k" * 64
@@ -23,12 +23,9 @@ SIGNED = f"[messaging]\nsigning_keys = {KEY}\n"
 
 
 def client_with(stack, world, keys, host):
-    conf = cfg.ConfigOpts()
+    conf = bus_conf(stack)
     conf.register_opts([cfg.StrOpt("host", default=host)])
-    conf([])
-    rpc.register_opts(conf)
     conf.set_override("signing_keys", keys, group="messaging")
-    conf.set_override("lock_path", str(stack.lock_path), group="messaging")
     transport = rpc.get_transport(conf, "test", url=stack["rabbitmq"].url)
     return transport, rpc.get_client(transport, f"reporter-{world.group}", timeout=20)
 
